@@ -1,0 +1,159 @@
+//! The wasm32 ABI of `engine.wasm`: the exports a host calls. The only file with `unsafe`.
+//!
+//! Protocol (all integers are wasm `i32`/`i64`; buffers are borsh bytes):
+//! 1. `cvm_alloc(len) -> ptr` reserves `len` bytes in the module's memory (0 if it cannot);
+//!    the host writes a request there. `cvm_load` and `cvm_run` take ownership of that buffer
+//!    and free it; `cvm_free(ptr, len)` frees one that was never handed over.
+//! 2. `cvm_load(ptr, len) -> status` decodes and validates canonical model bytes and keeps the
+//!    model for any number of runs. Status 0: loaded. Status 1: rejected; the reply holds the
+//!    failure [`Report`].
+//! 3. `cvm_run(ptr, len, gas_limit) -> status` runs the loaded model on inputs (borsh
+//!    `Vec<InputTensor>`). The reply holds the [`Report`]. Status 0: a report was produced;
+//!    status 1: no model is loaded.
+//! 4. `cvm_reply_ptr()` and `cvm_reply_len()` locate the latest reply, valid until the next call.
+//!
+//! Safety rests on two facts: wasm32 here has no threads (the module is instantiated without
+//! shared memory), so the global state is never accessed concurrently; and the host passes back
+//! only pointers and lengths returned by `cvm_alloc`.
+
+use alloc::vec::Vec;
+use core::alloc::Layout;
+use core::cell::RefCell;
+
+use crate::outcome::Report;
+use crate::validate::ValidatedModel;
+
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+/// A panic is an engine bug: trap, and let the host report a node-local failure.
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+/// Version of this export protocol; a host refuses modules of another version.
+pub const ABI_VERSION: u32 = 1;
+
+struct State {
+    model: Option<ValidatedModel>,
+    reply: Vec<u8>,
+}
+
+struct Global(RefCell<State>);
+
+// SAFETY: engine.wasm runs single-threaded (no threads proposal, no shared memory), so the
+// state is only ever touched by one thread.
+unsafe impl Sync for Global {}
+
+static STATE: Global = Global(RefCell::new(State {
+    model: None,
+    reply: Vec::new(),
+}));
+
+fn layout(len: u32) -> Option<Layout> {
+    Layout::from_size_align(len.max(1) as usize, 1).ok()
+}
+
+/// Takes back a buffer handed out by `cvm_alloc`, as an owned vector.
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call and not have been freed.
+unsafe fn take_buffer(ptr: u32, len: u32) -> Vec<u8> {
+    // SAFETY: per the contract, `ptr` points to `len.max(1)` bytes allocated by the global
+    // allocator with alignment 1, which the host has initialised.
+    unsafe { Vec::from_raw_parts(ptr as *mut u8, len as usize, len.max(1) as usize) }
+}
+
+fn reply(report: &Report) {
+    let mut state = STATE.0.borrow_mut();
+    state.reply.clear();
+    // Writing into a Vec cannot fail.
+    let _ = borsh::to_writer(&mut state.reply, report);
+}
+
+/// The export protocol's version.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_abi_version() -> u32 {
+    ABI_VERSION
+}
+
+/// Reserves `len` bytes; returns their address, or 0 if memory is exhausted.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_alloc(len: u32) -> u32 {
+    match layout(len) {
+        // SAFETY: the layout has a non-zero size.
+        Some(layout) => unsafe { alloc::alloc::alloc(layout) as u32 },
+        None => 0,
+    }
+}
+
+/// Frees a buffer from `cvm_alloc` that was not handed to `cvm_load` or `cvm_run`.
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call and not have been freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cvm_free(ptr: u32, len: u32) {
+    if let Some(layout) = layout(len) {
+        // SAFETY: per the contract, the block was allocated with this layout.
+        unsafe { alloc::alloc::dealloc(ptr as *mut u8, layout) }
+    }
+}
+
+/// Loads canonical model bytes; 0 when loaded, 1 when rejected (reply holds the report).
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cvm_load(ptr: u32, len: u32) -> u32 {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { take_buffer(ptr, len) };
+    STATE.0.borrow_mut().model = None;
+    let loaded = crate::load(&bytes);
+    drop(bytes);
+    match loaded {
+        Ok(model) => {
+            let mut state = STATE.0.borrow_mut();
+            state.model = Some(model);
+            state.reply.clear();
+            0
+        }
+        Err(report) => {
+            reply(&report);
+            1
+        }
+    }
+}
+
+/// Runs the loaded model on borsh-encoded inputs with a gas limit; 0 when a report was
+/// produced, 1 when no model is loaded.
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cvm_run(ptr: u32, len: u32, gas_limit: u64) -> u32 {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { take_buffer(ptr, len) };
+    let report = {
+        let state = STATE.0.borrow();
+        match &state.model {
+            Some(model) => crate::run_encoded(model, &bytes, gas_limit),
+            None => return 1,
+        }
+    };
+    drop(bytes);
+    reply(&report);
+    0
+}
+
+/// Address of the latest reply.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_reply_ptr() -> u32 {
+    STATE.0.borrow().reply.as_ptr() as u32
+}
+
+/// Length of the latest reply.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_reply_len() -> u32 {
+    STATE.0.borrow().reply.len() as u32
+}

@@ -1,0 +1,197 @@
+//! Broadcast operators of spec 001 ("Broadcast Operators"): `broadcast_add`, `broadcast_mul`.
+//!
+//! Shapes broadcast as in numpy: aligned from the last axis, each pair of dimensions equal or
+//! one of them 1; the output takes the larger rank. A pair (1, 0) gives 0, as numpy does (the
+//! spec's `max(em, en)` would give 1 and index out of bounds; see docs/ops.md).
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use cvm_gas::Param;
+
+use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision};
+use crate::error::Result;
+use crate::fail;
+use crate::tensor::{TensorMut, TensorRef, TensorType};
+
+/// Row of the operator table for `broadcast_add`.
+pub const BROADCAST_ADD: OpDef = OpDef {
+    code: 10,
+    name: "broadcast_add",
+    family: Family::Broadcast,
+    arity: Arity::Exactly(2),
+    outputs: 1,
+    attrs: &[],
+    build: |_, _| {
+        Ok(Box::new(Broadcast {
+            kind: BroadcastKind::Add,
+        }))
+    },
+};
+
+/// Row of the operator table for `broadcast_mul`.
+pub const BROADCAST_MUL: OpDef = OpDef {
+    code: 12,
+    name: "broadcast_mul",
+    family: Family::Broadcast,
+    arity: Arity::Exactly(2),
+    outputs: 1,
+    attrs: &[],
+    build: |_, _| {
+        Ok(Box::new(Broadcast {
+            kind: BroadcastKind::Mul,
+        }))
+    },
+};
+
+/// The arithmetic of a broadcast operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BroadcastKind {
+    /// `broadcast_add`: A + B; precision max(pA, pB) + 1.
+    Add,
+    /// `broadcast_mul`: A · B; precision pA + pB.
+    Mul,
+}
+
+/// A numpy-broadcasting binary operator (spec 001 "broadcast_add", "broadcast_mul").
+///
+/// - Inputs: `A`, `B` with broadcast-compatible shapes. Attributes: none.
+/// - Output: the broadcast shape; `Y[d] = A[a(d)] OP B[b(d)]` where a broadcast axis reads
+///   index 0.
+/// - Precision: add max(pA, pB) + 1; mul pA + pB; above 32 is `PrecisionOverflow`.
+/// - Overflow: impossible within the inferred precision; every result is still narrowed
+///   checked from i64.
+/// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
+/// - Gas: `element_arith` × output elements.
+#[derive(Debug)]
+pub struct Broadcast {
+    kind: BroadcastKind,
+}
+
+/// The numpy broadcast of two shapes.
+///
+/// # Errors
+/// `ShapeMismatch` naming both shapes and the first incompatible axis.
+pub fn broadcast_shape(a: &[u32], b: &[u32]) -> Result<Vec<u32>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0u32; rank];
+    for axis in 0..rank {
+        // Dimension of each operand aligned at the right; missing leading axes are 1.
+        let dim_a = (axis + a.len()).checked_sub(rank).map_or(1, |i| a[i]);
+        let dim_b = (axis + b.len()).checked_sub(rank).map_or(1, |i| b[i]);
+        out[axis] = if dim_a == dim_b || dim_b == 1 {
+            dim_a
+        } else if dim_a == 1 {
+            dim_b
+        } else {
+            return Err(fail!(
+                ShapeMismatch,
+                "shapes {a:?} and {b:?} do not broadcast: output axis {axis} has {dim_a} vs {dim_b}"
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// Strides (in elements) that read operand `dims` at output coordinates of `out_dims`:
+/// 0 along broadcast axes.
+fn broadcast_strides(dims: &[u32], out_dims: &[u32]) -> Vec<usize> {
+    let offset = out_dims.len() - dims.len();
+    let mut strides = vec![0usize; out_dims.len()];
+    let mut stride = 1usize;
+    for axis in (0..dims.len()).rev() {
+        if dims[axis] != 1 {
+            strides[axis + offset] = stride;
+        }
+        stride *= dims[axis] as usize;
+    }
+    strides
+}
+
+/// Applies `op` to every broadcast pair of `a` and `b`, writing `out` (of shape `out_dims`).
+///
+/// # Errors
+/// Whatever `op` returns.
+pub fn broadcast_apply(
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out_dims: &[u32],
+    out: &mut [i32],
+    op: impl Fn(i32, i32) -> Result<i32>,
+) -> Result<()> {
+    if a.dims == out_dims && b.dims == out_dims {
+        for ((y, &x), &z) in out.iter_mut().zip(a.data).zip(b.data) {
+            *y = op(x, z)?;
+        }
+        return Ok(());
+    }
+    let rank = out_dims.len();
+    let stride_a = broadcast_strides(a.dims, out_dims);
+    let stride_b = broadcast_strides(b.dims, out_dims);
+    let mut index = vec![0u32; rank];
+    let (mut offset_a, mut offset_b) = (0usize, 0usize);
+    for y in out.iter_mut() {
+        *y = op(a.data[offset_a], b.data[offset_b])?;
+        // Advance the output coordinate like an odometer, moving both operand offsets.
+        for axis in (0..rank).rev() {
+            index[axis] += 1;
+            offset_a += stride_a[axis];
+            offset_b += stride_b[axis];
+            if index[axis] < out_dims[axis] {
+                break;
+            }
+            offset_a -= stride_a[axis] * index[axis] as usize;
+            offset_b -= stride_b[axis] * index[axis] as usize;
+            index[axis] = 0;
+        }
+    }
+    Ok(())
+}
+
+impl Operator for Broadcast {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let shape = broadcast_shape(a.dims(), b.dims())?;
+        let (pa, pb) = (u32::from(a.precision), u32::from(b.precision));
+        let precision = match self.kind {
+            BroadcastKind::Add => pa.max(pb) + 1,
+            BroadcastKind::Mul => pa + pb,
+        };
+        Ok(vec![TensorType::new(shape, output_precision(precision)?)])
+    }
+
+    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let out = &mut outputs[0];
+        match self.kind {
+            BroadcastKind::Add => {
+                broadcast_apply(&inputs[0], &inputs[1], out.dims, out.data, |x, y| {
+                    narrow(i64::from(x) + i64::from(y))
+                })
+            }
+            BroadcastKind::Mul => {
+                broadcast_apply(&inputs[0], &inputs[1], out.dims, out.data, |x, y| {
+                    narrow(i64::from(x) * i64::from(y))
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_broadcast_like_numpy() {
+        assert_eq!(broadcast_shape(&[2, 3], &[2, 1]), Ok(vec![2, 3]));
+        assert_eq!(broadcast_shape(&[4, 1, 3], &[5, 1]), Ok(vec![4, 5, 3]));
+        assert_eq!(broadcast_shape(&[], &[3]), Ok(vec![3]));
+        assert_eq!(broadcast_shape(&[1], &[0]), Ok(vec![0]));
+        assert!(broadcast_shape(&[2, 3], &[3, 2]).is_err());
+    }
+}

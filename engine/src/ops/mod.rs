@@ -1,0 +1,249 @@
+//! The operator table: every operator's frozen code, name, arity, attribute schema and builder,
+//! registered in one place ([`OPS`]). Each family of operators lives in its own file.
+//!
+//! An operator is built from a node's attributes into a value implementing [`Operator`], which
+//! states its output types before running ([`Operator::infer`]), the work it will do
+//! ([`Operator::usage`], priced by the gas schedule) and computes ([`Operator::run`]).
+//!
+//! Architecture Invariant: an operator's code never changes; `usage` depends only on types and
+//! attributes; `run` is only called with inputs of the types `infer` accepted, and returns every
+//! failure as a typed error (never panics).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use cvm_gas::Param;
+
+use crate::attrs::{AttrSpec, Attrs};
+use crate::error::Result;
+use crate::fail;
+use crate::tensor::{TensorMut, TensorRef, TensorType};
+
+pub mod broadcast;
+pub mod elemwise;
+pub mod nn;
+pub mod transform;
+
+/// Work an operator does, per gas parameter (see [`cvm_gas::Schedule::price`]).
+pub type Usage = Vec<(Param, u64)>;
+
+/// A configured operator: its attributes parsed and checked.
+pub trait Operator: core::fmt::Debug {
+    /// The output types for inputs of types `inputs`, or why the inputs are not acceptable.
+    ///
+    /// # Errors
+    /// `ShapeMismatch`, `PrecisionOverflow`, `PrecisionConstraint`, `AttributeOutOfRange`, ...
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>>;
+
+    /// The work of one application, from types alone. Only called after `infer` accepted them.
+    ///
+    /// # Errors
+    /// `LimitExceeded` if a count overflows `u64`.
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage>;
+
+    /// Computes the outputs (pre-sized and zeroed) from the inputs.
+    ///
+    /// # Errors
+    /// Deterministic arithmetic failures: `IntegerOverflow`, `DivisionByZero`, ...
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()>;
+}
+
+/// How many inputs an operator takes (refined by the builder when it depends on attributes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly this many.
+    Exactly(usize),
+    /// Between the two bounds, inclusive.
+    Between(usize, usize),
+    /// At least this many.
+    AtLeast(usize),
+}
+
+impl Arity {
+    /// Whether `n` inputs are acceptable.
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::Between(low, high) => (low..=high).contains(&n),
+            Arity::AtLeast(low) => n >= low,
+        }
+    }
+}
+
+impl core::fmt::Display for Arity {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::Between(low, high) => write!(f, "{low} to {high}"),
+            Arity::AtLeast(low) => write!(f, "at least {low}"),
+        }
+    }
+}
+
+/// Builds an operator from checked attributes and the node's input count.
+pub type Builder = fn(&Attrs<'_>, usize) -> Result<Box<dyn Operator>>;
+
+/// The operator family, as the specification groups them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Reductions over axes.
+    Reduce,
+    /// Numpy-broadcasting binary operators.
+    Broadcast,
+    /// Neural-network layers.
+    Nn,
+    /// Elementwise operators.
+    Elemwise,
+    /// Shape and data-movement operators.
+    Transform,
+    /// Detection post-processing.
+    Vision,
+}
+
+/// One row of the operator table.
+#[derive(Debug)]
+pub struct OpDef {
+    /// Frozen numeric code stored in canonical models.
+    pub code: u16,
+    /// Name in text models and CVM symbol files.
+    pub name: &'static str,
+    /// Family the operator belongs to.
+    pub family: Family,
+    /// Accepted input counts.
+    pub arity: Arity,
+    /// Number of outputs.
+    pub outputs: u8,
+    /// Attributes the operator takes.
+    pub attrs: &'static [AttrSpec],
+    /// Parses attributes into a configured operator.
+    pub build: Builder,
+}
+
+/// Every operator the engine runs. Codes are frozen (a test pins them); add rows, never renumber.
+pub static OPS: &[OpDef] = &[
+    // Broadcast family: 10..
+    broadcast::BROADCAST_ADD,
+    broadcast::BROADCAST_MUL,
+    // NN family: 20..
+    nn::CONV2D,
+    nn::DENSE,
+    nn::RELU,
+    nn::MAX_POOL2D,
+    // Elementwise family: 30..
+    elemwise::ELEMWISE_ADD,
+    elemwise::CVM_CLIP,
+    elemwise::CVM_RIGHT_SHIFT,
+    // Transform family: 50..
+    transform::FLATTEN,
+    transform::RESHAPE,
+];
+
+/// The operator with code `code`.
+pub fn by_code(code: u16) -> Option<&'static OpDef> {
+    OPS.iter().find(|op| op.code == code)
+}
+
+/// The operator named `name`.
+pub fn by_name(name: &str) -> Option<&'static OpDef> {
+    OPS.iter().find(|op| op.name == name)
+}
+
+/// Checked product of counts, for usage formulas.
+///
+/// # Errors
+/// `LimitExceeded` when the product overflows `u64`.
+pub fn count(factors: &[u64]) -> Result<u64> {
+    factors
+        .iter()
+        .try_fold(1u64, |acc, &factor| acc.checked_mul(factor))
+        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
+}
+
+/// Checks that exactly `expected` inputs were given (for builders whose arity depends on
+/// attributes).
+///
+/// # Errors
+/// `ArityMismatch` explaining why `expected` inputs are needed.
+pub fn expect_inputs(n_inputs: usize, expected: usize, why: &str) -> Result<()> {
+    if n_inputs == expected {
+        Ok(())
+    } else {
+        Err(fail!(
+            ArityMismatch,
+            "takes {expected} inputs {why}, got {n_inputs}"
+        ))
+    }
+}
+
+/// Checks that `ty` has rank `rank`, naming the operand.
+///
+/// # Errors
+/// `ShapeMismatch`.
+pub fn expect_rank(ty: &TensorType, rank: usize, operand: &str) -> Result<()> {
+    if ty.shape.rank() == rank {
+        Ok(())
+    } else {
+        Err(fail!(
+            ShapeMismatch,
+            "{operand} must have rank {rank}, got shape {}",
+            ty.shape
+        ))
+    }
+}
+
+/// Checks that an inferred precision fits 32 bits.
+///
+/// # Errors
+/// `PrecisionOverflow` with the inferred figure.
+pub fn output_precision(precision: u32) -> Result<u8> {
+    if precision <= u32::from(crate::tensor::MAX_PRECISION) {
+        Ok(precision.max(1) as u8)
+    } else {
+        Err(fail!(
+            PrecisionOverflow,
+            "inferred output precision {precision} exceeds 32 bits"
+        ))
+    }
+}
+
+/// Converts an `i64` result into `i32`, reporting overflow instead of wrapping.
+///
+/// # Errors
+/// `IntegerOverflow`.
+#[inline]
+pub fn narrow(value: i64) -> Result<i32> {
+    i32::try_from(value).map_err(|_| fail!(IntegerOverflow, "result {value} does not fit in int32"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_names_are_frozen_and_unique() {
+        let expected: &[(u16, &str)] = &[
+            (10, "broadcast_add"),
+            (12, "broadcast_mul"),
+            (20, "conv2d"),
+            (21, "dense"),
+            (22, "relu"),
+            (23, "max_pool2d"),
+            (32, "elemwise_add"),
+            (36, "cvm_clip"),
+            (38, "cvm_right_shift"),
+            (52, "flatten"),
+            (55, "reshape"),
+        ];
+        for &(code, name) in expected {
+            let op = by_code(code);
+            assert_eq!(op.map(|op| op.name), Some(name), "code {code}");
+            assert_eq!(by_name(name).map(|op| op.code), Some(code));
+        }
+        for (i, a) in OPS.iter().enumerate() {
+            for b in &OPS[i + 1..] {
+                assert_ne!(a.code, b.code, "{} and {} share a code", a.name, b.name);
+                assert_ne!(a.name, b.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,728 @@
+//! NN operators of spec 001 ("NN Operators"): `conv2d`, `dense`, `relu`, `max_pool2d`.
+//!
+//! Multiply-accumulates run in `i64`. Precision inference (cvm-compat §3) bounds every sum so
+//! that it fits `i32`; the final narrowing is still checked.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use cvm_gas::Param;
+
+use super::{
+    Arity, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank, narrow,
+    output_precision,
+};
+use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
+use crate::error::Result;
+use crate::fail;
+use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
+
+/// `max_attr` of spec 000: attributes such as padding, strides and dilation lie below it.
+const MAX_ATTR: i64 = 4096;
+
+/// Largest precision dense and conv2d accept on data and weights (cvm-compat §3).
+const MAX_MAC_INPUT_PRECISION: u8 = 8;
+
+/// Row of the operator table for [`Conv2d`].
+pub const CONV2D: OpDef = OpDef {
+    code: 20,
+    name: "conv2d",
+    family: Family::Nn,
+    arity: Arity::Between(2, 3),
+    outputs: 1,
+    attrs: &[
+        spec("channels", AttrKind::Int),
+        spec("dilation", AttrKind::Ints),
+        spec("groups", AttrKind::Int),
+        spec("kernel_layout", AttrKind::Str),
+        spec("kernel_size", AttrKind::Ints),
+        spec("layout", AttrKind::Str),
+        spec("out_dtype", AttrKind::Str),
+        spec("out_layout", AttrKind::Str),
+        spec("padding", AttrKind::Ints),
+        spec("strides", AttrKind::Ints),
+        spec("use_bias", AttrKind::Bool),
+    ],
+    build: Conv2d::build,
+};
+
+/// 2-D grouped convolution, NCHW data and OIHW weights (spec 001 "conv2d").
+///
+/// - Inputs: `X` (N, C, H, W), `W` (OC, C/groups, KH, KW), and `B` (OC) when `use_bias`.
+/// - Attributes: `padding` (PH, PW) in [0, 4096), default (0, 0); `strides` (SH, SW) in
+///   [1, 4096), default (1, 1); `dilation` (DH, DW) in [1, 4096), default (1, 1); `groups` in
+///   [1, C] dividing C and OC, default 1; `use_bias` default true; `channels` and `kernel_size`
+///   optional, and when given they must equal OC and (KH, KW); `layout` "NCHW",
+///   `kernel_layout` "OIHW", `out_layout` "" / "__undef__" / "NCHW", `out_dtype` "same" / "int32".
+/// - Output: (N, OC, ⌊(H + 2PH − DH(KH − 1) − 1) / SH⌋ + 1, ⌊(W + 2PW − DW(KW − 1) − 1) / SW⌋ + 1);
+///   `Y[n,oc,p,q] = Σ_ic Σ_ki Σ_kj pad(X)[n, g·IC + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW] ·
+///   W[oc, ic, ki, kj] (+ B[oc])` with g = oc / (OC / groups) and zero padding.
+/// - Precision: data and weights ≤ 8 bits; output pX + pW + bits(IC·KH·KW), with bias
+///   max(that, pB) + 1; above 32 is `PrecisionOverflow`.
+/// - Overflow: sums run in i64 and are bounded by the output precision; narrowing is checked.
+/// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
+///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
+///   `PrecisionOverflow`.
+/// - Gas: `multiply_accumulate` × N·OC·OH·OW·IC·KH·KW + `element_arith` × N·OC·OH·OW.
+#[derive(Debug)]
+pub struct Conv2d {
+    channels: Option<u32>,
+    kernel_size: Option<[u32; 2]>,
+    strides: [u32; 2],
+    padding: [u32; 2],
+    dilation: [u32; 2],
+    groups: u32,
+    use_bias: bool,
+}
+
+/// Geometry of one convolution, derived from validated types.
+struct ConvGeometry {
+    batch: usize,
+    in_channels: usize,
+    height: usize,
+    width: usize,
+    out_channels: usize,
+    group_in_channels: usize,
+    kernel_h: usize,
+    kernel_w: usize,
+    out_h: usize,
+    out_w: usize,
+}
+
+impl Conv2d {
+    fn build(attrs: &Attrs<'_>, n_inputs: usize) -> Result<Box<dyn Operator>> {
+        check_layout(attrs, "layout", &["NCHW"])?;
+        check_layout(attrs, "kernel_layout", &["OIHW"])?;
+        check_layout(attrs, "out_layout", &["", "__undef__", "NCHW"])?;
+        check_layout(attrs, "out_dtype", &["same", "int32"])?;
+        let use_bias = attrs.bool_or("use_bias", true);
+        expect_inputs(
+            n_inputs,
+            if use_bias { 3 } else { 2 },
+            if use_bias {
+                "with use_bias = true (the default)"
+            } else {
+                "with use_bias = false"
+            },
+        )?;
+        let channels = match attrs.opt_int("channels") {
+            Some(value) => Some(in_range("channels", value, 1, i64::from(u32::MAX))?),
+            None => None,
+        };
+        let kernel_size = match attrs.opt_ints("kernel_size") {
+            Some(values) => Some(pair_in_range(
+                "kernel_size",
+                values,
+                1,
+                i64::from(u32::MAX),
+            )?),
+            None => None,
+        };
+        Ok(Box::new(Conv2d {
+            channels,
+            kernel_size,
+            strides: pair_in_range(
+                "strides",
+                attrs.opt_ints("strides").unwrap_or(&[1, 1]),
+                1,
+                MAX_ATTR - 1,
+            )?,
+            padding: pair_in_range(
+                "padding",
+                attrs.opt_ints("padding").unwrap_or(&[0, 0]),
+                0,
+                MAX_ATTR - 1,
+            )?,
+            dilation: pair_in_range(
+                "dilation",
+                attrs.opt_ints("dilation").unwrap_or(&[1, 1]),
+                1,
+                MAX_ATTR - 1,
+            )?,
+            groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
+            use_bias,
+        }))
+    }
+
+    fn geometry(&self, data: &[u32], weight: &[u32]) -> Result<ConvGeometry> {
+        let [batch, in_channels, height, width] = [data[0], data[1], data[2], data[3]];
+        let [out_channels, group_in_channels, kernel_h, kernel_w] =
+            [weight[0], weight[1], weight[2], weight[3]];
+        if self.groups > in_channels || in_channels % self.groups != 0 {
+            return Err(fail!(
+                ShapeMismatch,
+                "groups = {} must lie in [1, C] and divide C = {in_channels}",
+                self.groups
+            ));
+        }
+        if out_channels % self.groups != 0 {
+            return Err(fail!(
+                ShapeMismatch,
+                "groups = {} must divide the output channels OC = {out_channels}",
+                self.groups
+            ));
+        }
+        if group_in_channels != in_channels / self.groups {
+            return Err(fail!(
+                ShapeMismatch,
+                "weight shape {:?} needs C / groups = {} input channels per group, has {group_in_channels}",
+                weight,
+                in_channels / self.groups
+            ));
+        }
+        if kernel_h == 0 || kernel_w == 0 {
+            return Err(fail!(
+                ShapeMismatch,
+                "kernel {kernel_h}x{kernel_w} is empty"
+            ));
+        }
+        if let Some(channels) = self.channels {
+            if channels != out_channels {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "attribute channels = {channels} differs from the weight's {out_channels} output channels"
+                ));
+            }
+        }
+        if let Some(kernel_size) = self.kernel_size {
+            if kernel_size != [kernel_h, kernel_w] {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "attribute kernel_size = {kernel_size:?} differs from the weight's {kernel_h}x{kernel_w}"
+                ));
+            }
+        }
+        let out_h = conv_extent(
+            height,
+            self.padding[0],
+            self.dilation[0],
+            kernel_h,
+            self.strides[0],
+            "height",
+        )?;
+        let out_w = conv_extent(
+            width,
+            self.padding[1],
+            self.dilation[1],
+            kernel_w,
+            self.strides[1],
+            "width",
+        )?;
+        Ok(ConvGeometry {
+            batch: batch as usize,
+            in_channels: in_channels as usize,
+            height: height as usize,
+            width: width as usize,
+            out_channels: out_channels as usize,
+            group_in_channels: group_in_channels as usize,
+            kernel_h: kernel_h as usize,
+            kernel_w: kernel_w as usize,
+            out_h: out_h as usize,
+            out_w: out_w as usize,
+        })
+    }
+}
+
+/// Output extent ⌊(size + 2·pad − dilation·(kernel − 1) − 1) / stride⌋ + 1 (spec 001 Y_HMAX).
+fn conv_extent(
+    size: u32,
+    pad: u32,
+    dilation: u32,
+    kernel: u32,
+    stride: u32,
+    axis: &str,
+) -> Result<u32> {
+    let padded = i64::from(size) + 2 * i64::from(pad);
+    let span = i64::from(dilation) * (i64::from(kernel) - 1) + 1;
+    if padded < span {
+        return Err(fail!(
+            ShapeMismatch,
+            "dilated kernel spans {span} along {axis}, more than the padded input's {padded}"
+        ));
+    }
+    let extent = (padded - span) / i64::from(stride) + 1;
+    u32::try_from(extent).map_err(|_| fail!(LimitExceeded, "output {axis} {extent} is too large"))
+}
+
+/// Checks a string attribute against the values this engine supports.
+fn check_layout(attrs: &Attrs<'_>, name: &str, allowed: &[&str]) -> Result<()> {
+    match attrs.opt_str(name) {
+        Some(value) if !allowed.contains(&value) => Err(fail!(
+            AttributeOutOfRange,
+            "attribute \"{name}\" = \"{value}\" is not supported (expected one of {allowed:?})"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks the ≤ 8-bit precision rule of dense and conv2d operands.
+fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
+    if ty.precision > MAX_MAC_INPUT_PRECISION {
+        Err(fail!(
+            PrecisionConstraint,
+            "{operand} has precision {}, but at most {MAX_MAC_INPUT_PRECISION} is allowed",
+            ty.precision
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Output precision of a multiply-accumulate layer (cvm-compat §3, dense and conv2d rows).
+fn mac_precision(
+    data: &TensorType,
+    weight: &TensorType,
+    reduction: u64,
+    bias: Option<&TensorType>,
+) -> Result<u8> {
+    let product = u32::from(data.precision) + u32::from(weight.precision) + bit_width(reduction);
+    output_precision(match bias {
+        Some(bias) => product.max(u32::from(bias.precision)) + 1,
+        None => product,
+    })
+}
+
+impl Operator for Conv2d {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let (data, weight) = (&inputs[0], &inputs[1]);
+        expect_rank(data, 4, "data")?;
+        expect_rank(weight, 4, "weight")?;
+        let geometry = self.geometry(data.dims(), weight.dims())?;
+        let bias = if self.use_bias {
+            let bias = &inputs[2];
+            if bias.dims() != [geometry.out_channels as u32] {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "bias must have shape [{}] (one per output channel), got {}",
+                    geometry.out_channels,
+                    bias.shape
+                ));
+            }
+            Some(bias)
+        } else {
+            None
+        };
+        check_mac_precision(data, "data")?;
+        check_mac_precision(weight, "weight")?;
+        let reduction = count(&[
+            geometry.group_in_channels as u64,
+            geometry.kernel_h as u64,
+            geometry.kernel_w as u64,
+        ])?;
+        let precision = mac_precision(data, weight, reduction, bias)?;
+        Ok(vec![TensorType::new(
+            [
+                geometry.batch as u32,
+                geometry.out_channels as u32,
+                geometry.out_h as u32,
+                geometry.out_w as u32,
+            ],
+            precision,
+        )])
+    }
+
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let weight = inputs[1].dims();
+        let out_elements = outputs[0].shape.elements();
+        let macs = count(&[
+            out_elements,
+            u64::from(weight[1]),
+            u64::from(weight[2]),
+            u64::from(weight[3]),
+        ])?;
+        Ok(vec![
+            (Param::MultiplyAccumulate, macs),
+            (Param::ElementArith, out_elements),
+        ])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let g = self.geometry(inputs[0].dims, inputs[1].dims)?;
+        let (data, weight) = (inputs[0].data, inputs[1].data);
+        let bias = if self.use_bias {
+            Some(inputs[2].data)
+        } else {
+            None
+        };
+        let out = &mut *outputs[0].data;
+        let out_per_group = g.out_channels / self.groups as usize;
+        let [stride_h, stride_w] = self.strides.map(|s| s as isize);
+        let [pad_h, pad_w] = self.padding.map(|p| p as isize);
+        let [dil_h, dil_w] = self.dilation.map(|d| d as isize);
+        let plane = g.height * g.width;
+        let kernel_plane = g.kernel_h * g.kernel_w;
+        let mut out_index = 0;
+        for n in 0..g.batch {
+            for oc in 0..g.out_channels {
+                let first_channel = (oc / out_per_group) * g.group_in_channels;
+                let weight_base = oc * g.group_in_channels * kernel_plane;
+                let bias_value = bias.map_or(0, |b| i64::from(b[oc]));
+                for p in 0..g.out_h {
+                    let row0 = p as isize * stride_h - pad_h;
+                    for q in 0..g.out_w {
+                        let col0 = q as isize * stride_w - pad_w;
+                        let mut acc = bias_value;
+                        for ic in 0..g.group_in_channels {
+                            let data_base = (n * g.in_channels + first_channel + ic) * plane;
+                            let w_base = weight_base + ic * kernel_plane;
+                            for ki in 0..g.kernel_h {
+                                let row = row0 + ki as isize * dil_h;
+                                if row < 0 || row >= g.height as isize {
+                                    continue; // zero padding (spec 001 `pad`)
+                                }
+                                let data_row = data_base + row as usize * g.width;
+                                let w_row = w_base + ki * g.kernel_w;
+                                for kj in 0..g.kernel_w {
+                                    let col = col0 + kj as isize * dil_w;
+                                    if col < 0 || col >= g.width as isize {
+                                        continue;
+                                    }
+                                    acc += i64::from(data[data_row + col as usize])
+                                        * i64::from(weight[w_row + kj]);
+                                }
+                            }
+                        }
+                        out[out_index] = narrow(acc)?;
+                        out_index += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Row of the operator table for [`Dense`].
+pub const DENSE: OpDef = OpDef {
+    code: 21,
+    name: "dense",
+    family: Family::Nn,
+    arity: Arity::Between(2, 3),
+    outputs: 1,
+    attrs: &[
+        spec("units", AttrKind::Int),
+        spec("use_bias", AttrKind::Bool),
+    ],
+    build: Dense::build,
+};
+
+/// Fully connected layer (spec 001 "dense"): `Y = X·Wᵀ (+ B)`.
+///
+/// - Inputs: `X` (M, K), `W` (N, K), and `B` (N) when `use_bias`.
+/// - Attributes: `use_bias` default true; `units` optional, ≥ 1, and when given equal to N.
+/// - Output: (M, N), `Y[m, n] = Σ_k X[m, k]·W[n, k] (+ B[n])`.
+/// - Precision: X and W ≤ 8 bits; output pX + pW + bits(K), with bias max(that, pB) + 1.
+/// - Overflow: sums run in i64, bounded by the output precision; narrowing is checked.
+/// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
+///   `PrecisionOverflow`.
+/// - Gas: `multiply_accumulate` × M·N·K + `element_arith` × M·N.
+#[derive(Debug)]
+pub struct Dense {
+    units: Option<u32>,
+    use_bias: bool,
+}
+
+impl Dense {
+    fn build(attrs: &Attrs<'_>, n_inputs: usize) -> Result<Box<dyn Operator>> {
+        let use_bias = attrs.bool_or("use_bias", true);
+        expect_inputs(
+            n_inputs,
+            if use_bias { 3 } else { 2 },
+            if use_bias {
+                "with use_bias = true (the default)"
+            } else {
+                "with use_bias = false"
+            },
+        )?;
+        let units = match attrs.opt_int("units") {
+            Some(value) => Some(in_range("units", value, 1, i64::from(u32::MAX))?),
+            None => None,
+        };
+        Ok(Box::new(Dense { units, use_bias }))
+    }
+}
+
+impl Operator for Dense {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let (data, weight) = (&inputs[0], &inputs[1]);
+        expect_rank(data, 2, "data")?;
+        expect_rank(weight, 2, "weight")?;
+        let [rows, depth] = [data.dims()[0], data.dims()[1]];
+        let [units, weight_depth] = [weight.dims()[0], weight.dims()[1]];
+        if depth != weight_depth {
+            return Err(fail!(
+                ShapeMismatch,
+                "data {} and weight {} disagree on the reduction length K",
+                data.shape,
+                weight.shape
+            ));
+        }
+        if let Some(expected) = self.units {
+            if expected != units {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "attribute units = {expected} differs from the weight's {units} rows"
+                ));
+            }
+        }
+        let bias = if self.use_bias {
+            let bias = &inputs[2];
+            if bias.dims() != [units] {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "bias must have shape [{units}], got {}",
+                    bias.shape
+                ));
+            }
+            Some(bias)
+        } else {
+            None
+        };
+        check_mac_precision(data, "data")?;
+        check_mac_precision(weight, "weight")?;
+        let precision = mac_precision(data, weight, u64::from(depth), bias)?;
+        Ok(vec![TensorType::new([rows, units], precision)])
+    }
+
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let out_elements = outputs[0].shape.elements();
+        let macs = count(&[out_elements, u64::from(inputs[0].dims()[1])])?;
+        Ok(vec![
+            (Param::MultiplyAccumulate, macs),
+            (Param::ElementArith, out_elements),
+        ])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let depth = inputs[0].dims[1] as usize;
+        let units = inputs[1].dims[0] as usize;
+        let (data, weight) = (inputs[0].data, inputs[1].data);
+        let bias = if self.use_bias {
+            Some(inputs[2].data)
+        } else {
+            None
+        };
+        if depth == 0 {
+            // Empty reduction: Y = B (or 0).
+            for row in outputs[0].data.chunks_exact_mut(units.max(1)) {
+                for (unit, value) in row.iter_mut().enumerate() {
+                    *value = bias.map_or(0, |b| b[unit]);
+                }
+            }
+            return Ok(());
+        }
+        for (x_row, y_row) in data
+            .chunks_exact(depth)
+            .zip(outputs[0].data.chunks_exact_mut(units.max(1)))
+        {
+            for (unit, (w_row, y)) in weight.chunks_exact(depth).zip(y_row.iter_mut()).enumerate() {
+                let dot: i64 = x_row
+                    .iter()
+                    .zip(w_row)
+                    .map(|(&x, &w)| i64::from(x) * i64::from(w))
+                    .sum();
+                *y = narrow(dot + bias.map_or(0, |b| i64::from(b[unit])))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Row of the operator table for [`Relu`].
+pub const RELU: OpDef = OpDef {
+    code: 22,
+    name: "relu",
+    family: Family::Nn,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: &[],
+    build: |_, _| Ok(Box::new(Relu)),
+};
+
+/// Rectified linear unit (spec 001 "relu"): `Y = max(0, X)`.
+///
+/// - Input: `X` of any shape. Output: same shape and precision.
+/// - Errors: none beyond arity. Gas: `element_arith` × elements.
+#[derive(Debug)]
+pub struct Relu;
+
+impl Operator for Relu {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        for (y, &x) in outputs[0].data.iter_mut().zip(inputs[0].data) {
+            *y = x.max(0);
+        }
+        Ok(())
+    }
+}
+
+/// Row of the operator table for [`MaxPool2d`].
+pub const MAX_POOL2D: OpDef = OpDef {
+    code: 23,
+    name: "max_pool2d",
+    family: Family::Nn,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: &[
+        spec("ceil_mode", AttrKind::Bool),
+        spec("layout", AttrKind::Str),
+        spec("padding", AttrKind::Ints),
+        spec("pool_size", AttrKind::Ints),
+        spec("strides", AttrKind::Ints),
+    ],
+    build: MaxPool2d::build,
+};
+
+/// 2-D max pooling over NCHW planes (spec 001 "max_pool2d").
+///
+/// - Input: `X` (N, C, H, W).
+/// - Attributes: `pool_size` (PSH, PSW) required, with PH < PSH ≤ H + 2PH and likewise for W;
+///   `strides` (SH, SW) in [1, 4096), default (1, 1); `padding` one value or (PH, PW) in
+///   [0, 4096), default (0, 0); `ceil_mode` default false; `layout` "NCHW".
+/// - Output: (N, C, f((H + 2PH − PSH) / SH) + 1, f((W + 2PW − PSW) / SW) + 1) with f = ceil when
+///   `ceil_mode`, else floor; each element is the maximum of the input elements inside its
+///   window. Padding is never sampled: a window that would hold only padding (possible only with
+///   `ceil_mode`) is rejected at validation, so every window has at least one input element.
+/// - Precision: same as X.
+/// - Errors: `ShapeMismatch` (rank), `AttributeOutOfRange`.
+/// - Gas: `window_compare` × N·C·OH·OW·PSH·PSW.
+#[derive(Debug)]
+pub struct MaxPool2d {
+    pool_size: [u32; 2],
+    strides: [u32; 2],
+    padding: [u32; 2],
+    ceil_mode: bool,
+}
+
+impl MaxPool2d {
+    fn build(attrs: &Attrs<'_>, _n_inputs: usize) -> Result<Box<dyn Operator>> {
+        check_layout(attrs, "layout", &["NCHW"])?;
+        let padding = match attrs.opt_ints("padding").unwrap_or(&[0, 0]) {
+            [both] => {
+                let pad = in_range("padding", *both, 0, MAX_ATTR - 1)?;
+                [pad, pad]
+            }
+            pair => pair_in_range("padding", pair, 0, MAX_ATTR - 1)?,
+        };
+        let pool_size = pair_in_range(
+            "pool_size",
+            attrs.ints("pool_size")?,
+            1,
+            i64::from(u32::MAX),
+        )?;
+        for axis in 0..2 {
+            if pool_size[axis] <= padding[axis] {
+                return Err(fail!(
+                    AttributeOutOfRange,
+                    "pool_size {pool_size:?} must exceed padding {padding:?} on each axis"
+                ));
+            }
+        }
+        Ok(Box::new(MaxPool2d {
+            pool_size,
+            strides: pair_in_range(
+                "strides",
+                attrs.opt_ints("strides").unwrap_or(&[1, 1]),
+                1,
+                MAX_ATTR - 1,
+            )?,
+            padding,
+            ceil_mode: attrs.bool_or("ceil_mode", false),
+        }))
+    }
+
+    /// Output extent along one axis, or why the window does not fit.
+    fn extent(&self, size: u32, axis: usize) -> Result<u32> {
+        let name = if axis == 0 { "height" } else { "width" };
+        let padded = i64::from(size) + 2 * i64::from(self.padding[axis]);
+        let pool = i64::from(self.pool_size[axis]);
+        let stride = i64::from(self.strides[axis]);
+        if pool > padded {
+            return Err(fail!(
+                AttributeOutOfRange,
+                "pool_size {} exceeds the padded input {name} {padded}",
+                pool
+            ));
+        }
+        let span = padded - pool;
+        let steps = if self.ceil_mode {
+            (span + stride - 1) / stride
+        } else {
+            span / stride
+        };
+        let extent = steps + 1;
+        // The last window starts at steps·stride − pad; it must still cover an input element.
+        let last_start = steps * stride - i64::from(self.padding[axis]);
+        if last_start >= i64::from(size) {
+            return Err(fail!(
+                AttributeOutOfRange,
+                "with ceil_mode the last pooling window along {name} starts at {last_start}, past the input's {size} elements"
+            ));
+        }
+        u32::try_from(extent)
+            .map_err(|_| fail!(LimitExceeded, "output {name} {extent} is too large"))
+    }
+}
+
+impl Operator for MaxPool2d {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let data = &inputs[0];
+        expect_rank(data, 4, "data")?;
+        let dims = data.dims();
+        let out_h = self.extent(dims[2], 0)?;
+        let out_w = self.extent(dims[3], 1)?;
+        Ok(vec![TensorType::new(
+            [dims[0], dims[1], out_h, out_w],
+            data.precision,
+        )])
+    }
+
+    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let window = count(&[
+            outputs[0].shape.elements(),
+            u64::from(self.pool_size[0]),
+            u64::from(self.pool_size[1]),
+        ])?;
+        Ok(vec![(Param::WindowCompare, window)])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let dims = inputs[0].dims;
+        let (height, width) = (dims[2] as isize, dims[3] as isize);
+        let (out_h, out_w) = (outputs[0].dims[2] as usize, outputs[0].dims[3] as usize);
+        let plane = (height * width) as usize;
+        let data = inputs[0].data;
+        let out = &mut *outputs[0].data;
+        let planes = dims[0] as usize * dims[1] as usize;
+        let mut out_index = 0;
+        for plane_index in 0..planes {
+            let base = plane_index * plane;
+            for p in 0..out_h {
+                let start_h = p as isize * self.strides[0] as isize - self.padding[0] as isize;
+                let rows = start_h.max(0)..(start_h + self.pool_size[0] as isize).min(height);
+                for q in 0..out_w {
+                    let start_w = q as isize * self.strides[1] as isize - self.padding[1] as isize;
+                    let cols = start_w.max(0)..(start_w + self.pool_size[1] as isize).min(width);
+                    let mut best = i32::MIN;
+                    for row in rows.clone() {
+                        let row_base = base + (row * width) as usize;
+                        for col in cols.clone() {
+                            best = best.max(data[row_base + col as usize]);
+                        }
+                    }
+                    out[out_index] = best;
+                    out_index += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}

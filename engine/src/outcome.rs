@@ -1,0 +1,187 @@
+//! What a run produces: the consensus [`Outcome`] (hashed by hosts) and the [`Report`] that
+//! wraps it with human-readable context (never hashed).
+//!
+//! Architecture Invariant: the outcome holds no strings, no sizes of `usize`, no timings: only
+//! the status, the error code and node index, the gas used, and the output tensors. Its borsh
+//! bytes are the same on every platform; [`OUTCOME_VERSION`] changes with its layout.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use borsh::{BorshDeserialize, BorshSerialize};
+
+use crate::error::{Error, ErrorCode};
+use crate::tensor::Tensor;
+
+/// Layout version of [`Outcome`], its first byte.
+pub const OUTCOME_VERSION: u8 = 1;
+
+/// The consensus result of loading and running a model on inputs.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct Outcome {
+    /// Always [`OUTCOME_VERSION`].
+    pub version: u8,
+    /// Success with outputs, or the failure.
+    pub status: Status,
+    /// Gas charged: the sum of the gas of every node charged (on `OutOfGas`, of the nodes
+    /// before the one that could not be paid; 0 when loading or input checks fail).
+    pub gas_used: u64,
+}
+
+/// Whether the run succeeded.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub enum Status {
+    /// The run finished (tag 0): the model outputs, in declared order.
+    Ok {
+        /// Output tensors.
+        outputs: Vec<OutputTensor>,
+    },
+    /// The load or run failed (tag 1).
+    Error {
+        /// The frozen [`ErrorCode`] number.
+        code: u16,
+        /// Index of the node that failed, when one did.
+        node: Option<u32>,
+    },
+}
+
+/// One output tensor of a successful run.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct OutputTensor {
+    /// Shape.
+    pub shape: Vec<u32>,
+    /// Inferred precision.
+    pub precision: u8,
+    /// Row-major values.
+    pub data: Vec<i32>,
+}
+
+impl From<Tensor> for OutputTensor {
+    fn from(tensor: Tensor) -> OutputTensor {
+        OutputTensor {
+            shape: tensor.shape.0,
+            precision: tensor.precision,
+            data: tensor.data,
+        }
+    }
+}
+
+/// An outcome with the context people need: output names and the failure's message.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct Report {
+    /// The hashed part.
+    pub outcome: Outcome,
+    /// Names of the outputs (empty on failure).
+    pub output_names: Vec<String>,
+    /// The failure, if any: message and the failing node's name.
+    pub failure: Option<FailureDetail>,
+}
+
+/// Human-readable detail of a failure. Never hashed.
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+pub struct FailureDetail {
+    /// Name of the error code (`"OutOfGas"`).
+    pub code_name: String,
+    /// Name of the failing node, when one failed.
+    pub node_name: Option<String>,
+    /// What went wrong, naming the node, attribute, input or parameter.
+    pub message: String,
+}
+
+impl Report {
+    /// A successful run.
+    pub fn success(outputs: Vec<(String, Tensor)>, gas_used: u64) -> Report {
+        let (output_names, tensors): (Vec<String>, Vec<OutputTensor>) = outputs
+            .into_iter()
+            .map(|(name, tensor)| (name, tensor.into()))
+            .unzip();
+        Report {
+            outcome: Outcome {
+                version: OUTCOME_VERSION,
+                status: Status::Ok { outputs: tensors },
+                gas_used,
+            },
+            output_names,
+            failure: None,
+        }
+    }
+
+    /// A failed load or run.
+    pub fn failure(error: Error, gas_used: u64) -> Report {
+        Report {
+            outcome: Outcome {
+                version: OUTCOME_VERSION,
+                status: Status::Error {
+                    code: error.code.number(),
+                    node: error.node,
+                },
+                gas_used,
+            },
+            output_names: Vec::new(),
+            failure: Some(FailureDetail {
+                code_name: String::from(error.code.name()),
+                node_name: error.node_name,
+                message: error.message,
+            }),
+        }
+    }
+
+    /// The error code of a failed outcome.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        match self.outcome.status {
+            Status::Error { code, .. } => ErrorCode::from_number(code),
+            Status::Ok { .. } => None,
+        }
+    }
+
+    /// The canonical bytes that hosts hash.
+    pub fn outcome_bytes(&self) -> Vec<u8> {
+        borsh::to_vec(&self.outcome).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn outcome_layout_is_frozen() {
+        let ok = Outcome {
+            version: OUTCOME_VERSION,
+            status: Status::Ok {
+                outputs: vec![OutputTensor {
+                    shape: vec![2],
+                    precision: 8,
+                    data: vec![-1, 2],
+                }],
+            },
+            gas_used: 0x0102,
+        };
+        let bytes = borsh::to_vec(&ok).unwrap_or_default();
+        #[rustfmt::skip]
+        let expected: &[u8] = &[
+            1,                      // version
+            0,                      // status Ok
+            1, 0, 0, 0,             // one output
+            1, 0, 0, 0, 2, 0, 0, 0, // shape [2]
+            8,                      // precision
+            2, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, // data [-1, 2]
+            2, 1, 0, 0, 0, 0, 0, 0, // gas_used
+        ];
+        assert_eq!(bytes, expected);
+
+        let err = Outcome {
+            version: OUTCOME_VERSION,
+            status: Status::Error {
+                code: 403,
+                node: Some(3),
+            },
+            gas_used: 7,
+        };
+        let bytes = borsh::to_vec(&err).unwrap_or_default();
+        assert_eq!(
+            bytes,
+            [1, 1, 0x93, 0x01, 1, 3, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]
+        );
+    }
+}

@@ -1,0 +1,476 @@
+//! Validation: turns a decoded [`Model`] into a [`ValidatedModel`], the only thing the executor
+//! runs.
+//!
+//! Validation checks names and limits, decodes parameters once (checking them against their
+//! precision), resolves references (which must point backwards, so the graph is acyclic and in
+//! topological order), parses attributes through each operator's schema, infers every value's
+//! shape and precision, prices every node with the gas schedule, and plans memory: when each
+//! buffer dies and the peak number of bytes alive.
+//!
+//! Architecture Invariant: after validation, running can only fail with execution-phase codes
+//! (4xx) or input checks (3xx).
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use cvm_gas::{Param, Schedule};
+
+use crate::attrs::Attrs;
+use crate::error::{Error, Result};
+use crate::fail;
+use crate::limits;
+use crate::model::{Model, ParamData, ValueRef};
+use crate::ops::{self, OpDef, Operator};
+use crate::tensor::{Shape, Tensor, TensorType, check_precision, precision_bound};
+
+/// Index of a value in the flat value space: inputs, then parameters, then node outputs.
+pub type ValueId = usize;
+
+/// A node ready to run.
+#[derive(Debug)]
+pub struct ValidatedNode {
+    /// The node's name.
+    pub name: String,
+    /// Its operator's table row.
+    pub op: &'static OpDef,
+    /// The configured operator.
+    pub operator: Box<dyn Operator>,
+    /// Operand value ids.
+    pub inputs: Vec<ValueId>,
+    /// Value id of the first output; outputs are consecutive.
+    pub first_output: ValueId,
+    /// Output types.
+    pub output_types: Vec<TensorType>,
+    /// Gas charged before the node runs.
+    pub gas: u64,
+    /// Values whose last use is this node and that can be freed after it.
+    pub frees: Vec<ValueId>,
+}
+
+/// A declared input, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatedInput {
+    /// Name of the input.
+    pub name: String,
+    /// Its required type.
+    pub ty: TensorType,
+}
+
+/// A model that passed validation: every node's types, gas and memory are known.
+#[derive(Debug)]
+pub struct ValidatedModel {
+    /// Declared inputs, in call order.
+    pub inputs: Vec<ValidatedInput>,
+    /// Parameter names and decoded tensors.
+    pub params: Vec<(String, Tensor)>,
+    /// Nodes in execution order.
+    pub nodes: Vec<ValidatedNode>,
+    /// Model outputs: name and value id.
+    pub outputs: Vec<(String, ValueId)>,
+    /// Type of every value, by value id.
+    pub value_types: Vec<TensorType>,
+    /// Gas of a complete run: the sum of every node's gas.
+    pub total_gas: u64,
+    /// Peak bytes of tensor data alive during a run, parameters included.
+    pub peak_memory_bytes: u64,
+    /// The gas schedule the model was priced with.
+    pub schedule: &'static Schedule,
+}
+
+impl ValidatedModel {
+    /// Decodes and validates canonical model bytes with the current gas schedule.
+    ///
+    /// # Errors
+    /// Any decoding (1xx) or validation (2xx) error; node errors carry the node index.
+    pub fn from_bytes(bytes: &[u8]) -> Result<ValidatedModel> {
+        validate(Model::decode(bytes)?, Schedule::CURRENT)
+    }
+
+    /// Number of parameter values before node outputs start.
+    fn first_node_value(&self) -> ValueId {
+        self.inputs.len() + self.params.len()
+    }
+
+    /// Whether `value` is a parameter.
+    pub fn is_param(&self, value: ValueId) -> bool {
+        (self.inputs.len()..self.first_node_value()).contains(&value)
+    }
+}
+
+/// Checks the name of a `kind` ("input", "node", ...): non-empty, at most
+/// [`limits::MAX_NAME_BYTES`] bytes.
+fn check_name(name: &str, kind: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(fail!(InvalidName, "an {kind} has an empty name"));
+    }
+    if name.len() > limits::MAX_NAME_BYTES {
+        let mut end = 32;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        return Err(fail!(
+            InvalidName,
+            "{kind} \"{}…\" has a name of {} bytes, more than {}",
+            &name[..end],
+            name.len(),
+            limits::MAX_NAME_BYTES
+        ));
+    }
+    Ok(())
+}
+
+fn check_count(count: usize, limit: usize, what: &str) -> Result<()> {
+    if count > limit {
+        Err(fail!(
+            LimitExceeded,
+            "{count} {what} exceed the limit of {limit}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Bytes of an `i32` tensor of `ty`.
+fn tensor_bytes(ty: &TensorType) -> u64 {
+    ty.shape.elements().saturating_mul(4)
+}
+
+/// Validates `model` and prices it with `schedule`.
+///
+/// # Errors
+/// The first problem found, with a message naming the input, parameter, node or attribute.
+pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedModel> {
+    let Model {
+        inputs,
+        params,
+        nodes,
+        outputs,
+    } = model;
+    let n_inputs = inputs.len();
+    check_count(inputs.len(), limits::MAX_VALUES, "inputs")?;
+    check_count(params.len(), limits::MAX_VALUES, "parameters")?;
+    check_count(nodes.len(), limits::MAX_NODES, "nodes")?;
+    check_count(outputs.len(), limits::MAX_VALUES, "outputs")?;
+    if outputs.is_empty() {
+        return Err(fail!(InvalidName, "the model declares no outputs"));
+    }
+
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    let declared = (inputs.iter().map(|input| ("input", input.name.as_str())))
+        .chain(
+            params
+                .iter()
+                .map(|param| ("parameter", param.name.as_str())),
+        )
+        .chain(nodes.iter().map(|node| ("node", node.name.as_str())));
+    for (kind, name) in declared {
+        check_name(name, kind)?;
+        if !names.insert(name) {
+            return Err(fail!(
+                DuplicateName,
+                "{kind} \"{name}\": the name is already used by another input, parameter or node"
+            ));
+        }
+    }
+
+    let mut value_types: Vec<TensorType> = Vec::new();
+    let mut validated_inputs = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let what = format!("input \"{}\"", input.name);
+        let ty = TensorType::new(input.shape.clone(), input.precision);
+        ty.shape.check_limits(&what)?;
+        check_precision(input.precision, &what)?;
+        value_types.push(ty.clone());
+        validated_inputs.push(ValidatedInput {
+            name: input.name.clone(),
+            ty,
+        });
+    }
+
+    let mut decoded_params = Vec::with_capacity(params.len());
+    for param in params {
+        let what = format!("parameter \"{}\"", param.name);
+        let shape = Shape::new(param.shape);
+        let n_elements = shape.check_limits(&what)?;
+        check_precision(param.precision, &what)?;
+        if param.data.len() as u64 != n_elements {
+            return Err(fail!(
+                InvalidParam,
+                "{what}: shape {shape} needs {n_elements} values, the model holds {}",
+                param.data.len()
+            ));
+        }
+        let data: Vec<i32> = match param.data {
+            ParamData::I8(values) => values.into_iter().map(i32::from).collect(),
+            ParamData::I32(values) => values,
+        };
+        let bound = precision_bound(param.precision);
+        if let Some((index, value)) = data
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| i64::from(v).abs() > bound)
+        {
+            return Err(fail!(
+                InvalidParam,
+                "{what}: value {value} at flat index {index} exceeds precision {} (|x| ≤ {bound})",
+                param.precision
+            ));
+        }
+        value_types.push(TensorType {
+            shape: shape.clone(),
+            precision: param.precision,
+        });
+        decoded_params.push((
+            param.name,
+            Tensor {
+                shape,
+                precision: param.precision,
+                data,
+            },
+        ));
+    }
+
+    let n_leading = value_types.len();
+    let mut node_first_value: Vec<ValueId> = Vec::with_capacity(nodes.len());
+    let mut validated_nodes: Vec<ValidatedNode> = Vec::with_capacity(nodes.len());
+    let mut total_gas: u64 = 0;
+    for (node_index, node) in nodes.into_iter().enumerate() {
+        let index = node_index as u32;
+        let op_name = ops::by_code(node.op).map_or("unknown operator", |op| op.name);
+        let context = |err: Error| -> Error { err.at_node(index, &node.name, op_name) };
+        let validated = (|| -> Result<ValidatedNode> {
+            let op = ops::by_code(node.op)
+                .ok_or_else(|| fail!(UnknownOp, "operator code {} is not known", node.op))?;
+            check_count(node.inputs.len(), limits::MAX_NODE_INPUTS, "node inputs")?;
+            if !op.arity.accepts(node.inputs.len()) {
+                return Err(fail!(
+                    ArityMismatch,
+                    "{} takes {} inputs, got {}",
+                    op.name,
+                    op.arity,
+                    node.inputs.len()
+                ));
+            }
+            let inputs: Vec<ValueId> = node
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(position, &value)| {
+                    resolve(
+                        value,
+                        &validated_nodes,
+                        &node_first_value,
+                        n_leading,
+                        n_inputs,
+                    )
+                    .map_err(|err| Error {
+                        message: format!("input {position}: {}", err.message),
+                        ..err
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let attrs = Attrs::check(&node.attrs, op.attrs)?;
+            let operator = (op.build)(&attrs, node.inputs.len())?;
+            let input_types: Vec<TensorType> =
+                inputs.iter().map(|&id| value_types[id].clone()).collect();
+            let output_types = operator.infer(&input_types)?;
+            for (position, ty) in output_types.iter().enumerate() {
+                ty.shape.check_limits(&format!("output {position}"))?;
+                check_precision(ty.precision, &format!("output {position}"))?;
+            }
+            let mut usage = operator.usage(&input_types, &output_types)?;
+            let out_elements = output_types
+                .iter()
+                .try_fold(0u64, |acc, ty| acc.checked_add(ty.shape.elements()))
+                .ok_or_else(|| fail!(LimitExceeded, "output element count overflows"))?;
+            usage.push((Param::NodeBase, 1));
+            usage.push((Param::OutputElement, out_elements));
+            let gas = schedule
+                .price(&usage)
+                .map_err(|_| fail!(LimitExceeded, "the node's gas overflows 64 bits"))?;
+            Ok(ValidatedNode {
+                name: String::new(),
+                op,
+                operator,
+                inputs,
+                first_output: value_types.len(),
+                output_types,
+                gas,
+                frees: Vec::new(),
+            })
+        })()
+        .map_err(context)?;
+        total_gas = total_gas.checked_add(validated.gas).ok_or_else(|| {
+            context(fail!(
+                LimitExceeded,
+                "the model's total gas overflows 64 bits"
+            ))
+        })?;
+        node_first_value.push(validated.first_output);
+        value_types.extend(validated.output_types.iter().cloned());
+        validated_nodes.push(ValidatedNode {
+            name: node.name,
+            ..validated
+        });
+    }
+
+    let mut validated_outputs = Vec::with_capacity(outputs.len());
+    let mut output_names: BTreeSet<String> = BTreeSet::new();
+    for (position, output) in outputs.into_iter().enumerate() {
+        check_name(&output.name, "output").map_err(|err| Error {
+            message: format!("output {position}: {}", err.message),
+            ..err
+        })?;
+        if !output_names.insert(output.name.clone()) {
+            return Err(fail!(
+                DuplicateName,
+                "output name \"{}\" is used twice",
+                output.name
+            ));
+        }
+        let id = resolve(
+            output.value,
+            &validated_nodes,
+            &node_first_value,
+            n_leading,
+            n_inputs,
+        )
+        .map_err(|err| Error {
+            message: format!("output \"{}\": {}", output.name, err.message),
+            ..err
+        })?;
+        validated_outputs.push((output.name, id));
+    }
+
+    let peak_memory_bytes = plan_memory(
+        &mut validated_nodes,
+        &validated_outputs,
+        &value_types,
+        n_inputs,
+        n_leading,
+    )?;
+    Ok(ValidatedModel {
+        inputs: validated_inputs,
+        params: decoded_params,
+        nodes: validated_nodes,
+        outputs: validated_outputs,
+        value_types,
+        total_gas,
+        peak_memory_bytes,
+        schedule,
+    })
+}
+
+/// Resolves a reference to a value id; node references must point to an earlier node.
+fn resolve(
+    value: ValueRef,
+    nodes: &[ValidatedNode],
+    node_first_value: &[ValueId],
+    n_leading: usize,
+    n_inputs: usize,
+) -> Result<ValueId> {
+    match value {
+        ValueRef::Input(index) => {
+            let index = index as usize;
+            if index < n_inputs {
+                Ok(index)
+            } else {
+                Err(fail!(
+                    InvalidReference,
+                    "refers to input {index}, but the model has {n_inputs}"
+                ))
+            }
+        }
+        ValueRef::Param(index) => {
+            let index = index as usize;
+            let n_params = n_leading - n_inputs;
+            if index < n_params {
+                Ok(n_inputs + index)
+            } else {
+                Err(fail!(
+                    InvalidReference,
+                    "refers to parameter {index}, but the model has {n_params}"
+                ))
+            }
+        }
+        ValueRef::Node { node, output } => {
+            let Some(producer) = nodes.get(node as usize) else {
+                return Err(fail!(
+                    InvalidReference,
+                    "refers to node {node}, which does not come before it (a forward reference or cycle)"
+                ));
+            };
+            if usize::from(output) >= producer.output_types.len() {
+                return Err(fail!(
+                    InvalidReference,
+                    "refers to output {output} of node \"{}\", which has {} output(s)",
+                    producer.name,
+                    producer.output_types.len()
+                ));
+            }
+            Ok(node_first_value[node as usize] + usize::from(output))
+        }
+    }
+}
+
+/// Computes when each input and node output dies and the peak bytes alive during a run.
+///
+/// Parameters are alive for the whole run. Inputs and node outputs are freed after their last
+/// use, except model outputs, which live to the end. A node output nobody uses is freed right
+/// after the node.
+fn plan_memory(
+    nodes: &mut [ValidatedNode],
+    outputs: &[(String, ValueId)],
+    value_types: &[TensorType],
+    n_inputs: usize,
+    n_leading: usize,
+) -> Result<u64> {
+    const KEEP: usize = usize::MAX;
+    // Last node using each value; KEEP for model outputs; None for unused values.
+    let mut last_use: Vec<Option<usize>> = vec![None; value_types.len()];
+    for (node_index, node) in nodes.iter().enumerate() {
+        for &input in &node.inputs {
+            last_use[input] = Some(node_index);
+        }
+        for output in node.first_output..node.first_output + node.output_types.len() {
+            last_use[output].get_or_insert(node_index);
+        }
+    }
+    for &(_, id) in outputs {
+        last_use[id] = Some(KEEP);
+    }
+    for (value, last) in last_use.iter().enumerate() {
+        let is_param = (n_inputs..n_leading).contains(&value);
+        match last {
+            Some(node_index) if *node_index != KEEP && !is_param => {
+                nodes[*node_index].frees.push(value)
+            }
+            _ => {}
+        }
+    }
+
+    let bytes = |id: ValueId| tensor_bytes(&value_types[id]);
+    let mut live: u64 = (0..n_leading).map(bytes).fold(0, u64::saturating_add);
+    let mut peak = live;
+    for node in nodes.iter() {
+        for output in node.first_output..node.first_output + node.output_types.len() {
+            live = live.saturating_add(bytes(output));
+        }
+        peak = peak.max(live);
+        for &freed in &node.frees {
+            live -= bytes(freed);
+        }
+    }
+    if peak > limits::MAX_PEAK_MEMORY_BYTES {
+        return Err(fail!(
+            MemoryLimit,
+            "the model needs {peak} bytes of tensor memory at its peak, more than the limit of {}",
+            limits::MAX_PEAK_MEMORY_BYTES
+        ));
+    }
+    Ok(peak)
+}

@@ -1,0 +1,183 @@
+//! The gas schedule of the CVM engine: named, versioned cost parameters and the pricing function.
+//!
+//! Operators describe the work they will do as a [`Usage`]: a count of abstract work units for
+//! each [`Param`] (multiply-accumulates, element copies, window comparisons, ...). The counts
+//! depend only on shapes and attributes, never on tensor values, so the price of a whole model is
+//! known before it runs. [`Schedule::price`] turns a usage into gas with checked arithmetic.
+//!
+//! Architecture Invariant: parameter ids ([`Param`] discriminants) and the numbers of a published
+//! schedule version never change. A new price list is a new [`Schedule`] with a new version.
+#![no_std]
+
+/// A named cost parameter of the schedule. The discriminant is the parameter's frozen id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u16)]
+pub enum Param {
+    /// Fixed cost of dispatching one node: attribute lookups, output allocation bookkeeping.
+    NodeBase = 0,
+    /// Per element of every output tensor a node allocates (memory traffic and zero-fill).
+    OutputElement = 1,
+    /// Per element moved without arithmetic (flatten, reshape, transpose, slicing, ...).
+    ElementCopy = 2,
+    /// Per element of a simple arithmetic or comparison step (add, clip, shift, relu, ...).
+    ElementArith = 3,
+    /// Per integer multiply-accumulate (conv2d, dense).
+    MultiplyAccumulate = 4,
+    /// Per element visited in a pooling or reduction window.
+    WindowCompare = 5,
+}
+
+impl Param {
+    /// Every parameter, in id order.
+    pub const ALL: [Param; 6] = [
+        Param::NodeBase,
+        Param::OutputElement,
+        Param::ElementCopy,
+        Param::ElementArith,
+        Param::MultiplyAccumulate,
+        Param::WindowCompare,
+    ];
+
+    /// Number of parameters in the schedule.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// The frozen numeric id of the parameter.
+    pub const fn id(self) -> u16 {
+        self as u16
+    }
+
+    /// The parameter with frozen id `id`, if there is one.
+    pub fn from_id(id: u16) -> Option<Param> {
+        Self::ALL.iter().copied().find(|param| param.id() == id)
+    }
+
+    /// The parameter's name as written in `docs/gas.md`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Param::NodeBase => "node_base",
+            Param::OutputElement => "output_element",
+            Param::ElementCopy => "element_copy",
+            Param::ElementArith => "element_arith",
+            Param::MultiplyAccumulate => "multiply_accumulate",
+            Param::WindowCompare => "window_compare",
+        }
+    }
+}
+
+/// How much work of each kind one node does: `(parameter, count)` pairs.
+///
+/// A parameter may appear more than once; the counts add up.
+pub type Usage<'a> = &'a [(Param, u64)];
+
+/// A price list: the gas charged per unit of every [`Param`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The schedule version. Outcome gas figures are only comparable under the same version.
+    pub version: u32,
+    costs: [u64; Param::COUNT],
+}
+
+/// Gas arithmetic overflowed `u64`. Only reachable through absurd shapes, which validation
+/// limits; it is still reported instead of wrapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GasOverflow;
+
+impl Schedule {
+    /// Schedule version 1: the first published price list (see `docs/gas.md`).
+    pub const V1: Schedule = Schedule {
+        version: 1,
+        costs: [
+            100, // node_base
+            1,   // output_element
+            1,   // element_copy
+            1,   // element_arith
+            2,   // multiply_accumulate
+            1,   // window_compare
+        ],
+    };
+
+    /// The schedule the engine uses by default.
+    pub const CURRENT: &'static Schedule = &Self::V1;
+
+    /// The schedule with version `version`, if it exists.
+    pub fn by_version(version: u32) -> Option<&'static Schedule> {
+        match version {
+            1 => Some(&Self::V1),
+            _ => None,
+        }
+    }
+
+    /// Gas per unit of `param`.
+    pub const fn cost(&self, param: Param) -> u64 {
+        self.costs[param as usize]
+    }
+
+    /// The gas of `usage`: Σ count × cost(param), in checked `u64` arithmetic.
+    ///
+    /// # Errors
+    /// [`GasOverflow`] if any product or the sum exceeds `u64::MAX`.
+    pub fn price(&self, usage: Usage<'_>) -> Result<u64, GasOverflow> {
+        usage.iter().try_fold(0u64, |total, &(param, count)| {
+            count
+                .checked_mul(self.cost(param))
+                .and_then(|gas| total.checked_add(gas))
+                .ok_or(GasOverflow)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_ids_are_frozen() {
+        let expected: [(Param, u16, &str); Param::COUNT] = [
+            (Param::NodeBase, 0, "node_base"),
+            (Param::OutputElement, 1, "output_element"),
+            (Param::ElementCopy, 2, "element_copy"),
+            (Param::ElementArith, 3, "element_arith"),
+            (Param::MultiplyAccumulate, 4, "multiply_accumulate"),
+            (Param::WindowCompare, 5, "window_compare"),
+        ];
+        for (param, id, name) in expected {
+            assert_eq!(param.id(), id);
+            assert_eq!(param.name(), name);
+            assert_eq!(Param::from_id(id), Some(param));
+        }
+        assert_eq!(Param::from_id(Param::COUNT as u16), None);
+    }
+
+    #[test]
+    fn v1_numbers_are_frozen() {
+        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V1.cost(param));
+        assert_eq!(costs, [100, 1, 1, 1, 2, 1]);
+        assert_eq!(Schedule::V1.version, 1);
+        assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
+        assert_eq!(Schedule::by_version(2), None);
+    }
+
+    #[test]
+    fn price_sums_products() {
+        let usage = [
+            (Param::NodeBase, 1),
+            (Param::MultiplyAccumulate, 10),
+            (Param::OutputElement, 3),
+            (Param::MultiplyAccumulate, 1),
+        ];
+        assert_eq!(Schedule::V1.price(&usage), Ok(100 + 22 + 3));
+        assert_eq!(Schedule::V1.price(&[]), Ok(0));
+    }
+
+    #[test]
+    fn price_overflow_is_an_error() {
+        assert_eq!(
+            Schedule::V1.price(&[(Param::MultiplyAccumulate, u64::MAX / 2 + 1)]),
+            Err(GasOverflow)
+        );
+        assert_eq!(
+            Schedule::V1.price(&[(Param::ElementCopy, u64::MAX), (Param::ElementCopy, 1)]),
+            Err(GasOverflow)
+        );
+    }
+}
