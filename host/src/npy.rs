@@ -1,0 +1,1644 @@
+//! Reading and writing NumPy `.npy` files of integer tensors.
+//!
+//! The engine consumes int32 tensors, so [`read_npy`] accepts every integer and bool dtype that
+//! NumPy writes (1-, 2-, 4- and 8-byte, either byte order, C or Fortran order) and converts the
+//! values to `i32`, refusing any value that would not survive the conversion exactly.
+//! [`write_npy`] always writes `<i4` in C order, laid out byte for byte as `numpy.save` does.
+//!
+//! The header is a Python dict literal; it is parsed by a small strict parser for exactly the
+//! subset NumPy produces (strings, `True`/`False`, integers, tuples and lists), never evaluated.
+//! Every length read from the file is checked against the bytes actually present before anything
+//! is allocated from it, so a hostile file cannot make the reader panic or allocate without bound.
+
+/// An integer tensor: its shape and its values in C (row-major) order.
+///
+/// An empty `shape` is a scalar and holds exactly one value; otherwise `data.len()` is the
+/// product of `shape` (zero if any dimension is zero).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyArray {
+    /// Length of each axis, outermost first. Empty for a scalar.
+    pub shape: Vec<u32>,
+    /// The values in C (row-major) order; the last axis varies fastest.
+    pub data: Vec<i32>,
+}
+
+/// Why a byte buffer could not be read as an integer `.npy` array.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NpyError {
+    /// The file does not start with the `.npy` magic string.
+    #[error("not a .npy file: it does not start with the magic string \\x93NUMPY")]
+    BadMagic,
+    /// The format version is not 1.0, 2.0 or 3.0.
+    #[error("unsupported .npy format version {major}.{minor} (supported: 1.0, 2.0, 3.0)")]
+    UnsupportedVersion {
+        /// Major version byte from the file.
+        major: u8,
+        /// Minor version byte from the file.
+        minor: u8,
+    },
+    /// The file ends inside its fixed preamble or inside the header.
+    #[error("file is truncated: the {part} needs {needed} bytes but only {available} are present")]
+    Truncated {
+        /// Which part of the file is cut short.
+        part: &'static str,
+        /// Bytes that part needs.
+        needed: u64,
+        /// Bytes actually present for it.
+        available: u64,
+    },
+    /// The header contains a byte outside ASCII; NumPy's headers for plain dtypes never do.
+    #[error("header is not ASCII: byte 0x{byte:02x} at header offset {offset}")]
+    HeaderNotAscii {
+        /// Offset of the byte within the header text.
+        offset: usize,
+        /// The offending byte.
+        byte: u8,
+    },
+    /// The header is not a well-formed dict literal of the grammar NumPy writes.
+    #[error("malformed header at offset {offset}: {reason}")]
+    HeaderSyntax {
+        /// Offset within the header text where parsing failed.
+        offset: usize,
+        /// What was expected or found there.
+        reason: String,
+    },
+    /// One of the three required keys is absent.
+    #[error("header is missing the key '{0}'")]
+    MissingKey(&'static str),
+    /// The header has a key other than `descr`, `fortran_order` and `shape`.
+    #[error("header has an unknown key '{0}' (allowed: 'descr', 'fortran_order', 'shape')")]
+    UnknownKey(String),
+    /// A key appears more than once.
+    #[error("header has the key '{0}' more than once")]
+    DuplicateKey(String),
+    /// A key's value has the wrong form (e.g. `shape` not a tuple, `fortran_order` not a bool).
+    #[error("header value for '{key}' is invalid: {reason}")]
+    InvalidValue {
+        /// The key whose value is wrong.
+        key: &'static str,
+        /// What was expected and what was found.
+        reason: String,
+    },
+    /// The dtype is a float, complex, string, object, datetime or other non-integer type.
+    #[error("dtype '{0}' is not an integer type; inputs must be integer tensors")]
+    NotIntegerDtype(String),
+    /// The dtype is structured or a sub-array (its descr is a list or tuple).
+    #[error("structured dtype {0} is not supported; inputs must be plain integer tensors")]
+    StructuredDtype(String),
+    /// The dtype looks like an integer type but its size or byte-order mark is not one NumPy
+    /// writes (e.g. `<i3`, `|i4`, `<b2`).
+    #[error("dtype '{descr}' is not supported: {reason}")]
+    UnsupportedDtype {
+        /// The descr string from the header.
+        descr: String,
+        /// Why it is not accepted.
+        reason: &'static str,
+    },
+    /// A shape dimension is larger than `u32::MAX`.
+    #[error("shape dimension {dimension} on axis {axis} does not fit in u32")]
+    DimensionTooLarge {
+        /// Axis index, outermost first.
+        axis: usize,
+        /// The dimension as written in the header.
+        dimension: String,
+    },
+    /// The element count or byte size of the shape overflows 64-bit arithmetic.
+    #[error("shape {shape:?} describes more elements or bytes than fit in 64 bits")]
+    SizeOverflow {
+        /// The shape from the header.
+        shape: Vec<u32>,
+    },
+    /// The data section holds fewer bytes than shape × item size.
+    #[error(
+        "data is too short: the shape needs {expected} bytes of data but the file holds {actual}"
+    )]
+    DataTooShort {
+        /// Bytes required by shape and dtype.
+        expected: u64,
+        /// Bytes present after the header.
+        actual: u64,
+    },
+    /// The data section holds more bytes than shape × item size.
+    #[error(
+        "data is too long: the shape needs {expected} bytes of data but the file holds {actual}"
+    )]
+    DataTooLong {
+        /// Bytes required by shape and dtype.
+        expected: u64,
+        /// Bytes present after the header.
+        actual: u64,
+    },
+    /// A stored value lies outside the `i32` range.
+    #[error("value {value} at flat index {index} does not fit in int32")]
+    ValueOutOfRange {
+        /// Position of the value in C (row-major) order.
+        index: u64,
+        /// The value as stored in the file.
+        value: i128,
+    },
+}
+
+/// The six bytes every `.npy` file starts with.
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// NumPy aligns the start of the data to this many bytes so files can be memory-mapped.
+const ARRAY_ALIGN: usize = 64;
+
+/// NumPy leaves room in the header for the leading axis to grow to this many digits, so that
+/// appending to a file can rewrite the header in place. Copied so our output matches `np.save`.
+const GROWTH_AXIS_MAX_DIGITS: usize = 21;
+
+/// Deepest nesting of tuples and lists the header parser accepts. NumPy's structured descrs
+/// nest only a few levels; the limit keeps a hostile header from exhausting the stack.
+const MAX_NESTING: usize = 32;
+
+/// Longest piece of header text quoted in an error message.
+const MAX_EXCERPT: usize = 80;
+
+/// Parses a complete `.npy` file held in memory into an int32 array in C order.
+///
+/// Versions 1.0, 2.0 and 3.0 are accepted, with any bool or integer dtype NumPy writes
+/// (`|b1`, `i1`/`u1`, and 2-, 4- and 8-byte signed and unsigned integers in either byte order)
+/// and either memory order; Fortran-order data is reordered into C order.
+///
+/// # Errors
+///
+/// Returns an [`NpyError`] when the magic string or version is wrong, the file is truncated,
+/// the header is not ASCII or not a dict literal with exactly the keys `descr`,
+/// `fortran_order` and `shape`, the dtype is not an integer or bool type, a dimension does not
+/// fit in `u32`, the data holds fewer or more bytes than the shape requires, or a value does
+/// not fit in `i32`.
+pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
+    let (header_bytes, data, version_major) = split_file(bytes)?;
+    if let Some((offset, &byte)) = header_bytes
+        .iter()
+        .enumerate()
+        .find(|(_, byte)| !byte.is_ascii())
+    {
+        return Err(NpyError::HeaderNotAscii { offset, byte });
+    }
+    // Python 2 wrote `5L` for long integers; NumPy still accepts that in version 1.0 and 2.0
+    // headers (never in 3.0, which postdates Python 2), and so do we.
+    let header = parse_header(header_bytes, version_major <= 2)?;
+
+    let element_count = header
+        .shape
+        .iter()
+        .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
+        .ok_or_else(|| NpyError::SizeOverflow {
+            shape: header.shape.clone(),
+        })?;
+    let expected = element_count
+        .checked_mul(header.dtype.size_u64())
+        .ok_or_else(|| NpyError::SizeOverflow {
+            shape: header.shape.clone(),
+        })?;
+    let actual = u64::try_from(data.len()).unwrap_or(u64::MAX);
+    // Checked before any allocation, so the declared shape can never make us allocate more
+    // than the file itself holds.
+    if actual < expected {
+        return Err(NpyError::DataTooShort { expected, actual });
+    }
+    if actual > expected {
+        return Err(NpyError::DataTooLong { expected, actual });
+    }
+
+    let values = if header.fortran_order {
+        decode_fortran_order(data, header.dtype, &header.shape, expected)?
+    } else {
+        decode_c_order(data, header.dtype)?
+    };
+    Ok(NpyArray {
+        shape: header.shape,
+        data: values,
+    })
+}
+
+/// Serialises `array` as a `.npy` file: dtype `<i4`, C order, `fortran_order: False`.
+///
+/// The output is byte-for-byte what `numpy.save` writes for the same int32 array: format
+/// version 1.0, the header padded with spaces and ended with `'\n'` so that the data starts at
+/// a multiple of 64 bytes. Like NumPy, it falls back to version 2.0 only if the header would be
+/// longer than version 1.0's 16-bit length field allows (tens of thousands of axes).
+///
+/// The caller must keep `array.data.len()` equal to the product of `array.shape` (one for a
+/// scalar); otherwise the file is written as given and [`read_npy`] (and NumPy) will reject it.
+/// A header longer than 4 GiB (hundreds of millions of axes) cannot be expressed in any
+/// `.npy` version; its length field is saturated and the file will not read back.
+#[must_use]
+pub fn write_npy(array: &NpyArray) -> Vec<u8> {
+    let mut header = String::from("{'descr': '<i4', 'fortran_order': False, 'shape': (");
+    for (axis, dim) in array.shape.iter().enumerate() {
+        if axis > 0 {
+            header.push_str(", ");
+        }
+        header.push_str(&dim.to_string());
+    }
+    if array.shape.len() == 1 {
+        // A one-element Python tuple needs its trailing comma.
+        header.push(',');
+    }
+    header.push_str("), }");
+    if let Some(first_dim) = array.shape.first() {
+        let digits = first_dim.to_string().len();
+        header.push_str(&" ".repeat(GROWTH_AXIS_MAX_DIGITS.saturating_sub(digits)));
+    }
+
+    // Version 1.0 has a 2-byte length field, version 2.0 a 4-byte one; the preamble is the
+    // magic, two version bytes and the length field.
+    let header_len_v1 = padded_header_len(header.len(), 10);
+    let (version_major, preamble_len, padded_len) = match u16::try_from(header_len_v1) {
+        Ok(_) => (1u8, 10usize, header_len_v1),
+        Err(_) => (2u8, 12, padded_header_len(header.len(), 12)),
+    };
+    let data_len = array.data.len().saturating_mul(4);
+    let mut out = Vec::with_capacity(
+        preamble_len
+            .saturating_add(padded_len)
+            .saturating_add(data_len),
+    );
+    out.extend_from_slice(MAGIC);
+    out.push(version_major);
+    out.push(0);
+    if version_major == 1 {
+        out.extend_from_slice(&u16::try_from(padded_len).unwrap_or(u16::MAX).to_le_bytes());
+    } else {
+        out.extend_from_slice(&u32::try_from(padded_len).unwrap_or(u32::MAX).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+    let padding = padded_len.saturating_sub(header.len()).saturating_sub(1);
+    out.resize(out.len().saturating_add(padding), b' ');
+    out.push(b'\n');
+    for value in &array.data {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out
+}
+
+/// Length of the header text after NumPy's padding: the text, at least one space, and a
+/// final newline, so that `preamble_len` plus the result is a multiple of [`ARRAY_ALIGN`].
+fn padded_header_len(text_len: usize, preamble_len: usize) -> usize {
+    // Mirrors numpy's `_wrap_header`: padlen = ALIGN - ((preamble + text + 1) % ALIGN), which is
+    // in 1..=ALIGN, so an already aligned header still gets a full block of spaces.
+    let with_newline = text_len.saturating_add(1);
+    let misalignment = preamble_len.saturating_add(with_newline) % ARRAY_ALIGN;
+    with_newline.saturating_add(ARRAY_ALIGN - misalignment)
+}
+
+/// Splits a file into header text and data, checking magic, version and lengths.
+/// Returns the header bytes, the data bytes and the major version.
+fn split_file(bytes: &[u8]) -> Result<(&[u8], &[u8], u8), NpyError> {
+    let available = |start: usize| u64::try_from(bytes.len().saturating_sub(start)).unwrap_or(0);
+    if bytes.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
+        // A short file that agrees with the magic so far is a truncated .npy file.
+        if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+            return Err(NpyError::Truncated {
+                part: "magic string",
+                needed: 6,
+                available: available(0),
+            });
+        }
+        return Err(NpyError::BadMagic);
+    }
+    let Some(&[major, minor]) = bytes.get(6..8) else {
+        return Err(NpyError::Truncated {
+            part: "format version",
+            needed: 2,
+            available: available(6),
+        });
+    };
+    // Version 1.0 stores the header length as a little-endian u16, 2.0 and 3.0 as a u32.
+    let length_field_len = match (major, minor) {
+        (1, 0) => 2,
+        (2 | 3, 0) => 4,
+        _ => return Err(NpyError::UnsupportedVersion { major, minor }),
+    };
+    let header_start = 8 + length_field_len;
+    let truncated_length_field = NpyError::Truncated {
+        part: "header length field",
+        needed: length_field_len as u64,
+        available: available(8),
+    };
+    let header_len = match bytes.get(8..header_start) {
+        Some(&[low, high]) => usize::from(u16::from_le_bytes([low, high])),
+        Some(&[b0, b1, b2, b3]) => {
+            let declared = u32::from_le_bytes([b0, b1, b2, b3]);
+            // On a platform where it does not fit in usize it cannot fit in memory either.
+            usize::try_from(declared).unwrap_or(usize::MAX)
+        }
+        _ => return Err(truncated_length_field),
+    };
+    let header_end = header_start.saturating_add(header_len);
+    let header = bytes
+        .get(header_start..header_end)
+        .ok_or(NpyError::Truncated {
+            part: "header",
+            needed: header_len as u64,
+            available: available(header_start),
+        })?;
+    let data = bytes.get(header_end..).unwrap_or_default();
+    Ok((header, data, major))
+}
+
+/// Byte order of multi-byte items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ByteOrder {
+    Little,
+    Big,
+}
+
+/// How an item's bytes are interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Signed,
+    Unsigned,
+}
+
+/// An accepted element type: kind, size in bytes (1, 2, 4 or 8) and byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Dtype {
+    kind: Kind,
+    size: u8,
+    order: ByteOrder,
+}
+
+impl Dtype {
+    fn size_u64(self) -> u64 {
+        u64::from(self.size)
+    }
+
+    fn size_usize(self) -> usize {
+        usize::from(self.size)
+    }
+
+    /// Decodes one item. `item` is exactly `self.size` bytes long (it comes from
+    /// `chunks_exact` or a checked slice of that length).
+    fn decode(self, item: &[u8]) -> i128 {
+        let raw = match self.order {
+            ByteOrder::Little => item
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &byte| (acc << 8) | u64::from(byte)),
+            ByteOrder::Big => item
+                .iter()
+                .fold(0u64, |acc, &byte| (acc << 8) | u64::from(byte)),
+        };
+        match self.kind {
+            // NumPy treats any non-zero byte as True.
+            Kind::Bool => i128::from(raw != 0),
+            Kind::Unsigned => i128::from(raw),
+            Kind::Signed => {
+                // Move the item's sign bit to bit 63, then shift back arithmetically to
+                // sign-extend it.
+                let unused_bits = 64 - 8 * u32::from(self.size);
+                i128::from((raw << unused_bits).cast_signed() >> unused_bits)
+            }
+        }
+    }
+}
+
+/// Converts one decoded value to `i32`, naming its C-order position if it does not fit.
+fn to_i32(value: i128, index: usize) -> Result<i32, NpyError> {
+    i32::try_from(value).map_err(|_| NpyError::ValueOutOfRange {
+        index: u64::try_from(index).unwrap_or(u64::MAX),
+        value,
+    })
+}
+
+/// Decodes data stored in C order; `data.len()` is already known to be count × item size.
+fn decode_c_order(data: &[u8], dtype: Dtype) -> Result<Vec<i32>, NpyError> {
+    data.chunks_exact(dtype.size_usize())
+        .enumerate()
+        .map(|(index, item)| to_i32(dtype.decode(item), index))
+        .collect()
+}
+
+/// Decodes data stored in Fortran (column-major) order into C order.
+///
+/// Walks the C-order multi-index like an odometer (last axis fastest) while tracking the
+/// matching Fortran-order element position, so each output value is read directly from its
+/// place in the file and out-of-range errors report the C-order flat index.
+/// `data.len()` is already known to equal `expected_bytes`.
+fn decode_fortran_order(
+    data: &[u8],
+    dtype: Dtype,
+    shape: &[u32],
+    expected_bytes: u64,
+) -> Result<Vec<i32>, NpyError> {
+    let item_size = dtype.size_usize();
+    let count = data.len() / item_size;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let dims: Vec<usize> = shape.iter().map(|&dim| dim as usize).collect();
+    // In Fortran order axis 0 is contiguous: stride[0] = 1, stride[a] = stride[a-1] * dim[a-1].
+    // Every partial product is at most `count`, which fits because the data is in memory.
+    let overflow = || NpyError::SizeOverflow {
+        shape: shape.to_vec(),
+    };
+    let mut strides = Vec::with_capacity(dims.len());
+    let mut stride = 1usize;
+    for &dim in &dims {
+        strides.push(stride);
+        stride = stride.checked_mul(dim).ok_or_else(overflow)?;
+    }
+
+    let mut values = Vec::with_capacity(count);
+    let mut multi_index = vec![0usize; dims.len()];
+    let mut position = 0usize;
+    for index in 0..count {
+        let start = position.checked_mul(item_size).ok_or_else(overflow)?;
+        let end = start.checked_add(item_size).ok_or_else(overflow)?;
+        // Cannot miss: the odometer keeps `position` below `count`. Report it as short data
+        // rather than panicking should that reasoning ever be wrong.
+        let item = data.get(start..end).ok_or(NpyError::DataTooShort {
+            expected: expected_bytes,
+            actual: u64::try_from(data.len()).unwrap_or(u64::MAX),
+        })?;
+        values.push(to_i32(dtype.decode(item), index)?);
+
+        // Advance the multi-index: bump the last axis, carrying into earlier axes on wrap.
+        for ((digit, &dim), &axis_stride) in multi_index.iter_mut().zip(&dims).zip(&strides).rev() {
+            *digit += 1;
+            position = position.saturating_add(axis_stride);
+            if *digit < dim {
+                break;
+            }
+            *digit = 0;
+            position = position.saturating_sub(axis_stride.saturating_mul(dim));
+        }
+    }
+    Ok(values)
+}
+
+/// The validated contents of a header dict.
+#[derive(Debug)]
+struct Header {
+    dtype: Dtype,
+    fortran_order: bool,
+    shape: Vec<u32>,
+}
+
+/// A Python literal as it may appear in a `.npy` header.
+#[derive(Debug)]
+enum Literal {
+    Str(String),
+    Bool(bool),
+    /// An integer literal: its sign and decimal digits (without any `L` suffix).
+    Int {
+        negative: bool,
+        digits: String,
+    },
+    Tuple(Vec<Literal>),
+    /// A list; only ever a structured dtype's field list, which is rejected whatever it holds,
+    /// so its items are checked for syntax and then dropped.
+    List,
+}
+
+/// A literal plus the header text it was parsed from, for error messages.
+struct SpannedLiteral {
+    literal: Literal,
+    text: String,
+}
+
+/// Recursive-descent parser over the header bytes (already known to be ASCII).
+struct HeaderParser<'a> {
+    text: &'a [u8],
+    pos: usize,
+    allow_long_suffix: bool,
+}
+
+impl HeaderParser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn error(&self, reason: impl Into<String>) -> NpyError {
+        NpyError::HeaderSyntax {
+            offset: self.pos,
+            reason: reason.into(),
+        }
+    }
+
+    /// Describes the next character for "expected X, found Y" messages.
+    fn found(&self) -> String {
+        match self.peek() {
+            Some(byte) => format!("found {:?}", char::from(byte)),
+            None => "found the end of the header".to_owned(),
+        }
+    }
+
+    fn skip_whitespace(&mut self) {
+        // Python's whitespace between tokens: space, tab, newline, carriage return, form feed.
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')) {
+            self.pos += 1;
+        }
+    }
+
+    fn expect_byte(&mut self, byte: u8) -> Result<(), NpyError> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(format!("expected {:?}, {}", char::from(byte), self.found())))
+        }
+    }
+
+    /// Parses the whole header: one dict literal, optionally surrounded by whitespace.
+    fn parse_dict(&mut self) -> Result<Vec<(String, SpannedLiteral)>, NpyError> {
+        self.skip_whitespace();
+        self.expect_byte(b'{')?;
+        let mut entries = Vec::new();
+        loop {
+            self.skip_whitespace();
+            if self.peek() == Some(b'}') {
+                self.pos += 1;
+                break;
+            }
+            if self.peek() != Some(b'\'') && self.peek() != Some(b'"') {
+                return Err(self.error(format!("expected a quoted key or '}}', {}", self.found())));
+            }
+            let key = self.parse_string()?;
+            self.skip_whitespace();
+            self.expect_byte(b':')?;
+            let value = self.parse_spanned(0)?;
+            entries.push((key, value));
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(self.error(format!("expected ',' or '}}', {}", self.found()))),
+            }
+        }
+        self.skip_whitespace();
+        if self.pos < self.text.len() {
+            return Err(self.error(format!("unexpected text after the dict, {}", self.found())));
+        }
+        Ok(entries)
+    }
+
+    /// Parses one literal and records the text it spans.
+    fn parse_spanned(&mut self, depth: usize) -> Result<SpannedLiteral, NpyError> {
+        self.skip_whitespace();
+        let start = self.pos;
+        let literal = self.parse_literal(depth)?;
+        let text = excerpt(self.text.get(start..self.pos).unwrap_or_default());
+        Ok(SpannedLiteral { literal, text })
+    }
+
+    fn parse_literal(&mut self, depth: usize) -> Result<Literal, NpyError> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b'\'' | b'"') => Ok(Literal::Str(self.parse_string()?)),
+            Some(b'(') => self.parse_parenthesized(depth),
+            Some(b'[') => {
+                self.pos += 1;
+                self.parse_sequence(b']', depth)?;
+                Ok(Literal::List)
+            }
+            Some(b'-') => {
+                self.pos += 1;
+                self.skip_whitespace();
+                let digits = self.parse_digits()?;
+                Ok(Literal::Int {
+                    negative: true,
+                    digits,
+                })
+            }
+            Some(b'0'..=b'9') => Ok(Literal::Int {
+                negative: false,
+                digits: self.parse_digits()?,
+            }),
+            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                let name = self.parse_name();
+                match name.as_str() {
+                    "True" => Ok(Literal::Bool(true)),
+                    "False" => Ok(Literal::Bool(false)),
+                    _ => Err(NpyError::HeaderSyntax {
+                        offset: self.pos.saturating_sub(name.len()),
+                        reason: format!("unexpected name '{}'", excerpt(name.as_bytes())),
+                    }),
+                }
+            }
+            _ => Err(self.error(format!("expected a value, {}", self.found()))),
+        }
+    }
+
+    /// `(` has been seen. Like Python, `(x)` is just `x`; a tuple needs a comma or no items.
+    fn parse_parenthesized(&mut self, depth: usize) -> Result<Literal, NpyError> {
+        self.pos += 1;
+        let (mut items, saw_comma) = self.parse_sequence(b')', depth)?;
+        if items.len() == 1
+            && !saw_comma
+            && let Some(inner) = items.pop()
+        {
+            return Ok(inner);
+        }
+        Ok(Literal::Tuple(items))
+    }
+
+    /// Parses comma-separated literals up to `close` (the opening bracket is consumed).
+    /// Returns the items and whether any comma was present.
+    fn parse_sequence(
+        &mut self,
+        close: u8,
+        depth: usize,
+    ) -> Result<(Vec<Literal>, bool), NpyError> {
+        if depth >= MAX_NESTING {
+            return Err(self.error(format!("tuples and lists nest deeper than {MAX_NESTING}")));
+        }
+        let mut items = Vec::new();
+        let mut saw_comma = false;
+        loop {
+            self.skip_whitespace();
+            if self.peek() == Some(close) {
+                self.pos += 1;
+                return Ok((items, saw_comma));
+            }
+            items.push(self.parse_literal(depth + 1)?);
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    saw_comma = true;
+                }
+                Some(byte) if byte == close => {
+                    self.pos += 1;
+                    return Ok((items, saw_comma));
+                }
+                _ => {
+                    return Err(self.error(format!(
+                        "expected ',' or {:?}, {}",
+                        char::from(close),
+                        self.found()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Parses a single- or double-quoted string without escape sequences (NumPy's dtype
+    /// strings and keys never need them).
+    fn parse_string(&mut self) -> Result<String, NpyError> {
+        let quote = self.peek().unwrap_or(b'\'');
+        self.pos += 1;
+        let start = self.pos;
+        loop {
+            match self.peek() {
+                Some(byte) if byte == quote => break,
+                Some(b'\\') => {
+                    return Err(self.error("escape sequences in strings are not supported"));
+                }
+                Some(b'\n' | b'\r') | None => {
+                    return Err(NpyError::HeaderSyntax {
+                        offset: start.saturating_sub(1),
+                        reason: "unterminated string".to_owned(),
+                    });
+                }
+                Some(_) => self.pos += 1,
+            }
+        }
+        let content = self.text.get(start..self.pos).unwrap_or_default();
+        self.pos += 1;
+        // The header was checked to be ASCII, so this conversion is exact.
+        Ok(String::from_utf8_lossy(content).into_owned())
+    }
+
+    /// Parses a decimal integer literal, with the Python 2 `L` suffix where allowed.
+    fn parse_digits(&mut self) -> Result<String, NpyError> {
+        let start = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        let digits = self.text.get(start..self.pos).unwrap_or_default();
+        if digits.is_empty() {
+            return Err(self.error(format!("expected digits, {}", self.found())));
+        }
+        if digits.len() > 1 && digits.first() == Some(&b'0') {
+            return Err(NpyError::HeaderSyntax {
+                offset: start,
+                reason: "integer literals may not have leading zeros".to_owned(),
+            });
+        }
+        if self.allow_long_suffix && matches!(self.peek(), Some(b'L' | b'l')) {
+            self.pos += 1;
+        }
+        // Reject `0x10`, `1_000`, `5j` and the like rather than misreading them.
+        if matches!(self.peek(), Some(byte) if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'.')
+        {
+            return Err(self.error(format!("malformed integer literal, {}", self.found())));
+        }
+        Ok(String::from_utf8_lossy(digits).into_owned())
+    }
+
+    fn parse_name(&mut self) -> String {
+        let start = self.pos;
+        while matches!(self.peek(), Some(byte) if byte.is_ascii_alphanumeric() || byte == b'_') {
+            self.pos += 1;
+        }
+        String::from_utf8_lossy(self.text.get(start..self.pos).unwrap_or_default()).into_owned()
+    }
+}
+
+/// Quotes header text in an error message, shortened so a huge header cannot bloat it.
+fn excerpt(text: &[u8]) -> String {
+    match text.get(..MAX_EXCERPT) {
+        Some(prefix) if text.len() > MAX_EXCERPT => {
+            format!("{}...", String::from_utf8_lossy(prefix))
+        }
+        _ => String::from_utf8_lossy(text).into_owned(),
+    }
+}
+
+/// Parses and validates the header dict.
+fn parse_header(text: &[u8], allow_long_suffix: bool) -> Result<Header, NpyError> {
+    let mut parser = HeaderParser {
+        text,
+        pos: 0,
+        allow_long_suffix,
+    };
+    let entries = parser.parse_dict()?;
+
+    let mut descr = None;
+    let mut fortran_order = None;
+    let mut shape = None;
+    for (key, value) in entries {
+        let slot = match key.as_str() {
+            "descr" => &mut descr,
+            "fortran_order" => &mut fortran_order,
+            "shape" => &mut shape,
+            _ => return Err(NpyError::UnknownKey(excerpt(key.as_bytes()))),
+        };
+        if slot.is_some() {
+            return Err(NpyError::DuplicateKey(key));
+        }
+        *slot = Some(value);
+    }
+    let descr = descr.ok_or(NpyError::MissingKey("descr"))?;
+    let fortran_order = fortran_order.ok_or(NpyError::MissingKey("fortran_order"))?;
+    let shape = shape.ok_or(NpyError::MissingKey("shape"))?;
+
+    let dtype = match descr.literal {
+        Literal::Str(descr) => parse_descr(&descr)?,
+        // A list is a structured dtype; a tuple is a sub-array dtype.
+        Literal::List | Literal::Tuple(_) => return Err(NpyError::StructuredDtype(descr.text)),
+        _ => {
+            return Err(NpyError::InvalidValue {
+                key: "descr",
+                reason: format!("expected a dtype string, found {}", descr.text),
+            });
+        }
+    };
+    let Literal::Bool(fortran_order) = fortran_order.literal else {
+        return Err(NpyError::InvalidValue {
+            key: "fortran_order",
+            reason: format!("expected True or False, found {}", fortran_order.text),
+        });
+    };
+    let shape = parse_shape(shape)?;
+    Ok(Header {
+        dtype,
+        fortran_order,
+        shape,
+    })
+}
+
+/// Validates the `shape` value: a tuple of non-negative integers, each fitting in `u32`.
+fn parse_shape(shape: SpannedLiteral) -> Result<Vec<u32>, NpyError> {
+    let not_a_tuple = |text: &str| NpyError::InvalidValue {
+        key: "shape",
+        reason: format!("expected a tuple of non-negative integers, found {text}"),
+    };
+    let Literal::Tuple(items) = shape.literal else {
+        return Err(not_a_tuple(&shape.text));
+    };
+    let mut dims = Vec::with_capacity(items.len());
+    for (axis, item) in items.into_iter().enumerate() {
+        let Literal::Int { negative, digits } = item else {
+            return Err(not_a_tuple(&shape.text));
+        };
+        let value = digits.bytes().try_fold(0u64, |acc, digit| {
+            acc.checked_mul(10)?
+                .checked_add(u64::from(digit.wrapping_sub(b'0')))
+        });
+        let is_zero = value == Some(0);
+        if negative && !is_zero {
+            return Err(NpyError::InvalidValue {
+                key: "shape",
+                reason: format!(
+                    "dimension -{} on axis {axis} is negative",
+                    excerpt(digits.as_bytes())
+                ),
+            });
+        }
+        let dim = value
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or_else(|| NpyError::DimensionTooLarge {
+                axis,
+                dimension: excerpt(digits.as_bytes()),
+            })?;
+        dims.push(dim);
+    }
+    Ok(dims)
+}
+
+/// Interprets a NumPy descr string such as `<i4`, `>u8` or `|b1`.
+fn parse_descr(descr: &str) -> Result<Dtype, NpyError> {
+    let bytes = descr.as_bytes();
+    let unsupported = |reason| NpyError::UnsupportedDtype {
+        descr: excerpt(bytes),
+        reason,
+    };
+    let (order_mark, kind_char, size_text) = match bytes {
+        [order @ (b'<' | b'>' | b'|' | b'='), kind, size @ ..] => (*order, *kind, size),
+        [b'b' | b'i' | b'u', ..] => {
+            return Err(unsupported(
+                "the byte-order character (<, >, = or |) is missing",
+            ));
+        }
+        _ => return Err(NpyError::NotIntegerDtype(excerpt(bytes))),
+    };
+    let kind = match kind_char {
+        b'b' => Kind::Bool,
+        b'i' => Kind::Signed,
+        b'u' => Kind::Unsigned,
+        _ => return Err(NpyError::NotIntegerDtype(excerpt(bytes))),
+    };
+    let size = match size_text {
+        b"1" => 1u8,
+        b"2" => 2,
+        b"4" => 4,
+        b"8" => 8,
+        _ => return Err(unsupported("integer items must be 1, 2, 4 or 8 bytes")),
+    };
+    if kind == Kind::Bool && size != 1 {
+        return Err(unsupported("bool items must be 1 byte"));
+    }
+    let order = match order_mark {
+        b'>' => ByteOrder::Big,
+        // `|` means "byte order not applicable", which NumPy uses only for 1-byte items.
+        b'|' if size != 1 => {
+            return Err(unsupported(
+                "'|' (no byte order) is only valid for 1-byte items",
+            ));
+        }
+        // `=` is native order; the engine's hosts are little-endian, as is every file we write.
+        _ => ByteOrder::Little,
+    };
+    Ok(Dtype { kind, size, order })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a `.npy` file by hand: magic, version, length field, header text, data.
+    fn npy_file(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.push(major);
+        out.push(0);
+        if major == 1 {
+            out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// Header text in NumPy's layout (without alignment padding, which readers ignore).
+    fn header(descr: &str, fortran: bool, shape: &str) -> String {
+        let fortran = if fortran { "True" } else { "False" };
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}\n")
+    }
+
+    fn array(shape: &[u32], data: &[i32]) -> NpyArray {
+        NpyArray {
+            shape: shape.to_vec(),
+            data: data.to_vec(),
+        }
+    }
+
+    fn error(bytes: &[u8]) -> Option<NpyError> {
+        read_npy(bytes).err()
+    }
+
+    fn message(bytes: &[u8]) -> Option<String> {
+        read_npy(bytes).err().map(|error| error.to_string())
+    }
+
+    fn le_bytes<const N: usize, T: Copy>(values: &[T], to_bytes: fn(T) -> [u8; N]) -> Vec<u8> {
+        values.iter().flat_map(|&value| to_bytes(value)).collect()
+    }
+
+    /// Reads the little-endian length field of a written file (2 bytes in v1, 4 in v2).
+    fn header_len(bytes: &[u8]) -> usize {
+        match (bytes.get(6), bytes.get(8..12)) {
+            (Some(1), Some(&[low, high, _, _])) => usize::from(u16::from_le_bytes([low, high])),
+            (Some(2), Some(&[b0, b1, b2, b3])) => u32::from_le_bytes([b0, b1, b2, b3]) as usize,
+            _ => 0,
+        }
+    }
+
+    fn sample_arrays() -> Vec<NpyArray> {
+        vec![
+            array(&[], &[42]),
+            array(&[], &[i32::MIN]),
+            array(&[0], &[]),
+            array(&[2, 0, 3], &[]),
+            // A wide leading axis next to a zero one: no elements, long header digits.
+            array(&[1_000_000_000, 0], &[]),
+            array(&[5], &[1, -2, 3, i32::MAX, i32::MIN]),
+            array(&[2, 3], &[0, 1, 2, 3, 4, 5]),
+            array(&[1, 1, 1, 1], &[-7]),
+            array(
+                &[2, 3, 4],
+                &(0..24).map(|v| v * 1000 - 5000).collect::<Vec<_>>(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn round_trip_preserves_shape_and_data() {
+        for original in sample_arrays() {
+            assert_eq!(read_npy(&write_npy(&original)), Ok(original));
+        }
+    }
+
+    #[test]
+    fn written_files_are_aligned_version_1_with_newline_terminated_header() {
+        for original in sample_arrays() {
+            let bytes = write_npy(&original);
+            assert_eq!(bytes.get(..8), Some(&b"\x93NUMPY\x01\x00"[..]));
+            let data_start = 10 + header_len(&bytes);
+            assert_eq!(
+                data_start % 64,
+                0,
+                "data of {original:?} is not 64-byte aligned"
+            );
+            assert_eq!(bytes.get(data_start - 1), Some(&b'\n'));
+            assert_eq!(bytes.len(), data_start + 4 * original.data.len());
+        }
+    }
+
+    #[test]
+    fn written_bytes_match_numpy_save() {
+        // The exact output of `np.save(f, np.arange(6, dtype='<i4').reshape(2, 3))` with
+        // NumPy 2.4: header text, 21-digit growth room for axis 0, padding to 128 bytes.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }";
+        let mut expected = b"\x93NUMPY\x01\x00\x76\x00".to_vec();
+        expected.extend_from_slice(text.as_bytes());
+        expected.resize(127, b' ');
+        expected.push(b'\n');
+        expected.extend_from_slice(&le_bytes(&[0i32, 1, 2, 3, 4, 5], i32::to_le_bytes));
+        assert_eq!(write_npy(&array(&[2, 3], &[0, 1, 2, 3, 4, 5])), expected);
+
+        // `np.save(f, np.array(7, dtype='<i4'))`: a scalar has no axis to leave room for.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (), }";
+        let mut expected = b"\x93NUMPY\x01\x00\x76\x00".to_vec();
+        expected.extend_from_slice(text.as_bytes());
+        expected.resize(127, b' ');
+        expected.push(b'\n');
+        expected.extend_from_slice(&7i32.to_le_bytes());
+        assert_eq!(write_npy(&array(&[], &[7])), expected);
+
+        // `np.save(f, np.zeros((0,), dtype='<i4'))`: 128 bytes, all header.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (0,), }";
+        let mut expected = b"\x93NUMPY\x01\x00\x76\x00".to_vec();
+        expected.extend_from_slice(text.as_bytes());
+        expected.resize(127, b' ');
+        expected.push(b'\n');
+        assert_eq!(write_npy(&array(&[0], &[])), expected);
+    }
+
+    #[test]
+    fn huge_header_falls_back_to_version_2() {
+        let original = array(&vec![1; 30_000], &[9]);
+        let bytes = write_npy(&original);
+        assert_eq!(bytes.get(6), Some(&2));
+        assert_eq!((12 + header_len(&bytes)) % 64, 0);
+        assert_eq!(read_npy(&bytes), Ok(original));
+    }
+
+    #[test]
+    fn reads_every_integer_dtype() {
+        let cases: &[(&str, Vec<u8>, [i32; 3])] = &[
+            ("|i1", vec![0xfe, 0x00, 0x01], [-2, 0, 1]),
+            ("<i1", vec![0xfe, 0x00, 0x01], [-2, 0, 1]),
+            ("=i1", vec![0xfe, 0x00, 0x01], [-2, 0, 1]),
+            ("|u1", vec![0xff, 0x00, 0x02], [255, 0, 2]),
+            (">u1", vec![0xff, 0x00, 0x02], [255, 0, 2]),
+            (
+                "<i2",
+                vec![0xfe, 0xff, 0x00, 0x00, 0x00, 0x01],
+                [-2, 0, 256],
+            ),
+            (
+                ">i2",
+                vec![0xff, 0xfe, 0x00, 0x00, 0x01, 0x00],
+                [-2, 0, 256],
+            ),
+            (
+                "=i2",
+                vec![0xfe, 0xff, 0x00, 0x00, 0x00, 0x01],
+                [-2, 0, 256],
+            ),
+            (
+                "<u2",
+                vec![0xff, 0xff, 0x00, 0x00, 0x34, 0x12],
+                [65535, 0, 0x1234],
+            ),
+            (
+                ">u2",
+                vec![0xff, 0xff, 0x00, 0x00, 0x12, 0x34],
+                [65535, 0, 0x1234],
+            ),
+            (
+                "<i4",
+                le_bytes(&[i32::MIN, 0, i32::MAX], i32::to_le_bytes),
+                [i32::MIN, 0, i32::MAX],
+            ),
+            (
+                ">i4",
+                le_bytes(&[i32::MIN, -1, 0x0102_0304], i32::to_be_bytes),
+                [i32::MIN, -1, 0x0102_0304],
+            ),
+            ("=i4", le_bytes(&[-5, 6, 7], i32::to_le_bytes), [-5, 6, 7]),
+            (
+                "<u4",
+                le_bytes(&[0u32, 7, 0x7fff_ffff], u32::to_le_bytes),
+                [0, 7, i32::MAX],
+            ),
+            (
+                ">u4",
+                le_bytes(&[0u32, 7, 0x7fff_ffff], u32::to_be_bytes),
+                [0, 7, i32::MAX],
+            ),
+            (
+                "<i8",
+                le_bytes(&[-2_147_483_648i64, -1, 2_147_483_647], i64::to_le_bytes),
+                [i32::MIN, -1, i32::MAX],
+            ),
+            (
+                ">i8",
+                le_bytes(&[-2_147_483_648i64, -1, 300], i64::to_be_bytes),
+                [i32::MIN, -1, 300],
+            ),
+            ("<u8", le_bytes(&[0u64, 1, 2], u64::to_le_bytes), [0, 1, 2]),
+            (
+                ">u8",
+                le_bytes(&[0u64, 1, 0x7fff_ffff], u64::to_be_bytes),
+                [0, 1, i32::MAX],
+            ),
+            ("|b1", vec![1, 0, 1], [1, 0, 1]),
+            // NumPy reads any non-zero byte as True.
+            ("|b1", vec![0, 0x80, 0xff], [0, 1, 1]),
+        ];
+        for (descr, data, expected) in cases {
+            let bytes = npy_file(1, &header(descr, false, "(3,)"), data);
+            assert_eq!(read_npy(&bytes), Ok(array(&[3], expected)), "dtype {descr}");
+        }
+    }
+
+    #[test]
+    fn reads_versions_2_and_3() {
+        let data = le_bytes(&[5i32, -6], i32::to_le_bytes);
+        for major in [2, 3] {
+            let bytes = npy_file(major, &header("<i4", false, "(2,)"), &data);
+            assert_eq!(read_npy(&bytes), Ok(array(&[2], &[5, -6])));
+        }
+    }
+
+    #[test]
+    fn fortran_order_is_reordered_to_c_order() {
+        // The 2x3 matrix [[0, 1, 2], [3, 4, 5]] stored column by column, big-endian.
+        let data = le_bytes(&[0i16, 3, 1, 4, 2, 5], i16::to_be_bytes);
+        let bytes = npy_file(1, &header(">i2", true, "(2, 3)"), &data);
+        assert_eq!(read_npy(&bytes), Ok(array(&[2, 3], &[0, 1, 2, 3, 4, 5])));
+
+        // 2x3x4: the element at (i, j, k) has C index i*12 + j*4 + k and Fortran position
+        // i + 2*j + 6*k; store each C index at its Fortran position.
+        let mut fortran = [0i32; 24];
+        for i in 0..2 {
+            for j in 0..3 {
+                for k in 0..4 {
+                    fortran[i + 2 * j + 6 * k] = (i * 12 + j * 4 + k) as i32;
+                }
+            }
+        }
+        let data = le_bytes(&fortran, i32::to_le_bytes);
+        let bytes = npy_file(1, &header("<i4", true, "(2, 3, 4)"), &data);
+        assert_eq!(
+            read_npy(&bytes),
+            Ok(array(&[2, 3, 4], &(0..24).collect::<Vec<_>>()))
+        );
+
+        // 1-D, scalar and zero-size arrays are the same in either order.
+        let bytes = npy_file(1, &header("<i4", true, "(3,)"), &data[..12]);
+        assert_eq!(read_npy(&bytes), Ok(array(&[3], &[0, 12, 4])));
+        let bytes = npy_file(1, &header("|u1", true, "()"), &[200]);
+        assert_eq!(read_npy(&bytes), Ok(array(&[], &[200])));
+        let bytes = npy_file(1, &header("<i8", true, "(3, 0)"), &[]);
+        assert_eq!(read_npy(&bytes), Ok(array(&[3, 0], &[])));
+    }
+
+    #[test]
+    fn fortran_order_out_of_range_reports_c_index() {
+        // [[0, BIG], [2, 3]] in Fortran order is 0, 2, BIG, 3: file position 2, C index 1.
+        let data = le_bytes(&[0i64, 2, 1 << 40, 3], i64::to_le_bytes);
+        let bytes = npy_file(1, &header("<i8", true, "(2, 2)"), &data);
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("value 1099511627776 at flat index 1 does not fit in int32")
+        );
+    }
+
+    #[test]
+    fn scalar_and_zero_size_fixtures() {
+        let bytes = npy_file(1, &header("<i4", false, "()"), &(-9i32).to_le_bytes());
+        assert_eq!(read_npy(&bytes), Ok(array(&[], &[-9])));
+        let bytes = npy_file(1, &header("<i4", false, "(0,)"), &[]);
+        assert_eq!(read_npy(&bytes), Ok(array(&[0], &[])));
+        // A scalar holds exactly one item.
+        let bytes = npy_file(1, &header("<i4", false, "()"), &[]);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::DataTooShort {
+                expected: 4,
+                actual: 0
+            })
+        );
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let mut files: Vec<Vec<u8>> = sample_arrays().iter().map(write_npy).collect();
+        let data = le_bytes(&[0i64, 1, 2, 3, 4, 5], i64::to_be_bytes);
+        files.push(npy_file(2, &header(">i8", true, "(3, 2)"), &data));
+        files.push(npy_file(3, &header("|b1", false, "(2,)"), &[1, 0]));
+        for file in &files {
+            assert!(read_npy(file).is_ok());
+            for len in 0..file.len() {
+                let prefix = file.get(..len).unwrap_or_default();
+                assert!(
+                    read_npy(prefix).is_err(),
+                    "prefix of {len} bytes was accepted"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_errors_name_the_part() {
+        let truncated = |part, needed, available| {
+            Some(NpyError::Truncated {
+                part,
+                needed,
+                available,
+            })
+        };
+        assert_eq!(error(b""), truncated("magic string", 6, 0));
+        assert_eq!(error(b"\x93NUM"), truncated("magic string", 6, 4));
+        assert_eq!(error(b"\x93NUMPY\x01"), truncated("format version", 2, 1));
+        assert_eq!(
+            error(b"\x93NUMPY\x02\x00\x10\x00"),
+            truncated("header length field", 4, 2)
+        );
+        // Header lengths that run past the end of the file.
+        assert_eq!(
+            error(b"\x93NUMPY\x01\x00\xff\xff{'descr'"),
+            truncated("header", 65535, 8)
+        );
+        assert_eq!(
+            error(b"\x93NUMPY\x03\x00\xff\xff\xff\xff{"),
+            truncated("header", u64::from(u32::MAX), 1)
+        );
+        assert_eq!(
+            message(b"\x93NUMPY\x01\x00\xff\xff{").as_deref(),
+            Some("file is truncated: the header needs 65535 bytes but only 1 are present")
+        );
+    }
+
+    #[test]
+    fn bad_magic_and_version() {
+        assert_eq!(error(b"PK\x03\x04"), Some(NpyError::BadMagic));
+        assert_eq!(error(b"\x93NUMPx\x01\x00"), Some(NpyError::BadMagic));
+        let valid = write_npy(&array(&[1], &[1]));
+        for (major, minor) in [(4, 0), (0, 0), (1, 1), (2, 1)] {
+            let mut bytes = valid.clone();
+            bytes.splice(6..8, [major, minor]);
+            assert_eq!(
+                error(&bytes),
+                Some(NpyError::UnsupportedVersion { major, minor })
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_are_reported_with_index() {
+        let data = le_bytes(&[0i64, 1 << 31, 0, 0], i64::to_le_bytes);
+        let bytes = npy_file(1, &header("<i8", false, "(4,)"), &data);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::ValueOutOfRange {
+                index: 1,
+                value: 1 << 31
+            })
+        );
+
+        let data = le_bytes(&[0i64, 0, -(1 << 31) - 1], i64::to_be_bytes);
+        let bytes = npy_file(1, &header(">i8", false, "(3,)"), &data);
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("value -2147483649 at flat index 2 does not fit in int32")
+        );
+
+        let data = i64::MIN.to_le_bytes();
+        let bytes = npy_file(1, &header("<i8", false, "()"), &data);
+        let value = i128::from(i64::MIN);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::ValueOutOfRange { index: 0, value })
+        );
+
+        let data = le_bytes(&[1u32, 1, 1, 1, 1, 3_000_000_000], u32::to_le_bytes);
+        let bytes = npy_file(1, &header("<u4", false, "(2, 3)"), &data);
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("value 3000000000 at flat index 5 does not fit in int32")
+        );
+
+        let data = u64::MAX.to_be_bytes();
+        let bytes = npy_file(1, &header(">u8", false, "(1,)"), &data);
+        let value = i128::from(u64::MAX);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::ValueOutOfRange { index: 0, value })
+        );
+
+        // 2^31 is one past i32::MAX.
+        let bytes = npy_file(
+            1,
+            &header(">u4", false, "(1,)"),
+            &0x8000_0000u32.to_be_bytes(),
+        );
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::ValueOutOfRange {
+                index: 0,
+                value: 1 << 31
+            })
+        );
+    }
+
+    #[test]
+    fn non_integer_dtypes_are_rejected_by_name() {
+        let bytes = npy_file(1, &header("<f4", false, "(1,)"), &[0; 4]);
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("dtype '<f4' is not an integer type; inputs must be integer tensors")
+        );
+        for descr in [
+            "<f8", ">f2", "<c16", "|S5", "<U3", "|O", "<M8[ns]", "<m8[s]", "|V8", "",
+        ] {
+            let bytes = npy_file(1, &header(descr, false, "(1,)"), &[0; 16]);
+            assert_eq!(
+                error(&bytes),
+                Some(NpyError::NotIntegerDtype(descr.to_owned()))
+            );
+        }
+        let structured = "{'descr': [('a', '<i4'), ('b', '<f8')], 'fortran_order': False, \
+                          'shape': (1,), }";
+        assert_eq!(
+            message(&npy_file(1, structured, &[0; 12])).as_deref(),
+            Some(
+                "structured dtype [('a', '<i4'), ('b', '<f8')] is not supported; \
+                 inputs must be plain integer tensors"
+            )
+        );
+        let subarray = "{'descr': ('<i4', (2,)), 'fortran_order': False, 'shape': (1,)}";
+        assert!(matches!(
+            error(&npy_file(1, subarray, &[0; 8])),
+            Some(NpyError::StructuredDtype(_))
+        ));
+    }
+
+    #[test]
+    fn malformed_integer_dtypes_are_rejected() {
+        for descr in ["|i4", "|u8", "<i3", "<i16", "<b2", "i4", "<i", "<u4x"] {
+            let bytes = npy_file(1, &header(descr, false, "(1,)"), &[0; 4]);
+            assert!(
+                matches!(error(&bytes), Some(NpyError::UnsupportedDtype { .. })),
+                "{descr} was not rejected as unsupported"
+            );
+        }
+    }
+
+    #[test]
+    fn header_dict_variants_are_accepted() {
+        let data = le_bytes(&[1i32, 2, 3, 4, 5, 6], i32::to_le_bytes);
+        let expected = Ok(array(&[2, 3], &[1, 2, 3, 4, 5, 6]));
+        let variants = [
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3)}",
+            "{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (2, 3)}",
+            "{'shape': (2, 3), 'descr': \"<i4\", 'fortran_order': False}",
+            "{'fortran_order':False,'shape':(2,3),'descr':'<i4',}",
+            "  {  'descr'  :  '<i4'  ,\n\t'fortran_order' : False ,\r\n 'shape' : ( 2 , 3 , ) , }  \n",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }          \n",
+            // Parentheses around a single value only group it, as in Python.
+            "{'descr': '<i4', 'fortran_order': False, 'shape': ((2), 3)}",
+        ];
+        for variant in variants {
+            assert_eq!(
+                read_npy(&npy_file(1, variant, &data)),
+                expected,
+                "{variant:?}"
+            );
+        }
+        // Python 2's long suffix, which NumPy accepts in version 1.0 and 2.0 files only.
+        let python2 = "{'descr': '<i4', 'fortran_order': False, 'shape': (2L, 3L), }";
+        assert_eq!(read_npy(&npy_file(1, python2, &data)), expected);
+        assert_eq!(read_npy(&npy_file(2, python2, &data)), expected);
+        assert!(matches!(
+            error(&npy_file(3, python2, &data)),
+            Some(NpyError::HeaderSyntax { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_headers_are_rejected() {
+        let syntax_errors = [
+            "",
+            "   ",
+            "'descr': '<i4'",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,)",
+            "{'descr': '<i4' 'fortran_order': False, 'shape': (2,)}",
+            "{'descr' '<i4', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,)}}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,)} x",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,),,}",
+            "{,}",
+            "{descr: '<i4', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr: '<i4', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<i4\", 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<\\x69', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<i4\n', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<i4', 'fortran_order': false, 'shape': (2,)}",
+            "{'descr': '<i4', 'fortran_order': None, 'shape': (2,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (0x2,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (02,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (1_0,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2.0,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (+2,)}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3]}",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,)\0}",
+        ];
+        for text in syntax_errors {
+            let result = error(&npy_file(1, text, &[0; 8]));
+            assert!(
+                matches!(result, Some(NpyError::HeaderSyntax { .. })),
+                "{text:?}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_key_and_value_errors() {
+        let file = |text: &str| npy_file(1, text, &[0; 8]);
+        assert_eq!(
+            error(&file("{'descr': '<i4', 'shape': (2,)}")),
+            Some(NpyError::MissingKey("fortran_order"))
+        );
+        assert_eq!(error(&file("{}")), Some(NpyError::MissingKey("descr")));
+        assert_eq!(
+            error(&file("{'descr': '<i4', 'fortran_order': False}")),
+            Some(NpyError::MissingKey("shape"))
+        );
+        assert_eq!(
+            error(&file(
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), 'x': 1}"
+            )),
+            Some(NpyError::UnknownKey("x".to_owned()))
+        );
+        assert_eq!(
+            error(&file(
+                "{'descr': '<i4', 'descr': '<i4', 'fortran_order': False, 'shape': (2,)}"
+            )),
+            Some(NpyError::DuplicateKey("descr".to_owned()))
+        );
+        let invalid = [
+            (
+                "{'descr': '<i4', 'fortran_order': 0, 'shape': (2,)}",
+                "fortran_order",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': 'False', 'shape': (2,)}",
+                "fortran_order",
+            ),
+            (
+                "{'descr': 4, 'fortran_order': False, 'shape': (2,)}",
+                "descr",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': 2}",
+                "shape",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (2)}",
+                "shape",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': [2]}",
+                "shape",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': ('2',)}",
+                "shape",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': ((2,),)}",
+                "shape",
+            ),
+            (
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (-2,)}",
+                "shape",
+            ),
+        ];
+        for (text, key) in invalid {
+            let result = error(&file(text));
+            assert!(
+                matches!(result, Some(NpyError::InvalidValue { key: actual, .. }) if actual == key),
+                "{text:?}: {result:?}"
+            );
+        }
+        assert_eq!(
+            message(&file(
+                "{'descr': '<i4', 'fortran_order': False, 'shape': (2, -3)}"
+            ))
+            .as_deref(),
+            Some("header value for 'shape' is invalid: dimension -3 on axis 1 is negative")
+        );
+    }
+
+    #[test]
+    fn dimension_and_size_limits() {
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 4294967296)}";
+        assert_eq!(
+            error(&npy_file(1, text, &[])),
+            Some(NpyError::DimensionTooLarge {
+                axis: 1,
+                dimension: "4294967296".to_owned()
+            })
+        );
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (99999999999999999999999,)}";
+        assert!(matches!(
+            error(&npy_file(1, text, &[])),
+            Some(NpyError::DimensionTooLarge { axis: 0, .. })
+        ));
+        // Each dimension fits in u32, but three of them overflow u64 when multiplied.
+        let text = "{'descr': '<i4', 'fortran_order': False, \
+                    'shape': (4294967295, 4294967295, 4294967295)}";
+        assert!(matches!(
+            error(&npy_file(1, text, &[])),
+            Some(NpyError::SizeOverflow { .. })
+        ));
+        // The element count fits but the byte count does not.
+        let text = "{'descr': '<i8', 'fortran_order': False, 'shape': (4294967295, 4294967295)}";
+        assert!(matches!(
+            error(&npy_file(1, text, &[])),
+            Some(NpyError::SizeOverflow { .. })
+        ));
+        // A huge declared size with tiny data is an error, not a huge allocation.
+        let text = "{'descr': '|u1', 'fortran_order': True, 'shape': (4294967295, 4294967295)}";
+        assert_eq!(
+            error(&npy_file(1, text, &[0; 8])),
+            Some(NpyError::DataTooShort {
+                expected: 4294967295u64 * 4294967295,
+                actual: 8
+            })
+        );
+        // A zero dimension makes the product zero however large the others are.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (4294967295, 0, 4294967295)}";
+        assert_eq!(
+            read_npy(&npy_file(1, text, &[])),
+            Ok(array(&[u32::MAX, 0, u32::MAX], &[]))
+        );
+        // `-0` is zero, as in Python.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (-0,)}";
+        assert_eq!(read_npy(&npy_file(1, text, &[])), Ok(array(&[0], &[])));
+    }
+
+    #[test]
+    fn data_length_mismatches_state_byte_counts() {
+        let bytes = npy_file(1, &header("<i2", false, "(2, 3)"), &[0; 10]);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::DataTooShort {
+                expected: 12,
+                actual: 10
+            })
+        );
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("data is too short: the shape needs 12 bytes of data but the file holds 10")
+        );
+        let bytes = npy_file(1, &header("<i2", false, "(2, 3)"), &[0; 13]);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::DataTooLong {
+                expected: 12,
+                actual: 13
+            })
+        );
+        assert_eq!(
+            message(&bytes).as_deref(),
+            Some("data is too long: the shape needs 12 bytes of data but the file holds 13")
+        );
+    }
+
+    #[test]
+    fn non_ascii_header_is_rejected() {
+        let mut bytes = npy_file(1, &header("<i4", false, "(1,)"), &[0; 4]);
+        bytes.splice(12..13, [0xc3]);
+        assert_eq!(
+            error(&bytes),
+            Some(NpyError::HeaderNotAscii {
+                offset: 2,
+                byte: 0xc3
+            })
+        );
+        // Valid UTF-8 (allowed by version 3.0) is still refused: no plain dtype needs it.
+        let text = "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), 'é': 1}";
+        assert!(matches!(
+            error(&npy_file(3, text, &[0; 4])),
+            Some(NpyError::HeaderNotAscii {
+                offset: 57,
+                byte: 0xc3
+            })
+        ));
+    }
+
+    #[test]
+    fn deep_nesting_is_rejected_without_stack_overflow() {
+        let depth = 100_000;
+        let text = format!(
+            "{{'descr': {}{}, 'fortran_order': False, 'shape': (1,)}}",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let result = error(&npy_file(2, &text, &[0; 4]));
+        assert!(
+            matches!(result, Some(NpyError::HeaderSyntax { .. })),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn long_error_excerpts_are_shortened() {
+        let key = "k".repeat(10_000);
+        let text = format!("{{'descr': '<i4', 'fortran_order': False, 'shape': (1,), '{key}': 1}}");
+        let expected = format!("{}...", "k".repeat(MAX_EXCERPT));
+        assert_eq!(
+            error(&npy_file(2, &text, &[0; 4])),
+            Some(NpyError::UnknownKey(expected))
+        );
+    }
+
+    #[test]
+    fn corrupted_files_never_panic() {
+        // Deterministic xorshift mutations of valid files: any result but a panic is fine.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let seeds = [
+            write_npy(&array(&[2, 3], &[1, 2, 3, 4, 5, 6])),
+            npy_file(
+                1,
+                &header(">i2", true, "(3, 2)"),
+                &le_bytes(&[0i16; 6], i16::to_be_bytes),
+            ),
+        ];
+        for seed in &seeds {
+            for _ in 0..5_000 {
+                let mut bytes = seed.clone();
+                for _ in 0..next() % 4 + 1 {
+                    let at = (next() % bytes.len() as u64) as usize;
+                    bytes.splice(at..at + 1, [next() as u8]);
+                }
+                let _ = read_npy(&bytes);
+            }
+        }
+    }
+}
