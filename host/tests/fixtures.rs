@@ -1,0 +1,199 @@
+//! The fixture suite: every case under `fixtures/` through one `check(case)`.
+//!
+//! For each case: the model runs natively and in wasm and the two reports must be identical;
+//! a successful run's gas must equal the static estimate, and a run with one gas less must stop
+//! with `OutOfGas` identically on both engines; finally the outcome must match the case's
+//! `expected` object. `CVM_BLESS=1 cargo test -p cvm-host --test fixtures` rewrites the
+//! expectations from the native run instead (review the diff).
+
+use std::path::Path;
+
+use cvm_engine::exec::InputTensor;
+use cvm_engine::{ErrorCode, Model, Report};
+use cvm_fixtures::{Case, InputSource, ModelSource};
+use cvm_host::runner::{EngineKind, execute, load_model_file, validate_natively};
+use cvm_host::wasm::WasmEngine;
+use cvm_host::{HashAlgorithm, inputs, render, text};
+use serde_json::Value;
+
+/// The canonical bytes and decoded model of a case.
+fn model_of(case: &Case) -> Result<(Vec<u8>, Option<Model>), String> {
+    match &case.model {
+        ModelSource::Inline(value) => {
+            let dir = case.path.parent().unwrap_or(Path::new("."));
+            let model = text::from_json(value, dir)?;
+            Ok((model.encode(), Some(model)))
+        }
+        ModelSource::File(path) => {
+            let loaded = load_model_file(path).map_err(|e| e.to_string())?;
+            Ok((loaded.bytes, loaded.model))
+        }
+    }
+}
+
+fn input_tensor(source: &InputSource) -> Result<InputTensor, String> {
+    match source {
+        InputSource::Inline { shape, data } => Ok(InputTensor {
+            shape: shape.clone(),
+            data: data
+                .iter()
+                .map(|&v| i32::try_from(v).map_err(|_| format!("input value {v} is not an int32")))
+                .collect::<Result<_, _>>()?,
+        }),
+        InputSource::File(path) => inputs::read_input(path).map_err(|e| e.to_string()),
+    }
+}
+
+/// Inputs in the model's declared order; inputs the model does not declare follow (so that a
+/// case can exercise `InputCount`).
+fn inputs_of(case: &Case, model: Option<&Model>) -> Result<Vec<InputTensor>, String> {
+    let declared: Vec<&str> = model
+        .map(|m| m.inputs.iter().map(|i| i.name.as_str()).collect())
+        .unwrap_or_default();
+    let mut ordered: Vec<&(String, InputSource)> = Vec::new();
+    for name in &declared {
+        ordered.extend(case.inputs.iter().filter(|(given, _)| given == name));
+    }
+    ordered.extend(
+        case.inputs
+            .iter()
+            .filter(|(given, _)| !declared.contains(&given.as_str())),
+    );
+    ordered
+        .into_iter()
+        .map(|(_, source)| input_tensor(source))
+        .collect()
+}
+
+/// Runs on both engines and insists on identical reports.
+fn run_both(
+    wasm: &WasmEngine,
+    model: &[u8],
+    inputs: &[InputTensor],
+    gas_limit: u64,
+) -> Result<Report, String> {
+    let native =
+        execute(EngineKind::Native, None, model, inputs, gas_limit).map_err(|e| e.to_string())?;
+    let in_wasm = execute(EngineKind::Wasm, Some(wasm), model, inputs, gas_limit)
+        .map_err(|e| e.to_string())?;
+    if native != in_wasm {
+        return Err(format!(
+            "native and wasm reports differ:\nnative: {native:?}\nwasm:   {in_wasm:?}"
+        ));
+    }
+    Ok(native)
+}
+
+/// Fields of `expected` that differ from `actual` (every field of `expected` must be present
+/// and equal; `actual` fields missing from `expected` are reported as unblessed).
+fn differences(expected: &Value, actual: &Value, path: &str, found: &mut Vec<String>) {
+    match (expected, actual) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, value) in got {
+                let field = format!("{path}.{key}");
+                match want.get(key) {
+                    Some(expected_value) => differences(expected_value, value, &field, found),
+                    None => found.push(format!("{field}: not in the expectation (actual {value})")),
+                }
+            }
+            for key in want.keys().filter(|key| !got.contains_key(*key)) {
+                found.push(format!("{path}.{key}: expected but absent"));
+            }
+        }
+        (Value::Array(want), Value::Array(got))
+            if want.len() == got.len() && !want.iter().all(is_scalar) =>
+        {
+            for (index, (w, g)) in want.iter().zip(got).enumerate() {
+                differences(w, g, &format!("{path}[{index}]"), found);
+            }
+        }
+        _ if expected != actual => found.push(format!("{path}: expected {expected}, got {actual}")),
+        _ => {}
+    }
+}
+
+fn is_scalar(value: &Value) -> bool {
+    !matches!(value, Value::Array(_) | Value::Object(_))
+}
+
+/// Checks one case; returns the actual outcome JSON for blessing.
+fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
+    let (model_bytes, model) = model_of(case)?;
+    let inputs = inputs_of(case, model.as_ref())?;
+    let gas_limit = case.gas_limit.unwrap_or(u64::MAX);
+    let report = run_both(wasm, &model_bytes, &inputs, gas_limit)?;
+
+    if report.error_code().is_none() {
+        let estimate = validate_natively(&model_bytes)
+            .map_err(|r| format!("estimate rejected the model: {r:?}"))?;
+        if estimate.total_gas != report.outcome.gas_used {
+            return Err(format!(
+                "static estimate {} differs from gas charged {}",
+                estimate.total_gas, report.outcome.gas_used
+            ));
+        }
+        if let Some(one_less) = estimate.total_gas.checked_sub(1) {
+            let starved = run_both(wasm, &model_bytes, &inputs, one_less)?;
+            if starved.error_code() != Some(ErrorCode::OutOfGas)
+                || starved.outcome.gas_used > one_less
+            {
+                return Err(format!(
+                    "with gas limit {one_less} (cost − 1) the run gave {:?}",
+                    starved.outcome
+                ));
+            }
+        }
+    }
+
+    let actual = render::report_json(&report, HashAlgorithm::Sha3_256);
+    if !cvm_fixtures::blessing() {
+        let Some(expected) = &case.expected else {
+            return Err("no \"expected\" section; run with CVM_BLESS=1".into());
+        };
+        let mut found = Vec::new();
+        differences(expected, &actual, "expected", &mut found);
+        if !found.is_empty() {
+            return Err(format!(
+                "{}\n(CVM_BLESS=1 regenerates after review)",
+                found.join("\n")
+            ));
+        }
+    }
+    Ok(actual)
+}
+
+#[test]
+fn fixtures() {
+    let cases = cvm_fixtures::all_cases().expect("fixture files load");
+    assert!(
+        cases.len() >= 10,
+        "only {} fixture cases found",
+        cases.len()
+    );
+    let wasm = WasmEngine::new().expect("engine.wasm compiles");
+    let mut failures = Vec::new();
+    for case in &cases {
+        match check(case, &wasm) {
+            Ok(actual) if cvm_fixtures::blessing() => {
+                if case.expected.as_ref() != Some(&actual) {
+                    cvm_fixtures::write_expected(case, &actual).expect("write expectation");
+                    eprintln!("blessed {}", case.name);
+                }
+            }
+            Ok(_) => {}
+            Err(message) => failures.push(format!(
+                "--- {} ({})\n{message}",
+                case.name,
+                case.path.display()
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixture cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    eprintln!("{} fixture cases passed", cases.len());
+}
