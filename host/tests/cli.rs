@@ -1,0 +1,566 @@
+//! The `cvm` command line as a contract: outputs, exit statuses (0 ok, 1 deterministic model or
+//! input error, 2 usage or node-local error) and clear messages for bad input, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cvm_engine::model::{AttrValue, Model, ValueRef};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cnn_model() -> PathBuf {
+    root().join("fixtures/models/cnn/model.json")
+}
+
+fn cnn_input() -> PathBuf {
+    root().join("fixtures/models/cnn/input.npy")
+}
+
+fn cvm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args(args)
+        .output()
+        .expect("cvm starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs and checks the exit status; returns stdout and stderr together.
+fn expect_status(args: &[&str], status: i32) -> String {
+    let output = cvm(args);
+    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "cvm {args:?} printed:\n{all}"
+    );
+    assert!(!all.contains("panicked"), "cvm {args:?} panicked:\n{all}");
+    all
+}
+
+fn run_json(args: &[&str], status: i32) -> Value {
+    let output = cvm(args);
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    let lines: Vec<&str> = std::str::from_utf8(&output.stdout)
+        .expect("utf-8")
+        .lines()
+        .collect();
+    assert_eq!(lines.len(), 1, "--json prints exactly one line: {lines:?}");
+    serde_json::from_str(lines[0]).expect("one JSON object")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cvm-cli-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+fn cnn_canonical() -> Vec<u8> {
+    let text = std::fs::read_to_string(cnn_model()).expect("model");
+    cvm_host::text::parse_text_model(&text, &root(), "cnn")
+        .expect("parses")
+        .encode()
+}
+
+#[test]
+fn run_prints_outputs_gas_and_hash_and_engines_agree() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let summary = expect_status(&["run", path_str(&model), "--input", path_str(&input)], 0);
+    assert!(
+        summary.contains("[-41, -1, -10, 6, 32, -3, -6, 0, -17, 7]"),
+        "{summary}"
+    );
+    assert!(summary.contains("gas used:"), "{summary}");
+    assert!(summary.contains("hash:"), "{summary}");
+
+    let wasm = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+        ],
+        0,
+    );
+    let native = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            &format!("data={}", path_str(&input)),
+            "--json",
+            "--engine",
+            "native",
+        ],
+        0,
+    );
+    assert_eq!(wasm, native);
+    assert_eq!(wasm["status"], "ok");
+    assert_eq!(
+        wasm["outputs"][0]["data"],
+        serde_json::json!([-41, -1, -10, 6, 32, -3, -6, 0, -17, 7])
+    );
+    assert_eq!(wasm["hash"].as_str().map(str::len), Some(64));
+
+    let keccak = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--hash",
+            "keccak256",
+        ],
+        0,
+    );
+    assert_ne!(keccak["hash"], wasm["hash"]);
+    assert_eq!(keccak["gas_used"], wasm["gas_used"]);
+}
+
+#[test]
+fn estimate_equals_gas_charged_and_one_less_is_out_of_gas() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let estimate = expect_status(&["estimate", path_str(&model), "--json"], 0);
+    let estimate: Value = serde_json::from_str(estimate.trim()).expect("json");
+    let total = estimate["total_gas"].as_u64().expect("total");
+    let nodes = estimate["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 8);
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| n["gas"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        total
+    );
+    assert!(estimate["peak_memory_bytes"].as_u64().unwrap_or(0) > 0);
+
+    let ran = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(ran["gas_used"].as_u64(), Some(total));
+
+    let limit = (total - 1).to_string();
+    let starved = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--gas-limit",
+            &limit,
+        ],
+        1,
+    );
+    assert_eq!(starved["status"], "error");
+    assert_eq!(starved["error"]["code"], "OutOfGas");
+    assert_eq!(starved["error"]["code_num"], 403);
+    assert_eq!(starved["error"]["node"], "scores");
+    assert!(starved["gas_used"].as_u64() < Some(total));
+    let zero = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--gas-limit",
+            "0",
+        ],
+        1,
+    );
+    assert_eq!(zero["error"]["node"], "conv1");
+    assert_eq!(zero["gas_used"], 0);
+}
+
+#[test]
+fn build_inspect_and_canonical_run() {
+    let built = scratch("cnn.cvm");
+    expect_status(
+        &["build", path_str(&cnn_model()), "-o", path_str(&built)],
+        0,
+    );
+    assert_eq!(std::fs::read(&built).expect("written"), cnn_canonical());
+    let from_text = run_json(
+        &[
+            "run",
+            path_str(&cnn_model()),
+            "--input",
+            path_str(&cnn_input()),
+            "--json",
+        ],
+        0,
+    );
+    let from_binary = run_json(
+        &[
+            "run",
+            path_str(&built),
+            "--input",
+            path_str(&cnn_input()),
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(from_text, from_binary);
+
+    let inspect = expect_status(&["inspect", path_str(&built)], 0);
+    for needle in [
+        "data  shape [1, 1, 8, 8]  precision 8",
+        "conv1 = conv2d(data, conv1_weight, conv1_bias)",
+        "scores = scores  shape [1, 10]  precision 8",
+    ] {
+        assert!(
+            inspect.contains(needle),
+            "missing {needle:?} in:\n{inspect}"
+        );
+    }
+
+    let output = scratch("scores.npy");
+    expect_status(
+        &[
+            "run",
+            path_str(&built),
+            "--input",
+            path_str(&cnn_input()),
+            "--output",
+            path_str(&output),
+        ],
+        0,
+    );
+    let written =
+        cvm_host::npy::read_npy(&std::fs::read(&output).expect("npy")).expect("valid npy");
+    assert_eq!(written.shape, [1, 10]);
+    assert_eq!(written.data, [-41, -1, -10, 6, 32, -3, -6, 0, -17, 7]);
+}
+
+#[test]
+fn version_names_the_engine_hash() {
+    let version = expect_status(&["version"], 0);
+    for needle in [
+        "model format version   1",
+        "gas schedule version   1",
+        "engine.wasm sha3-256",
+    ] {
+        assert!(version.contains(needle), "{version}");
+    }
+}
+
+/// Writes `model` canonically and runs it in both engines; returns the error JSON.
+fn rejected(model: &Model, name: &str) -> Value {
+    let path = scratch(name);
+    std::fs::write(&path, model.encode()).expect("write");
+    let wasm = run_json(
+        &[
+            "run",
+            path_str(&path),
+            "--input",
+            path_str(&cnn_input()),
+            "--json",
+        ],
+        1,
+    );
+    let native = run_json(
+        &[
+            "run",
+            path_str(&path),
+            "--input",
+            path_str(&cnn_input()),
+            "--json",
+            "--engine",
+            "native",
+        ],
+        1,
+    );
+    assert_eq!(wasm, native);
+    wasm
+}
+
+fn cnn_decoded() -> Model {
+    Model::decode(&cnn_canonical()).expect("decodes")
+}
+
+#[test]
+fn canonical_model_rejections_are_deterministic_errors() {
+    let mut model = cnn_decoded();
+    model.nodes[2].op = 999;
+    let error = rejected(&model, "unknown_op.cvm");
+    assert_eq!(error["error"]["code"], "UnknownOp");
+    assert_eq!(error["error"]["node"], "relu1");
+
+    let mut model = cnn_decoded();
+    model.nodes[2].inputs.push(ValueRef::Input(0));
+    assert_eq!(
+        rejected(&model, "arity.cvm")["error"]["code"],
+        "ArityMismatch"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[1].inputs[0] = ValueRef::Node { node: 5, output: 0 };
+    let error = rejected(&model, "forward.cvm");
+    assert_eq!(error["error"]["code"], "InvalidReference");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not come before it")
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[1].inputs[0] = ValueRef::Node { node: 1, output: 0 };
+    assert_eq!(
+        rejected(&model, "cycle.cvm")["error"]["code"],
+        "InvalidReference"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[0].inputs[1] = ValueRef::Param(17);
+    assert_eq!(
+        rejected(&model, "dangling.cvm")["error"]["code"],
+        "InvalidReference"
+    );
+
+    let mut model = cnn_decoded();
+    let shift = model.nodes[1]
+        .attrs
+        .iter_mut()
+        .find(|a| a.name == "shift_bit")
+        .expect("shift_bit");
+    shift.value = AttrValue::Int(40);
+    let error = rejected(&model, "range.cvm");
+    assert_eq!(error["error"]["code"], "AttributeOutOfRange");
+    assert_eq!(error["error"]["node"], "conv1_requant");
+
+    let mut model = cnn_decoded();
+    model.params[2].shape = vec![10, 127];
+    assert_eq!(
+        rejected(&model, "param_len.cvm")["error"]["code"],
+        "InvalidParam"
+    );
+
+    let mut model = cnn_decoded();
+    model.inputs[0].precision = 0;
+    assert_eq!(
+        rejected(&model, "precision0.cvm")["error"]["code"],
+        "InvalidPrecision"
+    );
+
+    let mut model = cnn_decoded();
+    model.inputs[0].shape = vec![1 << 16, 1 << 16];
+    assert_eq!(
+        rejected(&model, "huge.cvm")["error"]["code"],
+        "LimitExceeded"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[3].name = "relu1".into();
+    assert_eq!(
+        rejected(&model, "dup.cvm")["error"]["code"],
+        "DuplicateName"
+    );
+}
+
+#[test]
+fn truncated_and_corrupted_models_never_panic() {
+    let bytes = cnn_canonical();
+    let path = scratch("truncated.cvm");
+    // Every header offset, then a spread of offsets through the body.
+    let offsets: Vec<usize> = (0..16).chain((16..bytes.len()).step_by(97)).collect();
+    for &len in &offsets {
+        std::fs::write(&path, &bytes[..len]).expect("write");
+        let error = run_json(&["run", path_str(&path), "--json", "--engine", "native"], 1);
+        assert_eq!(
+            error["error"]["code"], "MalformedModel",
+            "truncated at {len}"
+        );
+    }
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write");
+    let error = run_json(&["run", path_str(&path), "--json"], 1);
+    assert_eq!(error["error"]["code"], "MalformedModel");
+
+    // Bit flips: each either still decodes to a model that runs or is rejected, identically on
+    // both engines, and never panics.
+    let input = cnn_input();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..6 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut corrupt = bytes.clone();
+        let bit = (state % (corrupt.len() as u64 * 8)) as usize;
+        corrupt[bit / 8] ^= 1 << (bit % 8);
+        std::fs::write(&path, &corrupt).expect("write");
+        let args = [
+            "run",
+            path_str(&path),
+            "--input",
+            path_str(&input),
+            "--json",
+        ];
+        let wasm = cvm(&args);
+        let native = cvm(&[&args[..], &["--engine", "native"]].concat());
+        assert!(
+            matches!(wasm.status.code(), Some(0 | 1 | 2)),
+            "bit {bit}: {}",
+            text(&wasm.stderr)
+        );
+        assert_eq!(wasm.status.code(), native.status.code(), "bit {bit}");
+        assert_eq!(wasm.stdout, native.stdout, "bit {bit}");
+    }
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let model = cnn_model();
+    let model = path_str(&model);
+
+    // Wrong shape and out-of-precision values are deterministic (exit 1).
+    let wrong_shape = scratch("wrong_shape.npy");
+    std::fs::write(
+        &wrong_shape,
+        cvm_host::npy::write_npy(&cvm_host::npy::NpyArray {
+            shape: vec![1, 64],
+            data: vec![0; 64],
+        }),
+    )
+    .expect("write");
+    let error = run_json(
+        &["run", model, "--input", path_str(&wrong_shape), "--json"],
+        1,
+    );
+    assert_eq!(error["error"]["code"], "InputShape");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("input \"data\" must have shape [1, 1, 8, 8]")
+    );
+
+    let too_big = scratch("too_big.npy");
+    let mut data = vec![0; 64];
+    data[5] = 128;
+    std::fs::write(
+        &too_big,
+        cvm_host::npy::write_npy(&cvm_host::npy::NpyArray {
+            shape: vec![1, 1, 8, 8],
+            data,
+        }),
+    )
+    .expect("write");
+    let error = run_json(&["run", model, "--input", path_str(&too_big), "--json"], 1);
+    assert_eq!(error["error"]["code"], "InputPrecision");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("value 128 at flat index 5")
+    );
+
+    // Float tensors, missing inputs, unknown names and missing files are usage errors (exit 2).
+    let float = scratch("float.npy");
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    let padded = format!("{header:<117}\n");
+    bytes.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(padded.as_bytes());
+    bytes.extend_from_slice(&[0, 0, 0x80, 0x3f]);
+    std::fs::write(&float, bytes).expect("write");
+    let message = expect_status(&["run", model, "--input", path_str(&float)], 2);
+    assert!(
+        message.contains("'<f4' is not an integer type"),
+        "{message}"
+    );
+
+    let message = expect_status(&["run", model], 2);
+    assert!(message.contains("no value for input \"data\""), "{message}");
+    let message = expect_status(&["run", model, "--input", "label=x.npy"], 2);
+    assert!(message.contains("no input \"label\""), "{message}");
+    let message = expect_status(&["run", model, "--input", "/nonexistent/x.npy"], 2);
+    assert!(message.contains("/nonexistent/x.npy"), "{message}");
+    let message = expect_status(&["run", "/nonexistent/model.json"], 2);
+    assert!(message.contains("/nonexistent/model.json"), "{message}");
+    expect_status(&["run", model, "--gas-limit", "-5"], 2);
+    expect_status(&["run", model, "--engine", "gpu"], 2);
+    expect_status(&["frobnicate"], 2);
+}
+
+#[test]
+fn text_model_errors_name_node_and_field() {
+    let path = scratch("bad_text.json");
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(cnn_model()).expect("read")).expect("json");
+    value["nodes"][2]["op"] = "rellu".into();
+    std::fs::write(&path, value.to_string()).expect("write");
+    let message = expect_status(
+        &["run", path_str(&path), "--input", path_str(&cnn_input())],
+        2,
+    );
+    assert!(
+        message.contains("node \"relu1\", field \"op\": unknown operator \"rellu\""),
+        "{message}"
+    );
+
+    std::fs::write(&path, "{\"format\": \"cvm-text/1\", \"inputs\": [").expect("write");
+    let message = expect_status(&["estimate", path_str(&path)], 2);
+    assert!(message.contains("not valid JSON"), "{message}");
+}
+
+#[test]
+fn build_refuses_invalid_models_unless_asked() {
+    let path = scratch("invalid.json");
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(cnn_model()).expect("read")).expect("json");
+    value["nodes"][0]["attrs"]["groups"] = 3.into();
+    std::fs::write(&path, value.to_string()).expect("write");
+    let out = scratch("invalid.cvm");
+    let message = expect_status(&["build", path_str(&path), "-o", path_str(&out)], 1);
+    assert!(message.contains("ShapeMismatch"), "{message}");
+    expect_status(
+        &[
+            "build",
+            path_str(&path),
+            "-o",
+            path_str(&out),
+            "--allow-invalid",
+        ],
+        0,
+    );
+    let error = run_json(
+        &[
+            "run",
+            path_str(&out),
+            "--input",
+            path_str(&cnn_input()),
+            "--json",
+        ],
+        1,
+    );
+    assert_eq!(error["error"]["code"], "ShapeMismatch");
+    assert_eq!(error["error"]["node"], "conv1");
+    assert_eq!(error["gas_used"], 0);
+}
