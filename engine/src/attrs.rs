@@ -86,15 +86,15 @@ impl<'a> Attrs<'a> {
             ));
         }
         for (index, attr) in attrs.iter().enumerate() {
-            if let Some(previous) = index.checked_sub(1).map(|i| &attrs[i]) {
-                if previous.name >= attr.name {
-                    return Err(fail!(
-                        DuplicateName,
-                        "attributes must be sorted by name and unique: \"{}\" follows \"{}\"",
-                        attr.name,
-                        previous.name
-                    ));
-                }
+            if let Some(previous) = index.checked_sub(1).map(|i| &attrs[i])
+                && previous.name >= attr.name
+            {
+                return Err(fail!(
+                    DuplicateName,
+                    "attributes must be sorted by name and unique: \"{}\" follows \"{}\"",
+                    attr.name,
+                    previous.name
+                ));
             }
             let Some(expected) = schema.iter().find(|spec| spec.name == attr.name) else {
                 let known: Vec<&str> = schema.iter().map(|spec| spec.name).collect();
@@ -119,26 +119,26 @@ impl<'a> Attrs<'a> {
                     kind.name()
                 ));
             }
-            if let AttrValue::Ints(list) = &attr.value {
-                if list.len() > limits::MAX_ATTR_LIST {
-                    return Err(fail!(
-                        LimitExceeded,
-                        "attribute \"{}\" has {} entries, more than the limit of {}",
-                        attr.name,
-                        list.len(),
-                        limits::MAX_ATTR_LIST
-                    ));
-                }
+            if let AttrValue::Ints(list) = &attr.value
+                && list.len() > limits::MAX_ATTR_LIST
+            {
+                return Err(fail!(
+                    LimitExceeded,
+                    "attribute \"{}\" has {} entries, more than the limit of {}",
+                    attr.name,
+                    list.len(),
+                    limits::MAX_ATTR_LIST
+                ));
             }
-            if let AttrValue::Str(text) = &attr.value {
-                if text.len() > limits::MAX_NAME_BYTES {
-                    return Err(fail!(
-                        LimitExceeded,
-                        "attribute \"{}\" is a string of more than {} bytes",
-                        attr.name,
-                        limits::MAX_NAME_BYTES
-                    ));
-                }
+            if let AttrValue::Str(text) = &attr.value
+                && text.len() > limits::MAX_NAME_BYTES
+            {
+                return Err(fail!(
+                    LimitExceeded,
+                    "attribute \"{}\" is a string of more than {} bytes",
+                    attr.name,
+                    limits::MAX_NAME_BYTES
+                ));
             }
         }
         Ok(Attrs { attrs })
@@ -212,10 +212,10 @@ impl<'a> Attrs<'a> {
 /// # Errors
 /// `AttributeOutOfRange` naming the attribute and the range.
 pub fn in_range<T: TryFrom<i64>>(name: &str, value: i64, low: i64, high: i64) -> Result<T> {
-    if (low..=high).contains(&value) {
-        if let Ok(converted) = T::try_from(value) {
-            return Ok(converted);
-        }
+    if (low..=high).contains(&value)
+        && let Ok(converted) = T::try_from(value)
+    {
+        return Ok(converted);
     }
     Err(fail!(
         AttributeOutOfRange,

@@ -88,8 +88,9 @@ impl ValidatedModel {
 ///
 /// # Errors
 /// The failure report, ready to be hashed like any outcome.
-pub fn load(bytes: &[u8]) -> core::result::Result<ValidatedModel, Report> {
-    ValidatedModel::from_bytes(bytes).map_err(|error| Report::failure(error, 0))
+pub fn load(bytes: &[u8]) -> core::result::Result<ValidatedModel, alloc::boxed::Box<Report>> {
+    ValidatedModel::from_bytes(bytes)
+        .map_err(|error| alloc::boxed::Box::new(Report::failure(error, 0)))
 }
 
 /// Runs with inputs given as borsh bytes of `Vec<InputTensor>` (the ABI's encoding).

@@ -82,7 +82,20 @@ impl Shape {
         self.checked_elements().unwrap_or(u64::MAX)
     }
 
-    /// Checks rank and element count against the engine limits.
+    /// Product of the dimensions with zero dimensions counted as 1, or `None` on overflow.
+    ///
+    /// Bounding this (not just the element count) keeps every partial product of dimensions
+    /// small, also for zero-element tensors such as [0, 2^32 − 1, 2^32 − 1].
+    pub fn checked_volume(&self) -> Option<u64> {
+        self.0
+            .iter()
+            .try_fold(1u64, |n, &dim| n.checked_mul(u64::from(dim.max(1))))
+    }
+
+    /// Checks rank and size against the engine limits: at most [`limits::MAX_RANK`] axes, and
+    /// at most [`limits::MAX_TENSOR_ELEMENTS`] for the product of the dimensions with zero
+    /// dimensions counted as 1 (so no product of dimensions can overflow anywhere). Returns the
+    /// element count.
     ///
     /// # Errors
     /// [`crate::ErrorCode::LimitExceeded`] naming `what`.
@@ -95,8 +108,8 @@ impl Shape {
                 limits::MAX_RANK
             ));
         }
-        match self.checked_elements() {
-            Some(n) if n <= limits::MAX_TENSOR_ELEMENTS => Ok(n),
+        match self.checked_volume() {
+            Some(volume) if volume <= limits::MAX_TENSOR_ELEMENTS => Ok(self.elements()),
             _ => Err(fail!(
                 LimitExceeded,
                 "{what}: shape {:?} has more than {} elements",
@@ -255,5 +268,14 @@ mod tests {
         );
         assert!(Shape::new([1 << 16, 1 << 16]).check_limits(&"x").is_err());
         assert_eq!(Shape::new([2, 3]).check_limits(&"x"), Ok(6));
+        // Zero-element shapes are bounded too: their other dimensions may not multiply past the
+        // limit.
+        assert_eq!(Shape::new([0, 5]).check_limits(&"x"), Ok(0));
+        assert!(
+            Shape::new([0, u32::MAX, u32::MAX, u32::MAX])
+                .check_limits(&"x")
+                .is_err()
+        );
+        assert!(Shape::new([0, 1 << 20, 1 << 7]).check_limits(&"x").is_err());
     }
 }

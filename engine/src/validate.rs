@@ -7,8 +7,8 @@
 //! shape and precision, prices every node with the gas schedule, and plans memory: when each
 //! buffer dies and the peak number of bytes alive.
 //!
-//! Architecture Invariant: after validation, running can only fail with execution-phase codes
-//! (4xx) or input checks (3xx).
+//! Architecture Invariant: after validation, running can only fail with input checks (3xx),
+//! execution-phase codes (4xx), or `MemoryLimit` when an output buffer cannot be allocated.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
@@ -436,8 +436,9 @@ fn plan_memory(
         for &input in &node.inputs {
             last_use[input] = Some(node_index);
         }
-        for output in node.first_output..node.first_output + node.output_types.len() {
-            last_use[output].get_or_insert(node_index);
+        let outputs = node.first_output..node.first_output + node.output_types.len();
+        for last in &mut last_use[outputs] {
+            last.get_or_insert(node_index);
         }
     }
     for &(_, id) in outputs {

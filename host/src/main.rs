@@ -338,11 +338,9 @@ fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Fa
         &model_path.display().to_string(),
     )?;
     let encoded = model.encode();
-    if !allow_invalid {
-        if let Err(report) = validate_natively(&encoded) {
-            print_report(&report, HashAlgorithm::default(), false);
-            return Err(Failure::Deterministic);
-        }
+    if !allow_invalid && let Err(report) = validate_natively(&encoded) {
+        print_report(&report, HashAlgorithm::default(), false);
+        return Err(Failure::Deterministic);
     }
     std::fs::write(output, &encoded).map_err(|source| HostError::io(output, source))?;
     println!("wrote {} ({} bytes)", output.display(), encoded.len());

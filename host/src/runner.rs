@@ -53,7 +53,7 @@ pub fn execute(
     match engine {
         EngineKind::Native => Ok(match cvm_engine::load(model) {
             Ok(validated) => cvm_engine::run_encoded(&validated, &encoded, gas_limit),
-            Err(report) => report,
+            Err(report) => *report,
         }),
         EngineKind::Wasm => {
             let owned;
@@ -114,5 +114,5 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 /// # Errors
 /// The engine's deterministic rejection, as a report.
 pub fn validate_natively(bytes: &[u8]) -> Result<ValidatedModel, Box<Report>> {
-    cvm_engine::load(bytes).map_err(Box::new)
+    cvm_engine::load(bytes)
 }

@@ -334,7 +334,7 @@ fn precision(fields: &Map<String, Value>, what: &str) -> Result<u8, String> {
             .as_u64()
             .and_then(|p| u8::try_from(p).ok())
             .ok_or_else(|| {
-                format!("{what}, field \"precision\": {value} is not a precision (1..=32)")
+                format!("{what}, field \"precision\": {value} is not a small non-negative integer (validation requires 1..=32)")
             }),
         None => Err(format!("{what}: field \"precision\" is missing")),
     }
@@ -433,9 +433,12 @@ mod tests {
         }
     }
 
+    /// A change to the example model and a fragment of the error it must produce.
+    type Mutation = (Box<dyn FnOnce(&mut Value)>, &'static str);
+
     #[test]
     fn errors_name_the_node_and_field() {
-        let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+        let cases: Vec<Mutation> = vec![
             (
                 Box::new(|v| v["nodes"][0]["op"] = json!("densse")),
                 "node \"d\", field \"op\": unknown operator \"densse\"",

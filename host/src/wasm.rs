@@ -26,8 +26,9 @@ pub const ABI_VERSION: u32 = 1;
 /// Most linear memory the engine instance may grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
 
-/// Fuel granted per unit of gas of the limit. Engine gas always runs out first: a test measures
-/// the fuel every fixture burns per unit of gas, which stays far below this.
+/// Fuel granted per unit of gas of the limit. Engine gas runs out first: the test
+/// `fuel_per_gas_stays_far_below_the_backstop` (host/tests/engine_session.rs) measures the fuel
+/// the CNN fixture burns per unit of gas (46) and requires it to stay under a tenth of this.
 pub const FUEL_PER_GAS: u64 = 2_000;
 
 /// Fuel granted per byte of a request (model or inputs): decoding and validation are linear in

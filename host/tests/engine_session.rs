@@ -1,6 +1,7 @@
 //! The engine inside wasmtime, in process: a model loaded once serves many runs; corrupted
 //! models are handled identically by both engines without a trap; fuel stays far below the
 //! backstop granted per unit of gas.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{ErrorCode, Model};

@@ -5,6 +5,7 @@
 //! with `OutOfGas` identically on both engines; finally the outcome must match the case's
 //! `expected` object. `CVM_BLESS=1 cargo test -p cvm-host --test fixtures` rewrites the
 //! expectations from the native run instead (review the diff).
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use std::path::Path;
 

@@ -1,6 +1,7 @@
 //! engine.wasm must hold no floating-point instruction or value type: consensus arithmetic is
 //! integer only (STYLE habit 1). This parses the embedded module and checks every function
 //! signature, global, local and operator.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use cvm_host::wasm::ENGINE_WASM;
 use wasmparser::{Parser, Payload, TypeRef, ValType};
@@ -20,15 +21,13 @@ fn engine_wasm_has_no_float_instruction() {
                     for sub in group.expect("type group").into_types() {
                         if let wasmparser::CompositeInnerType::Func(func) =
                             &sub.composite_type.inner
-                        {
-                            if func
+                            && func
                                 .params()
                                 .iter()
                                 .chain(func.results())
                                 .any(|&t| is_float(t))
-                            {
-                                findings.push(format!("function type with a float: {func:?}"));
-                            }
+                        {
+                            findings.push(format!("function type with a float: {func:?}"));
                         }
                     }
                 }
@@ -44,10 +43,10 @@ fn engine_wasm_has_no_float_instruction() {
             Payload::ImportSection(reader) => {
                 for import in reader.into_imports() {
                     let import = import.expect("import");
-                    if let TypeRef::Global(global) = import.ty {
-                        if is_float(global.content_type) {
-                            findings.push(format!("float global import {}", import.name));
-                        }
+                    if let TypeRef::Global(global) = import.ty
+                        && is_float(global.content_type)
+                    {
+                        findings.push(format!("float global import {}", import.name));
                     }
                 }
             }

@@ -76,11 +76,11 @@ pub struct Broadcast {
 pub fn broadcast_shape(a: &[u32], b: &[u32]) -> Result<Vec<u32>> {
     let rank = a.len().max(b.len());
     let mut out = vec![0u32; rank];
-    for axis in 0..rank {
+    for (axis, slot) in out.iter_mut().enumerate() {
         // Dimension of each operand aligned at the right; missing leading axes are 1.
         let dim_a = (axis + a.len()).checked_sub(rank).map_or(1, |i| a[i]);
         let dim_b = (axis + b.len()).checked_sub(rank).map_or(1, |i| b[i]);
-        out[axis] = if dim_a == dim_b || dim_b == 1 {
+        *slot = if dim_a == dim_b || dim_b == 1 {
             dim_a
         } else if dim_a == 1 {
             dim_b

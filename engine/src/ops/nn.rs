@@ -177,21 +177,21 @@ impl Conv2d {
                 "kernel {kernel_h}x{kernel_w} is empty"
             ));
         }
-        if let Some(channels) = self.channels {
-            if channels != out_channels {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "attribute channels = {channels} differs from the weight's {out_channels} output channels"
-                ));
-            }
+        if let Some(channels) = self.channels
+            && channels != out_channels
+        {
+            return Err(fail!(
+                ShapeMismatch,
+                "attribute channels = {channels} differs from the weight's {out_channels} output channels"
+            ));
         }
-        if let Some(kernel_size) = self.kernel_size {
-            if kernel_size != [kernel_h, kernel_w] {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "attribute kernel_size = {kernel_size:?} differs from the weight's {kernel_h}x{kernel_w}"
-                ));
-            }
+        if let Some(kernel_size) = self.kernel_size
+            && kernel_size != [kernel_h, kernel_w]
+        {
+            return Err(fail!(
+                ShapeMismatch,
+                "attribute kernel_size = {kernel_size:?} differs from the weight's {kernel_h}x{kernel_w}"
+            ));
         }
         let out_h = conv_extent(
             height,
@@ -458,13 +458,13 @@ impl Operator for Dense {
                 weight.shape
             ));
         }
-        if let Some(expected) = self.units {
-            if expected != units {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "attribute units = {expected} differs from the weight's {units} rows"
-                ));
-            }
+        if let Some(expected) = self.units
+            && expected != units
+        {
+            return Err(fail!(
+                ShapeMismatch,
+                "attribute units = {expected} differs from the weight's {units} rows"
+            ));
         }
         let bias = if self.use_bias {
             let bias = &inputs[2];
@@ -592,7 +592,8 @@ pub const MAX_POOL2D: OpDef = OpDef {
 ///   window. Padding is never sampled: a window that would hold only padding (possible only with
 ///   `ceil_mode`) is rejected at validation, so every window has at least one input element.
 /// - Precision: same as X.
-/// - Errors: `ShapeMismatch` (rank), `AttributeOutOfRange`.
+/// - Errors: `MissingAttribute` (`pool_size`), `ShapeMismatch` (rank, an input height or width
+///   of 0), `AttributeOutOfRange`.
 /// - Gas: `window_compare` × N·C·OH·OW·PSH·PSW.
 #[derive(Debug)]
 pub struct MaxPool2d {
@@ -642,6 +643,12 @@ impl MaxPool2d {
     /// Output extent along one axis, or why the window does not fit.
     fn extent(&self, size: u32, axis: usize) -> Result<u32> {
         let name = if axis == 0 { "height" } else { "width" };
+        if size == 0 {
+            return Err(fail!(
+                ShapeMismatch,
+                "the input {name} is 0, so every pooling window would lie in padding"
+            ));
+        }
         let padded = i64::from(size) + 2 * i64::from(self.padding[axis]);
         let pool = i64::from(self.pool_size[axis]);
         let stride = i64::from(self.strides[axis]);

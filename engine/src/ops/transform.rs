@@ -45,7 +45,8 @@ impl Operator for Flatten {
                 "flatten needs an input of rank ≥ 1, got a scalar"
             ));
         };
-        // The product is bounded by the input's element count, which validation limited.
+        // Validation bounds the product of the dimensions (zeros counted as 1) by
+        // MAX_TENSOR_ELEMENTS, so this product cannot overflow.
         let rest_elements = rest.iter().map(|&d| u64::from(d)).product::<u64>();
         let rest_elements = u32::try_from(rest_elements)
             .map_err(|_| fail!(LimitExceeded, "flattened width {rest_elements} exceeds u32"))?;
@@ -89,8 +90,9 @@ pub const RESHAPE: OpDef = OpDef {
 ///   (row-major).
 /// - Precision: same as X.
 /// - Errors: `MissingAttribute`; `AttributeOutOfRange` for a malformed `shape` (two −1, a −4
-///   without two entries, a cursor past the input rank, −1 next to a zero-size dimension);
-///   `ShapeMismatch` when the element counts differ.
+///   without two entries or with a split that does not divide, a cursor past the input rank);
+///   `ShapeMismatch` when the element counts differ or a −1 cannot be inferred (the other
+///   dimensions multiply to 0 or do not divide the element count).
 /// - Gas: `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reshape {
@@ -202,7 +204,7 @@ impl Reshape {
                 .filter(|&(i, _)| i != position)
                 .try_fold(1u64, |acc, (_, &d)| acc.checked_mul(d))
                 .unwrap_or(u64::MAX);
-            if known == 0 || in_elements % known != 0 {
+            if known == 0 || !in_elements.is_multiple_of(known) {
                 return Err(fail!(
                     ShapeMismatch,
                     "cannot infer the -1 of \"shape\" = {:?}: {in_elements} elements do not divide into the other dimensions (product {known})",
