@@ -50,14 +50,8 @@ fn bench_op(c: &mut Criterion, name: &str, operator: &dyn Operator, inputs: &[Te
     group.throughput(Throughput::Elements(macs));
     group.bench_function(name, |b| {
         b.iter(|| {
-            let mut results: Vec<TensorMut<'_>> = outputs
-                .iter_mut()
-                .map(|t| TensorMut {
-                    dims: t.shape.dims(),
-                    precision: t.precision,
-                    data: &mut t.data,
-                })
-                .collect();
+            let mut results: Vec<TensorMut<'_>> =
+                outputs.iter_mut().map(Tensor::view_mut).collect();
             operator.run(&views, &mut results).expect("run");
         })
     });

@@ -147,14 +147,8 @@ fn execute(
                 .map(|&id| values.get(id).map(Tensor::view))
                 .collect::<Result<_>>()
                 .map_err(at_node)?;
-            let mut results: Vec<TensorMut<'_>> = outputs
-                .iter_mut()
-                .map(|tensor| TensorMut {
-                    dims: tensor.shape.dims(),
-                    precision: tensor.precision,
-                    data: &mut tensor.data,
-                })
-                .collect();
+            let mut results: Vec<TensorMut<'_>> =
+                outputs.iter_mut().map(Tensor::view_mut).collect();
             node.operator
                 .run(&operands, &mut results)
                 .map_err(at_node)?;

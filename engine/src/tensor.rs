@@ -209,6 +209,15 @@ impl Tensor {
         }
     }
 
+    /// A mutable view, as kernels write outputs.
+    pub fn view_mut(&mut self) -> TensorMut<'_> {
+        TensorMut {
+            dims: self.shape.dims(),
+            precision: self.precision,
+            data: &mut self.data,
+        }
+    }
+
     /// A zero-filled tensor of type `ty`, allocated fallibly.
     ///
     /// # Errors

@@ -61,6 +61,20 @@ fn run_json(args: &[&str], status: i32) -> Value {
     serde_json::from_str(lines[0]).expect("one JSON object")
 }
 
+/// `cvm run MODEL --input <the CNN input> --json EXTRA…`, expecting exit status `status`.
+fn run_on_cnn_input(model: &Path, extra: &[&str], status: i32) -> Value {
+    let input = cnn_input();
+    let mut args = vec![
+        "run",
+        path_str(model),
+        "--input",
+        path_str(&input),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    run_json(&args, status)
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cvm-cli-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -208,26 +222,8 @@ fn build_inspect_and_canonical_run() {
         0,
     );
     assert_eq!(std::fs::read(&built).expect("written"), cnn_canonical());
-    let from_text = run_json(
-        &[
-            "run",
-            path_str(&cnn_model()),
-            "--input",
-            path_str(&cnn_input()),
-            "--json",
-        ],
-        0,
-    );
-    let from_binary = run_json(
-        &[
-            "run",
-            path_str(&built),
-            "--input",
-            path_str(&cnn_input()),
-            "--json",
-        ],
-        0,
-    );
+    let from_text = run_on_cnn_input(&cnn_model(), &[], 0);
+    let from_binary = run_on_cnn_input(&built, &[], 0);
     assert_eq!(from_text, from_binary);
 
     let inspect = expect_status(&["inspect", path_str(&built)], 0);
@@ -276,28 +272,8 @@ fn version_names_the_engine_hash() {
 fn rejected(model: &Model, name: &str) -> Value {
     let path = scratch(name);
     std::fs::write(&path, model.encode()).expect("write");
-    let wasm = run_json(
-        &[
-            "run",
-            path_str(&path),
-            "--input",
-            path_str(&cnn_input()),
-            "--json",
-        ],
-        1,
-    );
-    let native = run_json(
-        &[
-            "run",
-            path_str(&path),
-            "--input",
-            path_str(&cnn_input()),
-            "--json",
-            "--engine",
-            "native",
-        ],
-        1,
-    );
+    let wasm = run_on_cnn_input(&path, &[], 1);
+    let native = run_on_cnn_input(&path, &["--engine", "native"], 1);
     assert_eq!(wasm, native);
     wasm
 }
@@ -551,16 +527,7 @@ fn build_refuses_invalid_models_unless_asked() {
         ],
         0,
     );
-    let error = run_json(
-        &[
-            "run",
-            path_str(&out),
-            "--input",
-            path_str(&cnn_input()),
-            "--json",
-        ],
-        1,
-    );
+    let error = run_on_cnn_input(&out, &[], 1);
     assert_eq!(error["error"]["code"], "ShapeMismatch");
     assert_eq!(error["error"]["node"], "conv1");
     assert_eq!(error["gas_used"], 0);
