@@ -505,6 +505,40 @@ mod tests {
     }
 
     #[test]
+    fn parameters_may_come_from_npy_files_next_to_the_model() {
+        let dir = std::env::temp_dir().join(format!("cvm-text-file-param-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let weights = npy::NpyArray {
+            shape: vec![3, 4],
+            data: vec![1, 0, 3, 1, 5, -6, 7, 8, 12, -1, 10, -1],
+        };
+        std::fs::write(dir.join("w.npy"), npy::write_npy(&weights)).unwrap();
+        let mut value = example();
+        value["params"][0] = json!({"name": "w", "precision": 8, "file": "w.npy"});
+        let model = from_json(&value, &dir).unwrap();
+        let Ok(inline) = parse(example()) else {
+            panic!("example rejected")
+        };
+        assert_eq!(
+            model, inline,
+            "a file parameter equals the same values written inline"
+        );
+
+        value["params"][0]["shape"] = json!([4, 3]);
+        let message = from_json(&value, &dir).err().unwrap_or_default();
+        assert!(
+            message.contains("parameter \"w\": field \"shape\" [4, 3] differs"),
+            "{message}"
+        );
+        value["params"][0] = json!({"name": "w", "precision": 8, "file": "missing.npy"});
+        let message = from_json(&value, &dir).err().unwrap_or_default();
+        assert!(
+            message.contains("parameter \"w\", field \"file\": cannot read"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn node_outputs_are_addressable_by_index() {
         let mut value = example();
         value["outputs"] = json!(["d:0", "y"]);
