@@ -10,58 +10,89 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision};
+use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, walk};
 use crate::error::Result;
 use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for `broadcast_add`.
-pub const BROADCAST_ADD: OpDef = OpDef {
-    code: 10,
-    name: "broadcast_add",
-    family: Family::Broadcast,
-    arity: Arity::Exactly(2),
-    outputs: 1,
-    attrs: &[],
-    build: |_, _| {
-        Ok(Box::new(Broadcast {
-            kind: BroadcastKind::Add,
-        }))
-    },
-};
+/// A table row for the broadcast operator of `kind`.
+const fn row(code: u16, name: &'static str, build: super::Builder) -> OpDef {
+    OpDef {
+        code,
+        name,
+        family: Family::Broadcast,
+        arity: Arity::Exactly(2),
+        outputs: 1,
+        attrs: &[],
+        build,
+    }
+}
 
+/// Row of the operator table for `broadcast_add`.
+pub const BROADCAST_ADD: OpDef = row(10, "broadcast_add", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Add,
+    }))
+});
+/// Row of the operator table for `broadcast_sub`.
+pub const BROADCAST_SUB: OpDef = row(11, "broadcast_sub", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Sub,
+    }))
+});
 /// Row of the operator table for `broadcast_mul`.
-pub const BROADCAST_MUL: OpDef = OpDef {
-    code: 12,
-    name: "broadcast_mul",
-    family: Family::Broadcast,
-    arity: Arity::Exactly(2),
-    outputs: 1,
-    attrs: &[],
-    build: |_, _| {
-        Ok(Box::new(Broadcast {
-            kind: BroadcastKind::Mul,
-        }))
-    },
-};
+pub const BROADCAST_MUL: OpDef = row(12, "broadcast_mul", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Mul,
+    }))
+});
+/// Row of the operator table for `broadcast_div`.
+pub const BROADCAST_DIV: OpDef = row(13, "broadcast_div", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Div,
+    }))
+});
+/// Row of the operator table for `broadcast_max`.
+pub const BROADCAST_MAX: OpDef = row(14, "broadcast_max", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Max,
+    }))
+});
+/// Row of the operator table for `broadcast_greater`.
+pub const BROADCAST_GREATER: OpDef = row(15, "broadcast_greater", |_, _| {
+    Ok(Box::new(Broadcast {
+        kind: BroadcastKind::Greater,
+    }))
+});
 
 /// The arithmetic of a broadcast operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BroadcastKind {
     /// `broadcast_add`: A + B; precision max(pA, pB) + 1.
     Add,
+    /// `broadcast_sub`: A − B; precision max(pA, pB) + 1.
+    Sub,
     /// `broadcast_mul`: A · B; precision pA + pB.
     Mul,
+    /// `broadcast_div`: A / B truncated toward zero, 0 where B = 0 (the runtime's definition,
+    /// kept by cvm-compat §6); precision pA (|A / B| ≤ |A|).
+    Div,
+    /// `broadcast_max`: max(A, B); precision max(pA, pB).
+    Max,
+    /// `broadcast_greater`: 1 where A > B, else 0; precision max(pA, 2) (cvm-compat §3 gives pA;
+    /// 2 is the least precision that holds 1, see docs/ops.md).
+    Greater,
 }
 
-/// A numpy-broadcasting binary operator (spec 001 "broadcast_add", "broadcast_mul").
+/// A numpy-broadcasting binary operator (spec 001 "Broadcast Operators"): `broadcast_add`,
+/// `broadcast_sub`, `broadcast_mul`, `broadcast_div`, `broadcast_max`, `broadcast_greater`.
 ///
 /// - Inputs: `A`, `B` with broadcast-compatible shapes. Attributes: none.
 /// - Output: the broadcast shape; `Y[d] = A[a(d)] OP B[b(d)]` where a broadcast axis reads
 ///   index 0.
-/// - Precision: add max(pA, pB) + 1; mul pA + pB; above 32 is `PrecisionOverflow`.
-/// - Overflow: impossible within the inferred precision; every result is still narrowed
-///   checked from i64.
+/// - Precision: per [`BroadcastKind`]; above 32 is `PrecisionOverflow`.
+/// - Overflow: impossible within the inferred precisions (values never reach −2^31, so even
+///   A / −1 fits); every result is still narrowed checked from i64.
 /// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
 /// - Gas: `element_arith` × output elements.
 #[derive(Debug)]
@@ -126,27 +157,15 @@ pub fn broadcast_apply(
         }
         return Ok(());
     }
-    let rank = out_dims.len();
     let stride_a = broadcast_strides(a.dims, out_dims);
     let stride_b = broadcast_strides(b.dims, out_dims);
-    let mut index = vec![0u32; rank];
-    let (mut offset_a, mut offset_b) = (0usize, 0usize);
-    for y in out.iter_mut() {
-        *y = op(a.data[offset_a], b.data[offset_b])?;
-        // Advance the output coordinate like an odometer, moving both operand offsets.
-        for axis in (0..rank).rev() {
-            index[axis] += 1;
-            offset_a += stride_a[axis];
-            offset_b += stride_b[axis];
-            if index[axis] < out_dims[axis] {
-                break;
-            }
-            offset_a -= stride_a[axis] * index[axis] as usize;
-            offset_b -= stride_b[axis] * index[axis] as usize;
-            index[axis] = 0;
+    let mut slots = out.iter_mut();
+    walk(out_dims, [&stride_a, &stride_b], |[offset_a, offset_b]| {
+        if let Some(y) = slots.next() {
+            *y = op(a.data[offset_a], b.data[offset_b])?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 impl Operator for Broadcast {
@@ -155,8 +174,11 @@ impl Operator for Broadcast {
         let shape = broadcast_shape(a.dims(), b.dims())?;
         let (pa, pb) = (u32::from(a.precision), u32::from(b.precision));
         let precision = match self.kind {
-            BroadcastKind::Add => pa.max(pb) + 1,
+            BroadcastKind::Add | BroadcastKind::Sub => pa.max(pb) + 1,
             BroadcastKind::Mul => pa + pb,
+            BroadcastKind::Div => pa,
+            BroadcastKind::Max => pa.max(pb),
+            BroadcastKind::Greater => pa.max(2),
         };
         Ok(vec![TensorType::new(shape, output_precision(precision)?)])
     }
@@ -167,16 +189,28 @@ impl Operator for Broadcast {
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let out = &mut outputs[0];
+        let (a, b) = (&inputs[0], &inputs[1]);
         match self.kind {
-            BroadcastKind::Add => {
-                broadcast_apply(&inputs[0], &inputs[1], out.dims, out.data, |x, y| {
-                    narrow(i64::from(x) + i64::from(y))
-                })
-            }
-            BroadcastKind::Mul => {
-                broadcast_apply(&inputs[0], &inputs[1], out.dims, out.data, |x, y| {
-                    narrow(i64::from(x) * i64::from(y))
-                })
+            BroadcastKind::Add => broadcast_apply(a, b, out.dims, out.data, |x, y| {
+                narrow(i64::from(x) + i64::from(y))
+            }),
+            BroadcastKind::Sub => broadcast_apply(a, b, out.dims, out.data, |x, y| {
+                narrow(i64::from(x) - i64::from(y))
+            }),
+            BroadcastKind::Mul => broadcast_apply(a, b, out.dims, out.data, |x, y| {
+                narrow(i64::from(x) * i64::from(y))
+            }),
+            BroadcastKind::Div => broadcast_apply(a, b, out.dims, out.data, |x, y| {
+                // Truncating division; a zero divisor gives 0 (cvm-compat §6, kept on purpose).
+                if y == 0 {
+                    Ok(0)
+                } else {
+                    narrow(i64::from(x) / i64::from(y))
+                }
+            }),
+            BroadcastKind::Max => broadcast_apply(a, b, out.dims, out.data, |x, y| Ok(x.max(y))),
+            BroadcastKind::Greater => {
+                broadcast_apply(a, b, out.dims, out.data, |x, y| Ok(i32::from(x > y)))
             }
         }
     }

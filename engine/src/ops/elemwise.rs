@@ -1,5 +1,9 @@
-//! Elementwise operators of spec 001 ("Elemwise Operators"): `elemwise_add`, `cvm_clip`,
+//! Elementwise operators of spec 001 ("Elemwise Operators"): `abs`, `cvm_precision`,
+//! `elemwise_add`, `elemwise_sub`, `negative`, `clip`, `cvm_clip`, `cvm_left_shift`,
 //! `cvm_right_shift`.
+//!
+//! Values of a tensor of precision p ≤ 32 never reach −2^31, so negation and absolute value
+//! cannot overflow; sums and shifts are computed in i64 and narrowed checked.
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -11,9 +15,300 @@ use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
-use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType, clip_to_precision};
+use crate::tensor::{
+    MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width, clip_to_precision,
+};
 
-/// Row of the operator table for [`ElemwiseAdd`].
+/// What a one-input elementwise operator computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryKind {
+    /// `abs`: |x|; precision p.
+    Abs,
+    /// `negative`: −x; precision p.
+    Negative,
+    /// `cvm_precision`: the number of bits of |x| (⌈log2(|x| + 1)⌉), 1 for x = 0; precision 6.
+    CvmPrecision,
+    /// `clip`: x limited to [a_min, a_max]; precision nprec(max(|a_min|, |a_max|)).
+    Clip {
+        /// Lower bound.
+        min: i32,
+        /// Upper bound.
+        max: i32,
+    },
+    /// `cvm_clip`: x limited to ±(2^(precision−1) − 1); precision `precision`.
+    CvmClip {
+        /// Target precision.
+        precision: u8,
+    },
+    /// `cvm_left_shift`: clip(x · 2^shift_bit) to `precision`; requires p + shift_bit ≤ 32.
+    CvmLeftShift {
+        /// Target precision.
+        precision: u8,
+        /// Shift in 1..=32.
+        shift_bit: u32,
+    },
+    /// `cvm_right_shift`: clip(⌊(⌊x / 2^(shift_bit−1)⌋ + 1) / 2⌋) to `precision`.
+    CvmRightShift {
+        /// Target precision.
+        precision: u8,
+        /// Shift in 1..=32.
+        shift_bit: u32,
+    },
+}
+
+/// A one-input elementwise operator (spec 001 "abs", "cvm_precision", "negative", "clip",
+/// "cvm_clip", "cvm_left_shift", "cvm_right_shift").
+///
+/// - Input: `X` of any shape. Output: the same shape.
+/// - Semantics, attributes, precision: per [`UnaryKind`] and the table rows below.
+/// - Rounding: only `cvm_right_shift` rounds: to nearest, halves toward +∞ (−1.5 → −1,
+///   2.5 → 3), for every shift_bit including 31 and 32 (the deployed runtime skips rounding
+///   there; cvm-compat §6).
+/// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `PrecisionConstraint`
+///   (`cvm_left_shift` with p + shift_bit > 32), `PrecisionOverflow` (`clip` bounds needing
+///   more than 32 bits).
+/// - Gas: `element_arith` × elements.
+#[derive(Debug)]
+pub struct Unary {
+    kind: UnaryKind,
+}
+
+/// nprec(n) = bits(n + 1) + 1 of cvm-compat §3: the precision that holds ±n.
+fn nprec(n: u64) -> u32 {
+    bit_width(n + 1) + 1
+}
+
+/// The rounding shift of spec 001: ⌊(⌊x / 2^(s−1)⌋ + 1) / 2⌋ with arithmetic shifts, s in 1..=32.
+pub fn rounding_shift(value: i64, shift_bit: u32) -> i64 {
+    ((value >> (shift_bit - 1)) + 1) >> 1
+}
+
+impl Operator for Unary {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let input = &inputs[0];
+        let precision = match self.kind {
+            UnaryKind::Abs | UnaryKind::Negative => input.precision,
+            UnaryKind::CvmPrecision => 6,
+            UnaryKind::Clip { min, max } => {
+                let bound = i64::from(min)
+                    .unsigned_abs()
+                    .max(i64::from(max).unsigned_abs());
+                output_precision(nprec(bound))?
+            }
+            UnaryKind::CvmClip { precision } | UnaryKind::CvmRightShift { precision, .. } => {
+                precision
+            }
+            UnaryKind::CvmLeftShift {
+                precision,
+                shift_bit,
+            } => {
+                if u32::from(input.precision) + shift_bit > u32::from(MAX_PRECISION) {
+                    return Err(fail!(
+                        PrecisionConstraint,
+                        "input precision {} + shift_bit {shift_bit} exceeds 32",
+                        input.precision
+                    ));
+                }
+                precision
+            }
+        };
+        Ok(vec![TensorType {
+            shape: input.shape.clone(),
+            precision,
+        }])
+    }
+
+    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let mut pairs = outputs[0].data.iter_mut().zip(inputs[0].data);
+        match self.kind {
+            // |x| and −x of values within a precision ≤ 32 fit i32; narrowing is still checked.
+            UnaryKind::Abs => {
+                pairs.try_for_each(|(y, &x)| narrow(i64::from(x).abs()).map(|v| *y = v))?
+            }
+            UnaryKind::Negative => {
+                pairs.try_for_each(|(y, &x)| narrow(-i64::from(x)).map(|v| *y = v))?
+            }
+            UnaryKind::CvmPrecision => pairs.for_each(|(y, &x)| {
+                *y = if x == 0 {
+                    1
+                } else {
+                    bit_width(u64::from(x.unsigned_abs())) as i32
+                };
+            }),
+            UnaryKind::Clip { min, max } => pairs.for_each(|(y, &x)| *y = x.clamp(min, max)),
+            UnaryKind::CvmClip { precision } => {
+                pairs.for_each(|(y, &x)| *y = clip_to_precision(i64::from(x), precision));
+            }
+            UnaryKind::CvmLeftShift {
+                precision,
+                shift_bit,
+            } => pairs.for_each(|(y, &x)| {
+                // p + shift_bit ≤ 32 (checked at validation) keeps the product below 2^31.
+                *y = clip_to_precision(i64::from(x) << shift_bit, precision);
+            }),
+            UnaryKind::CvmRightShift {
+                precision,
+                shift_bit,
+            } => pairs.for_each(|(y, &x)| {
+                *y = clip_to_precision(rounding_shift(i64::from(x), shift_bit), precision);
+            }),
+        }
+        Ok(())
+    }
+}
+
+/// A one-input elementwise table row.
+const fn unary_row(
+    code: u16,
+    name: &'static str,
+    attrs: &'static [crate::attrs::AttrSpec],
+    build: super::Builder,
+) -> OpDef {
+    OpDef {
+        code,
+        name,
+        family: Family::Elemwise,
+        arity: Arity::Exactly(1),
+        outputs: 1,
+        attrs,
+        build,
+    }
+}
+
+/// Parses the `precision` attribute shared by `cvm_clip` and the shifts: an int in [1, 32].
+fn precision_attr(attrs: &Attrs<'_>) -> Result<u8> {
+    in_range(
+        "precision",
+        attrs.int("precision")?,
+        1,
+        i64::from(MAX_PRECISION),
+    )
+}
+
+/// Parses `shift_bit`: an int in [1, 32].
+fn shift_attr(attrs: &Attrs<'_>) -> Result<u32> {
+    in_range("shift_bit", attrs.int("shift_bit")?, 1, 32)
+}
+
+/// Rejects `is_sign = false` (unsigned clipping is outside the specification).
+fn check_signed(attrs: &Attrs<'_>) -> Result<()> {
+    if attrs.bool_or("is_sign", true) {
+        Ok(())
+    } else {
+        Err(fail!(
+            AttributeOutOfRange,
+            "attribute \"is_sign\" = false (unsigned clipping) is not supported"
+        ))
+    }
+}
+
+fn unary(kind: UnaryKind) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(Unary { kind }))
+}
+
+/// Row of `abs` (spec 001 "abs"): |x|. No attributes.
+pub const ABS: OpDef = unary_row(30, "abs", &[], |_, _| unary(UnaryKind::Abs));
+
+/// Row of `cvm_precision` (spec 001 "cvm_precision"): bits of |x|, 1 for 0. No attributes.
+pub const CVM_PRECISION: OpDef = unary_row(31, "cvm_precision", &[], |_, _| {
+    unary(UnaryKind::CvmPrecision)
+});
+
+/// Row of `negative` (spec 001 "negative"): −x. No attributes.
+pub const NEGATIVE: OpDef = unary_row(34, "negative", &[], |_, _| unary(UnaryKind::Negative));
+
+/// Row of `clip` (spec 001 "clip"): attributes `a_min`, `a_max` (required integers,
+/// −(2^31 − 1) ≤ a_min ≤ a_max ≤ 2^31 − 1).
+pub const CLIP: OpDef = unary_row(
+    35,
+    "clip",
+    &[spec("a_max", AttrKind::Int), spec("a_min", AttrKind::Int)],
+    |attrs, _| {
+        let bound = i64::from(i32::MAX);
+        let min: i32 = in_range("a_min", attrs.int("a_min")?, -bound, bound)?;
+        let max: i32 = in_range("a_max", attrs.int("a_max")?, -bound, bound)?;
+        if min > max {
+            return Err(fail!(
+                AttributeOutOfRange,
+                "attribute \"a_min\" = {min} exceeds \"a_max\" = {max}"
+            ));
+        }
+        unary(UnaryKind::Clip { min, max })
+    },
+);
+
+/// Row of `cvm_clip` (spec 001 "cvm_clip"): `precision` in [1, 32] (required); `is_sign` must be
+/// true (default).
+pub const CVM_CLIP: OpDef = unary_row(
+    36,
+    "cvm_clip",
+    &[
+        spec("is_sign", AttrKind::Bool),
+        spec("precision", AttrKind::Int),
+    ],
+    |attrs, _| {
+        check_signed(attrs)?;
+        unary(UnaryKind::CvmClip {
+            precision: precision_attr(attrs)?,
+        })
+    },
+);
+
+/// Row of `cvm_left_shift` (spec 001 "cvm_left_shift"): `precision` in [1, 32], `shift_bit` in
+/// [1, 32] (both required); `is_sign` must be true (default).
+pub const CVM_LEFT_SHIFT: OpDef = unary_row(
+    37,
+    "cvm_left_shift",
+    &[
+        spec("is_sign", AttrKind::Bool),
+        spec("precision", AttrKind::Int),
+        spec("shift_bit", AttrKind::Int),
+    ],
+    |attrs, _| {
+        check_signed(attrs)?;
+        unary(UnaryKind::CvmLeftShift {
+            precision: precision_attr(attrs)?,
+            shift_bit: shift_attr(attrs)?,
+        })
+    },
+);
+
+/// Row of `cvm_right_shift` (spec 001 "cvm_right_shift"): `precision` in [1, 32], `shift_bit`
+/// in [1, 32] (both required); `is_sign` must be true (default).
+pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
+    38,
+    "cvm_right_shift",
+    &[
+        spec("is_sign", AttrKind::Bool),
+        spec("precision", AttrKind::Int),
+        spec("shift_bit", AttrKind::Int),
+    ],
+    |attrs, _| {
+        check_signed(attrs)?;
+        unary(UnaryKind::CvmRightShift {
+            precision: precision_attr(attrs)?,
+            shift_bit: shift_attr(attrs)?,
+        })
+    },
+);
+
+/// Elementwise sum or difference of two tensors of the same shape (spec 001 "elemwise_add",
+/// "elemwise_sub"): `Y = A ± B`.
+///
+/// - Inputs: `A`, `B` of identical shape (no broadcasting). Attributes: none. Output: that shape.
+/// - Precision: max(pA, pB) + 1 (above 32 is `PrecisionOverflow`).
+/// - Overflow: impossible within the inferred precision; narrowing is checked.
+/// - Errors: `ShapeMismatch` if the shapes differ. Gas: `element_arith` × elements.
+#[derive(Debug)]
+pub struct ElemwiseBinary {
+    subtract: bool,
+}
+
+/// Row of `elemwise_add`.
 pub const ELEMWISE_ADD: OpDef = OpDef {
     code: 32,
     name: "elemwise_add",
@@ -21,19 +316,21 @@ pub const ELEMWISE_ADD: OpDef = OpDef {
     arity: Arity::Exactly(2),
     outputs: 1,
     attrs: &[],
-    build: |_, _| Ok(Box::new(ElemwiseAdd)),
+    build: |_, _| Ok(Box::new(ElemwiseBinary { subtract: false })),
 };
 
-/// Elementwise sum of two tensors of the same shape (spec 001 "elemwise_add"): `Y = A + B`.
-///
-/// - Inputs: `A`, `B` of identical shape. Attributes: none. Output: that shape.
-/// - Precision: max(pA, pB) + 1 (above 32 is `PrecisionOverflow`).
-/// - Overflow: impossible within the inferred precision; narrowing is checked.
-/// - Errors: `ShapeMismatch` if the shapes differ. Gas: `element_arith` × elements.
-#[derive(Debug)]
-pub struct ElemwiseAdd;
+/// Row of `elemwise_sub`.
+pub const ELEMWISE_SUB: OpDef = OpDef {
+    code: 33,
+    name: "elemwise_sub",
+    family: Family::Elemwise,
+    arity: Arity::Exactly(2),
+    outputs: 1,
+    attrs: &[],
+    build: |_, _| Ok(Box::new(ElemwiseBinary { subtract: true })),
+};
 
-impl Operator for ElemwiseAdd {
+impl Operator for ElemwiseBinary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (a, b) = (&inputs[0], &inputs[1]);
         if a.shape != b.shape {
@@ -56,147 +353,14 @@ impl Operator for ElemwiseAdd {
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let sign = if self.subtract { -1 } else { 1 };
         for ((y, &a), &b) in outputs[0]
             .data
             .iter_mut()
             .zip(inputs[0].data)
             .zip(inputs[1].data)
         {
-            *y = narrow(i64::from(a) + i64::from(b))?;
-        }
-        Ok(())
-    }
-}
-
-/// Parses the `precision` attribute shared by `cvm_clip` and the shifts: an int in [1, 32].
-fn precision_attr(attrs: &Attrs<'_>) -> Result<u8> {
-    in_range(
-        "precision",
-        attrs.int("precision")?,
-        1,
-        i64::from(MAX_PRECISION),
-    )
-}
-
-/// Rejects `is_sign = false` (unsigned clipping is outside the specification).
-fn check_signed(attrs: &Attrs<'_>) -> Result<()> {
-    if attrs.bool_or("is_sign", true) {
-        Ok(())
-    } else {
-        Err(fail!(
-            AttributeOutOfRange,
-            "attribute \"is_sign\" = false (unsigned clipping) is not supported"
-        ))
-    }
-}
-
-/// Row of the operator table for [`CvmClip`].
-pub const CVM_CLIP: OpDef = OpDef {
-    code: 36,
-    name: "cvm_clip",
-    family: Family::Elemwise,
-    arity: Arity::Exactly(1),
-    outputs: 1,
-    attrs: &[
-        spec("is_sign", AttrKind::Bool),
-        spec("precision", AttrKind::Int),
-    ],
-    build: |attrs, _| {
-        check_signed(attrs)?;
-        Ok(Box::new(CvmClip {
-            precision: precision_attr(attrs)?,
-        }))
-    },
-};
-
-/// Clips to a CVM precision (spec 001 "cvm_clip"): `Y = clip(X, −α, α)`, α = 2^(precision−1) − 1.
-///
-/// - Input: `X` of any shape. Output: same shape.
-/// - Attributes: `precision` in [1, 32] (required); `is_sign` must be true (default).
-/// - Precision: the `precision` attribute.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`. Gas: `element_arith` × elements.
-#[derive(Debug)]
-pub struct CvmClip {
-    precision: u8,
-}
-
-impl Operator for CvmClip {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        Ok(vec![TensorType {
-            shape: inputs[0].shape.clone(),
-            precision: self.precision,
-        }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        for (y, &x) in outputs[0].data.iter_mut().zip(inputs[0].data) {
-            *y = clip_to_precision(i64::from(x), self.precision);
-        }
-        Ok(())
-    }
-}
-
-/// Row of the operator table for [`CvmRightShift`].
-pub const CVM_RIGHT_SHIFT: OpDef = OpDef {
-    code: 38,
-    name: "cvm_right_shift",
-    family: Family::Elemwise,
-    arity: Arity::Exactly(1),
-    outputs: 1,
-    attrs: &[
-        spec("is_sign", AttrKind::Bool),
-        spec("precision", AttrKind::Int),
-        spec("shift_bit", AttrKind::Int),
-    ],
-    build: |attrs, _| {
-        check_signed(attrs)?;
-        Ok(Box::new(CvmRightShift {
-            precision: precision_attr(attrs)?,
-            shift_bit: in_range("shift_bit", attrs.int("shift_bit")?, 1, 32)?,
-        }))
-    },
-};
-
-/// Rounding right shift then clip (spec 001 "cvm_right_shift"):
-/// `Y = clip(⌊(⌊X / 2^(shift_bit−1)⌋ + 1) / 2⌋, −α, α)`, α = 2^(precision−1) − 1.
-///
-/// - Input: `X` of any shape. Output: same shape.
-/// - Attributes: `precision` in [1, 32], `shift_bit` in [1, 32] (both required); `is_sign` must
-///   be true (default).
-/// - Rounding: to nearest, halves toward +∞ (so −1.5 → −1, 2.5 → 3), for every shift_bit
-///   including 31 and 32 (the deployed runtime skips rounding there; cvm-compat §6).
-/// - Precision: the `precision` attribute.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`. Gas: `element_arith` × elements.
-#[derive(Debug)]
-pub struct CvmRightShift {
-    precision: u8,
-    shift_bit: u32,
-}
-
-/// The rounding shift of spec 001: ⌊(⌊x / 2^(s−1)⌋ + 1) / 2⌋ with arithmetic shifts, s in 1..=32.
-pub fn rounding_shift(value: i64, shift_bit: u32) -> i64 {
-    ((value >> (shift_bit - 1)) + 1) >> 1
-}
-
-impl Operator for CvmRightShift {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        Ok(vec![TensorType {
-            shape: inputs[0].shape.clone(),
-            precision: self.precision,
-        }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        for (y, &x) in outputs[0].data.iter_mut().zip(inputs[0].data) {
-            *y = clip_to_precision(rounding_shift(i64::from(x), self.shift_bit), self.precision);
+            *y = narrow(i64::from(a) + sign * i64::from(b))?;
         }
         Ok(())
     }
@@ -218,5 +382,13 @@ mod tests {
         assert_eq!(rounding_shift(i64::from(i32::MAX), 32), 0); // 0.4999… → 0
         assert_eq!(rounding_shift(i64::from(i32::MIN), 32), 0); // -0.5 → 0
         assert_eq!(rounding_shift(i64::from(i32::MIN), 31), -1); // -1 → -1
+    }
+
+    #[test]
+    fn nprec_matches_the_compat_table() {
+        assert_eq!(nprec(0), 2);
+        assert_eq!(nprec(1), 3);
+        assert_eq!(nprec(127), 9);
+        assert_eq!(nprec(126), 8);
     }
 }

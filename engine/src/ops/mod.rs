@@ -22,7 +22,9 @@ use crate::tensor::{TensorMut, TensorRef, TensorType};
 pub mod broadcast;
 pub mod elemwise;
 pub mod nn;
+pub mod reduce;
 pub mod transform;
+pub mod vision;
 
 /// Work an operator does, per gas parameter (see [`cvm_gas::Schedule::price`]).
 pub type Usage = Vec<(Param, u64)>;
@@ -121,21 +123,49 @@ pub struct OpDef {
 
 /// Every operator the engine runs. Codes are frozen (a test pins them); add rows, never renumber.
 pub static OPS: &[OpDef] = &[
+    // Reduce family: 1..
+    reduce::SUM,
+    reduce::MAX,
     // Broadcast family: 10..
     broadcast::BROADCAST_ADD,
+    broadcast::BROADCAST_SUB,
     broadcast::BROADCAST_MUL,
+    broadcast::BROADCAST_DIV,
+    broadcast::BROADCAST_MAX,
+    broadcast::BROADCAST_GREATER,
     // NN family: 20..
     nn::CONV2D,
     nn::DENSE,
     nn::RELU,
     nn::MAX_POOL2D,
+    nn::UPSAMPLING,
     // Elementwise family: 30..
+    elemwise::ABS,
+    elemwise::CVM_PRECISION,
     elemwise::ELEMWISE_ADD,
+    elemwise::ELEMWISE_SUB,
+    elemwise::NEGATIVE,
+    elemwise::CLIP,
     elemwise::CVM_CLIP,
+    elemwise::CVM_LEFT_SHIFT,
     elemwise::CVM_RIGHT_SHIFT,
     // Transform family: 50..
+    transform::REPEAT,
+    transform::TILE,
     transform::FLATTEN,
+    transform::CONCATENATE,
+    transform::EXPAND_DIMS,
     transform::RESHAPE,
+    transform::SQUEEZE,
+    transform::TRANSPOSE,
+    transform::STRIDED_SLICE,
+    transform::SLICE_LIKE,
+    transform::TAKE,
+    transform::CVM_LUT,
+    transform::WHERE,
+    // Vision family: 70..
+    vision::GET_VALID_COUNTS,
+    vision::NON_MAX_SUPPRESSION,
 ];
 
 /// The operator with code `code`.
@@ -206,6 +236,65 @@ pub fn output_precision(precision: u32) -> Result<u8> {
     }
 }
 
+/// Visits every index of `dims` in row-major order, passing the offsets of `K` operands whose
+/// strides (in elements, per axis of `dims`; 0 for a broadcast axis) are `strides`.
+///
+/// The offsets are kept incrementally, like an odometer: one addition per step.
+///
+/// # Errors
+/// Whatever `visit` returns; the walk stops at the first error.
+pub fn walk<const K: usize>(
+    dims: &[u32],
+    strides: [&[usize]; K],
+    mut visit: impl FnMut([usize; K]) -> Result<()>,
+) -> Result<()> {
+    if dims.contains(&0) {
+        return Ok(());
+    }
+    let rank = dims.len();
+    let mut index = alloc::vec![0u32; rank];
+    let mut offsets = [0usize; K];
+    loop {
+        visit(offsets)?;
+        let mut axis = rank;
+        loop {
+            if axis == 0 {
+                return Ok(());
+            }
+            axis -= 1;
+            index[axis] += 1;
+            for (offset, stride) in offsets.iter_mut().zip(strides) {
+                *offset += stride[axis];
+            }
+            if index[axis] < dims[axis] {
+                break;
+            }
+            for (offset, stride) in offsets.iter_mut().zip(strides) {
+                *offset -= stride[axis] * dims[axis] as usize;
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
+/// Resolves axis `axis` of a rank-`rank` tensor, allowing negative values from the end
+/// (spec 001: `axis + N` for `axis < 0`).
+///
+/// # Errors
+/// `AttributeOutOfRange` naming attribute `name` when `axis` is outside [−rank, rank).
+pub fn resolve_axis(name: &str, axis: i64, rank: usize) -> Result<usize> {
+    let rank = rank as i64;
+    if (-rank..rank).contains(&axis) {
+        Ok((if axis < 0 { axis + rank } else { axis }) as usize)
+    } else {
+        Err(fail!(
+            AttributeOutOfRange,
+            "attribute \"{name}\" = {axis} is outside [{}, {rank}) for an input of rank {rank}",
+            -rank
+        ))
+    }
+}
+
 /// Converts an `i64` result into `i32`, reporting overflow instead of wrapping.
 ///
 /// # Errors
@@ -222,23 +311,55 @@ mod tests {
     #[test]
     fn codes_and_names_are_frozen_and_unique() {
         let expected: &[(u16, &str)] = &[
+            (1, "sum"),
+            (2, "max"),
             (10, "broadcast_add"),
+            (11, "broadcast_sub"),
             (12, "broadcast_mul"),
+            (13, "broadcast_div"),
+            (14, "broadcast_max"),
+            (15, "broadcast_greater"),
             (20, "conv2d"),
             (21, "dense"),
             (22, "relu"),
             (23, "max_pool2d"),
+            (24, "upsampling"),
+            (30, "abs"),
+            (31, "cvm_precision"),
             (32, "elemwise_add"),
+            (33, "elemwise_sub"),
+            (34, "negative"),
+            (35, "clip"),
             (36, "cvm_clip"),
+            (37, "cvm_left_shift"),
             (38, "cvm_right_shift"),
+            (50, "repeat"),
+            (51, "tile"),
             (52, "flatten"),
+            (53, "concatenate"),
+            (54, "expand_dims"),
             (55, "reshape"),
+            (56, "squeeze"),
+            (57, "transpose"),
+            (58, "strided_slice"),
+            (59, "slice_like"),
+            (60, "take"),
+            (61, "cvm_lut"),
+            (62, "where"),
+            (70, "get_valid_counts"),
+            (71, "non_max_suppression"),
         ];
         for &(code, name) in expected {
             let op = by_code(code);
             assert_eq!(op.map(|op| op.name), Some(name), "code {code}");
             assert_eq!(by_name(name).map(|op| op.code), Some(code));
         }
+        assert_eq!(
+            OPS.len(),
+            37,
+            "spec 001 defines 37 operators (with broadcast_greater)"
+        );
+        assert_eq!(OPS.len(), expected.len());
         for (i, a) in OPS.iter().enumerate() {
             for b in &OPS[i + 1..] {
                 assert_ne!(a.code, b.code, "{} and {} share a code", a.name, b.name);

@@ -1,0 +1,211 @@
+//! Reduce operators of spec 001 ("Reduce Operators"): `sum`, `max`.
+//!
+//! The reduced axes R follow spec 001: T is `axis` with negative entries taken from the end;
+//! R = T, or U − T with `exclude`; an empty `axis` without `exclude` reduces every axis (the
+//! spec's case 2). Sums run in i64; `max` is the true maximum (cvm-compat §6: the deployed
+//! runtime starts the accumulator at 0 when reducing every axis; spec 001 does not).
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use cvm_gas::Param;
+
+use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, resolve_axis, walk};
+use crate::attrs::{AttrKind, Attrs, spec};
+use crate::error::Result;
+use crate::fail;
+use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
+
+const REDUCE_ATTRS: &[crate::attrs::AttrSpec] = &[
+    spec("axis", AttrKind::Ints),
+    spec("exclude", AttrKind::Bool),
+    spec("keepdims", AttrKind::Bool),
+];
+
+/// Row of `sum`.
+pub const SUM: OpDef = OpDef {
+    code: 1,
+    name: "sum",
+    family: Family::Reduce,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: REDUCE_ATTRS,
+    build: |attrs, _| Reduce::build(attrs, ReduceKind::Sum),
+};
+
+/// Row of `max`.
+pub const MAX: OpDef = OpDef {
+    code: 2,
+    name: "max",
+    family: Family::Reduce,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: REDUCE_ATTRS,
+    build: |attrs, _| Reduce::build(attrs, ReduceKind::Max),
+};
+
+/// Which reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// Σ of the reduced elements; precision p + bits(K), K the number of elements reduced into
+    /// each output (the product of the reduced dimensions).
+    Sum,
+    /// Maximum of the reduced elements; precision p.
+    Max,
+}
+
+/// A reduction over axes (spec 001 "sum", "max").
+///
+/// - Input: `X` of rank N.
+/// - Attributes: `axis` (list, default empty; entries in [−N, N), no duplicates after
+///   resolving negatives); `keepdims` (default false); `exclude` (default false).
+/// - Reduced axes R: T = resolved `axis`; R = U − T with `exclude`, else T; an empty `axis`
+///   without `exclude` means every axis.
+/// - Output: the input shape with the axes of R removed, or kept as 1 with `keepdims`. When
+///   every axis is reduced without `keepdims`, the output is (1,) (spec 001 case 2, K = 1).
+///   When R is empty (`exclude` with every axis listed), Y = X.
+/// - Precision: `sum` p + bits(K) with K the product of the reduced dimensions; `max` p.
+/// - Overflow: sums are bounded by the inferred precision; narrowing from i64 is checked.
+/// - Errors: `AttributeOutOfRange` (axis outside [−N, N), duplicate axes), `ShapeMismatch`
+///   (`max` over an axis of size 0 that leaves output elements without any input element),
+///   `PrecisionOverflow`.
+/// - Gas: `element_arith` × input elements.
+#[derive(Debug)]
+pub struct Reduce {
+    kind: ReduceKind,
+    axis: Vec<i64>,
+    keepdims: bool,
+    exclude: bool,
+}
+
+/// Shapes of one reduction, derived from the input shape.
+struct Plan {
+    /// Output dimensions.
+    out_dims: Vec<u32>,
+    /// Per input axis: the stride of the output element it accumulates into (0 on reduced
+    /// axes).
+    out_strides: Vec<usize>,
+    /// Number of input elements reduced into each output element.
+    reduction: u64,
+}
+
+impl Reduce {
+    fn build(attrs: &Attrs<'_>, kind: ReduceKind) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(Reduce {
+            kind,
+            axis: attrs.opt_ints("axis").unwrap_or(&[]).to_vec(),
+            keepdims: attrs.bool_or("keepdims", false),
+            exclude: attrs.bool_or("exclude", false),
+        }))
+    }
+
+    fn plan(&self, dims: &[u32]) -> Result<Plan> {
+        let rank = dims.len();
+        let mut listed = vec![false; rank];
+        for &axis in &self.axis {
+            let resolved = resolve_axis("axis", axis, rank)?;
+            if core::mem::replace(&mut listed[resolved], true) {
+                return Err(fail!(
+                    AttributeOutOfRange,
+                    "attribute \"axis\" lists axis {resolved} twice"
+                ));
+            }
+        }
+        let reduced: Vec<bool> = if self.axis.is_empty() && !self.exclude {
+            vec![true; rank]
+        } else {
+            listed.iter().map(|&t| t != self.exclude).collect()
+        };
+        let mut out_dims = Vec::with_capacity(rank);
+        for (axis, &dim) in dims.iter().enumerate() {
+            if !reduced[axis] {
+                out_dims.push(dim);
+            } else if self.keepdims {
+                out_dims.push(1);
+            }
+        }
+        let all_reduced = reduced.iter().all(|&r| r);
+        if all_reduced && !self.keepdims {
+            out_dims = vec![1];
+        }
+        // Output strides of the kept axes, mapped back onto input axes.
+        let mut out_strides = vec![0usize; rank];
+        let mut stride = 1usize;
+        for axis in (0..rank).rev() {
+            if !reduced[axis] {
+                out_strides[axis] = stride;
+                stride *= dims[axis] as usize;
+            }
+        }
+        let reduction = dims
+            .iter()
+            .zip(&reduced)
+            .filter(|&(_, &r)| r)
+            .map(|(&d, _)| u64::from(d))
+            .product();
+        Ok(Plan {
+            out_dims,
+            out_strides,
+            reduction,
+        })
+    }
+}
+
+impl Operator for Reduce {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let input = &inputs[0];
+        let plan = self.plan(input.dims())?;
+        let out_elements: u64 = plan.out_dims.iter().map(|&d| u64::from(d)).product();
+        let precision = match self.kind {
+            ReduceKind::Sum => {
+                output_precision(u32::from(input.precision) + bit_width(plan.reduction))?
+            }
+            ReduceKind::Max => {
+                if plan.reduction == 0 && out_elements > 0 {
+                    return Err(fail!(
+                        ShapeMismatch,
+                        "max over an axis of size 0 (input {}) has no element to return",
+                        input.shape
+                    ));
+                }
+                input.precision
+            }
+        };
+        Ok(vec![TensorType::new(plan.out_dims, precision)])
+    }
+
+    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+        Ok(vec![(Param::ElementArith, inputs[0].shape.elements())])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let input = &inputs[0];
+        let plan = self.plan(input.dims)?;
+        let out = &mut *outputs[0].data;
+        let mut values = input.data.iter();
+        match self.kind {
+            ReduceKind::Sum => {
+                // Every partial sum holds at most K terms of magnitude ≤ 2^(p−1) − 1, so it is
+                // bounded like the total by the inferred precision (≤ 32): accumulating in the
+                // i32 output needs no wider buffer. The addition is still checked.
+                walk(input.dims, [&plan.out_strides], |[offset]| {
+                    if let Some(&x) = values.next() {
+                        out[offset] = narrow(i64::from(out[offset]) + i64::from(x))?;
+                    }
+                    Ok(())
+                })?;
+            }
+            ReduceKind::Max => {
+                out.fill(i32::MIN);
+                walk(input.dims, [&plan.out_strides], |[offset]| {
+                    if let Some(&x) = values.next() {
+                        out[offset] = out[offset].max(x);
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
