@@ -354,7 +354,7 @@ impl Operator for Repeat {
         let mut out = outputs[0].data.iter_mut();
         for block in inputs[0].data.chunks_exact(inner.max(1)) {
             for _ in 0..self.repeats {
-                for (y, &x) in out.by_ref().zip(block) {
+                for (&x, y) in block.iter().zip(out.by_ref()) {
                     *y = x;
                 }
             }
@@ -525,9 +525,10 @@ impl Operator for Concatenate {
         for block in 0..outer {
             for input in inputs {
                 let size = product(&input.dims[axis..]);
-                for (y, &x) in out
-                    .by_ref()
-                    .zip(&input.data[block * size..(block + 1) * size])
+                // The source goes first in the zip: when it ends, no output slot is consumed.
+                for (&x, y) in input.data[block * size..(block + 1) * size]
+                    .iter()
+                    .zip(out.by_ref())
                 {
                     *y = x;
                 }
@@ -925,7 +926,7 @@ impl Operator for Take {
                 for block in 0..outer {
                     for &index in indices.data {
                         let start = (block * length + clip(index, length)) * inner;
-                        for (y, &x) in out.by_ref().zip(&data.data[start..start + inner]) {
+                        for (&x, y) in data.data[start..start + inner].iter().zip(out.by_ref()) {
                             *y = x;
                         }
                     }
