@@ -204,7 +204,7 @@ impl Error {
 #[macro_export]
 macro_rules! fail {
     ($code:ident, $($arg:tt)+) => {
-        $crate::error::Error::new($crate::error::ErrorCode::$code, alloc::format!($($arg)+))
+        $crate::error::Error::new($crate::error::ErrorCode::$code, $crate::__format!($($arg)+))
     };
 }
 

@@ -33,6 +33,10 @@ use alloc::vec::Vec;
 use borsh::{BorshDeserialize, BorshSerialize};
 
 pub use cvm_gas as gas;
+
+// `format!` for the `fail!` macro, reachable from crates without `alloc` in scope.
+#[doc(hidden)]
+pub use alloc::format as __format;
 pub use error::{Error, ErrorCode, Result};
 pub use exec::{InputTensor, run};
 pub use model::{FORMAT_VERSION, MAGIC, Model};

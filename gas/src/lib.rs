@@ -23,7 +23,8 @@ pub enum Param {
     ElementArith = 3,
     /// Per integer multiply-accumulate (conv2d, dense).
     MultiplyAccumulate = 4,
-    /// Per element visited in a pooling or reduction window.
+    /// Per element visited in a pooling window, and per pairwise box comparison of
+    /// `non_max_suppression`.
     WindowCompare = 5,
 }
 

@@ -5,6 +5,7 @@
 //! Node-local failures ([`error::HostError`]) are kept apart from the engine's deterministic
 //! outcomes: only outcomes are hashed.
 
+pub mod cvm;
 pub mod error;
 pub mod hash;
 pub mod inputs;
@@ -16,4 +17,4 @@ pub mod wasm;
 
 pub use error::HostError;
 pub use hash::{HashAlgorithm, outcome_hash};
-pub use runner::{EngineKind, execute, load_model_file};
+pub use runner::{EngineKind, ModelSource, execute, load_model, load_model_file};

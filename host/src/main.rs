@@ -8,13 +8,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use cvm_engine::Report;
 use cvm_engine::outcome::Status;
+use cvm_host::cvm::{self, CvmMeta};
 use cvm_host::error::{HostError, read_file};
 use cvm_host::hash::{HashAlgorithm, hex};
 use cvm_host::inputs::{InputArg, assign, read_input};
-use cvm_host::runner::{EngineKind, LoadedModel, execute, load_model_file, validate_natively};
+use cvm_host::runner::{
+    EngineKind, LoadedModel, ModelSource, execute, load_model, validate_natively,
+};
 use cvm_host::{npy, render, wasm};
 
 #[derive(Parser)]
@@ -32,11 +35,23 @@ struct Cli {
 enum Command {
     /// Run a model on inputs and print its outputs, gas used and outcome hash.
     Run {
-        /// Model: canonical binary (.cvm) or text model (.json).
-        model: PathBuf,
-        /// Input tensor as .npy: `FILE` (inputs in declared order) or `NAME=FILE`. Repeatable.
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input tensor: `FILE` (inputs in declared order) or `NAME=FILE`. Repeatable. With
+        /// `--input-format cvm`, one file of raw CVM input bytes.
         #[arg(long = "input", value_name = "[NAME=]FILE")]
         inputs: Vec<String>,
+        /// Input file format: .npy tensors, or the raw bytes `CVMAPIInference` takes (CVM
+        /// models only: int8 when the input precision is ≤ 8, else int32; clipped on entry).
+        #[arg(long, value_enum, default_value_t = Format::Npy)]
+        input_format: Format,
+        /// Format of `--output`: .npy tensors, or the bytes `CVMAPIInference` returns (CVM
+        /// models only, with argmax/detection post-processing and head interleaving).
+        #[arg(long, value_enum, default_value_t = Format::Npy)]
+        output_format: Format,
+        /// Read and write the int32 values of CVM bytes big endian, as chain data is.
+        #[arg(long)]
+        big_endian: bool,
         /// Engine build to run: wasm (consensus configuration) or native.
         #[arg(long, value_enum, default_value_t = EngineArg::Wasm)]
         engine: EngineArg,
@@ -49,23 +64,33 @@ enum Command {
         /// Print exactly one JSON object instead of the summary.
         #[arg(long)]
         json: bool,
-        /// Write the outputs as int32 .npy: FILE for a single output; with several outputs,
-        /// FILE's stem followed by `_<index>.npy` for each.
-        #[arg(long, value_name = "FILE.npy")]
+        /// Write the outputs: as int32 .npy (FILE for a single output; with several, FILE's
+        /// stem followed by `_<index>.npy` for each), or with `--output-format cvm` as one file of
+        /// CVM output bytes.
+        #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
-    /// Print the gas of every node, the total and the peak memory, without running.
+    /// Print the gas of every node, the total and the peak memory, without running (and for
+    /// CVM models the deployed runtime's legacy gas).
     Estimate {
-        /// Model: canonical binary or text model.
-        model: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
     },
     /// Print a model's inputs, parameters, nodes (with shapes and precisions) and outputs.
     Inspect {
-        /// Model: canonical binary or text model.
-        model: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Convert a CVM model (`symbol` + `params`) to the canonical binary format.
+    Import {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Canonical model file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
     },
     /// Convert a text model to the canonical binary format (validating it first).
     Build {
@@ -80,6 +105,46 @@ enum Command {
     },
     /// Print the crate, format, schedule and ABI versions and the engine.wasm hash.
     Version,
+}
+
+/// Where the model comes from.
+#[derive(Args)]
+struct ModelArgs {
+    /// Model: a canonical binary, a text model (.json), or a directory holding a CVM model's
+    /// `symbol` and `params`.
+    #[arg(required_unless_present = "cvm_symbol")]
+    model: Option<PathBuf>,
+    /// CVM graph JSON (with `--cvm-params`), instead of MODEL.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "cvm_params",
+        conflicts_with = "model"
+    )]
+    cvm_symbol: Option<PathBuf>,
+    /// CVM params binary (with `--cvm-symbol`).
+    #[arg(long, value_name = "FILE", requires = "cvm_symbol")]
+    cvm_params: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    fn source(&self) -> ModelSource {
+        match (&self.model, &self.cvm_symbol, &self.cvm_params) {
+            (_, Some(symbol), Some(params)) => ModelSource::Cvm {
+                symbol: symbol.clone(),
+                params: params.clone(),
+            },
+            (Some(path), _, _) => ModelSource::from_path(path),
+            // clap enforces one of the two forms.
+            _ => ModelSource::File(PathBuf::new()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Npy,
+    Cvm,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -116,6 +181,9 @@ fn main() -> ExitCode {
         Command::Run {
             model,
             inputs,
+            input_format,
+            output_format,
+            big_endian,
             engine,
             gas_limit,
             hash,
@@ -130,18 +198,20 @@ fn main() -> ExitCode {
                 HashArg::Sha3_256 => HashAlgorithm::Sha3_256,
                 HashArg::Keccak256 => HashAlgorithm::Keccak256,
             };
-            run(
-                &model,
-                &inputs,
+            let options = RunOptions {
                 engine,
                 gas_limit,
                 hash,
                 json,
-                output.as_deref(),
-            )
+                input_format,
+                output_format,
+                big_endian,
+            };
+            run(&model.source(), &inputs, &options, output.as_deref())
         }
-        Command::Estimate { model, json } => estimate(&model, json),
-        Command::Inspect { model } => inspect(&model),
+        Command::Estimate { model, json } => estimate(&model.source(), json),
+        Command::Inspect { model } => inspect(&model.source()),
+        Command::Import { model, output } => import(&model.source(), &output),
         Command::Build {
             model,
             output,
@@ -170,46 +240,128 @@ fn print_report(report: &Report, hash: HashAlgorithm, json: bool) {
     }
 }
 
-fn run(
-    model_path: &Path,
-    input_args: &[String],
+/// How `cvm run` executes and reports.
+struct RunOptions {
     engine: EngineKind,
     gas_limit: u64,
     hash: HashAlgorithm,
     json: bool,
+    input_format: Format,
+    output_format: Format,
+    big_endian: bool,
+}
+
+fn run(
+    source: &ModelSource,
+    input_args: &[String],
+    options: &RunOptions,
     output: Option<&Path>,
 ) -> Result<(), Failure> {
-    let LoadedModel { bytes, model } = load_model_file(model_path)?;
-    let arguments: Vec<InputArg> = input_args.iter().map(|a| InputArg::parse(a)).collect();
-    // A model that does not decode is run anyway: the engine rejects it deterministically.
-    let declared: Vec<(String, Vec<u32>)> = model
-        .as_ref()
-        .map(|m| {
-            m.inputs
-                .iter()
-                .map(|i| (i.name.clone(), i.shape.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let inputs = if model.is_some() {
-        assign(&declared, &arguments)?
-            .iter()
-            .map(|path| read_input(path))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        Vec::new()
-    };
-    let report = execute(engine, None, &bytes, &inputs, gas_limit)?;
-    print_report(&report, hash, json);
-    match &report.outcome.status {
-        Status::Ok { outputs } => {
-            if let Some(path) = output {
-                write_outputs(path, outputs)?;
-            }
-            Ok(())
-        }
-        Status::Error { .. } => Err(Failure::Deterministic),
+    let LoadedModel {
+        bytes,
+        model,
+        cvm: meta,
+        rejected,
+    } = load_model(source)?;
+    if let Some(report) = rejected {
+        print_report(&report, options.hash, options.json);
+        return Err(Failure::Deterministic);
     }
+    if meta.is_none()
+        && (options.input_format == Format::Cvm || options.output_format == Format::Cvm)
+    {
+        return Err(HostError::Usage(
+            "--input-format cvm and --output-format cvm need a CVM model (symbol + params)".into(),
+        )
+        .into());
+    }
+    let inputs = match (&meta, options.input_format) {
+        (Some(meta), Format::Cvm) => vec![cvm_input(meta, input_args, options.big_endian)?],
+        // A model that does not decode is run anyway: the engine rejects it deterministically.
+        _ => match &model {
+            Some(model) => {
+                let arguments: Vec<InputArg> =
+                    input_args.iter().map(|a| InputArg::parse(a)).collect();
+                let declared: Vec<(String, Vec<u32>)> = model
+                    .inputs
+                    .iter()
+                    .map(|i| (i.name.clone(), i.shape.clone()))
+                    .collect();
+                assign(&declared, &arguments)?
+                    .iter()
+                    .map(|path| read_input(path))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            None => Vec::new(),
+        },
+    };
+    let report = execute(options.engine, None, &bytes, &inputs, options.gas_limit)?;
+    let Status::Ok { outputs } = &report.outcome.status else {
+        print_report(&report, options.hash, options.json);
+        return Err(Failure::Deterministic);
+    };
+    let cvm_bytes = meta
+        .as_ref()
+        .map(|meta| cvm::encode_output(meta.postprocess, outputs, options.big_endian));
+    if options.json {
+        let mut value = render::report_json(&report, options.hash);
+        match &cvm_bytes {
+            Some(Ok(bytes)) => value["output_cvm_hex"] = hex(bytes).into(),
+            Some(Err(message)) => value["output_cvm_error"] = message.clone().into(),
+            None => {}
+        }
+        println!("{value}");
+    } else {
+        print!("{}", render::report_text(&report, options.hash));
+        match &cvm_bytes {
+            Some(Ok(bytes)) => println!(
+                "cvm out:  {} bytes {}",
+                bytes.len(),
+                render::hex_preview(bytes, 64)
+            ),
+            Some(Err(message)) => println!("cvm out:  {message}"),
+            None => {}
+        }
+    }
+    if let Some(path) = output {
+        match (options.output_format, cvm_bytes) {
+            (Format::Cvm, Some(Ok(bytes))) => {
+                std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))?
+            }
+            (Format::Cvm, Some(Err(message))) => return Err(HostError::Input(message).into()),
+            _ => write_outputs(path, outputs)?,
+        }
+    }
+    Ok(())
+}
+
+/// The single raw CVM input file of `--input-format cvm`.
+fn cvm_input(
+    meta: &CvmMeta,
+    input_args: &[String],
+    big_endian: bool,
+) -> Result<cvm_engine::exec::InputTensor, HostError> {
+    let [argument] = input_args else {
+        return Err(HostError::Usage(format!(
+            "--input-format cvm takes exactly one --input file of raw bytes for \"{}\", got {}",
+            cvm::DATA,
+            input_args.len()
+        )));
+    };
+    let argument = InputArg::parse(argument);
+    if argument
+        .name
+        .as_deref()
+        .is_some_and(|name| name != cvm::DATA)
+    {
+        return Err(HostError::Usage(format!(
+            "a CVM model has one input, \"{}\"",
+            cvm::DATA
+        )));
+    }
+    let bytes = read_file(&argument.path)?;
+    cvm::decode_input(meta, &bytes, big_endian)
+        .map_err(|error| HostError::Input(format!("{}: {error}", argument.path.display())))
 }
 
 fn write_outputs(
@@ -235,28 +387,57 @@ fn write_outputs(
     Ok(())
 }
 
-/// Validates natively; a rejection is printed (as JSON when asked) and is a deterministic failure.
-fn validated(model_path: &Path, json: bool) -> Result<cvm_engine::ValidatedModel, Failure> {
-    let LoadedModel { bytes, .. } = load_model_file(model_path)?;
-    validate_natively(&bytes).map_err(|report| {
+/// Loads and validates natively; a rejection is printed (as JSON when asked) and is a
+/// deterministic failure.
+fn validated(
+    source: &ModelSource,
+    json: bool,
+) -> Result<(cvm_engine::ValidatedModel, LoadedModel), Failure> {
+    let mut loaded = load_model(source)?;
+    if let Some(report) = loaded.rejected.take() {
         print_report(&report, HashAlgorithm::default(), json);
-        Failure::Deterministic
-    })
+        return Err(Failure::Deterministic);
+    }
+    match validate_natively(&loaded.bytes) {
+        Ok(model) => Ok((model, loaded)),
+        Err(report) => {
+            print_report(&report, HashAlgorithm::default(), json);
+            Err(Failure::Deterministic)
+        }
+    }
 }
 
-fn estimate(model_path: &Path, json: bool) -> Result<(), Failure> {
-    let model = validated(model_path, json)?;
+fn estimate(source: &ModelSource, json: bool) -> Result<(), Failure> {
+    let (model, loaded) = validated(source, json)?;
     let estimate = model.estimate();
+    let legacy_gas = loaded.cvm.as_ref().map(|meta| meta.legacy_gas);
     if json {
-        println!("{}", render::estimate_json(&estimate));
+        let mut value = render::estimate_json(&estimate);
+        if let Some(legacy_gas) = legacy_gas {
+            value["legacy_gas"] = legacy_gas.into();
+        }
+        println!("{value}");
     } else {
         print!("{}", render::estimate_text(&estimate));
+        if let Some(legacy_gas) = legacy_gas {
+            println!("legacy gas:  {legacy_gas} (the deployed CVM runtime's figure)");
+        }
     }
     Ok(())
 }
 
-fn inspect(model_path: &Path) -> Result<(), Failure> {
-    let model = validated(model_path, false)?;
+fn import(source: &ModelSource, output: &Path) -> Result<(), Failure> {
+    if !matches!(source, ModelSource::Cvm { .. }) {
+        return Err(HostError::Usage("import reads a CVM model: a directory with symbol and params, or --cvm-symbol with --cvm-params".into()).into());
+    }
+    let (_, loaded) = validated(source, false)?;
+    std::fs::write(output, &loaded.bytes).map_err(|source| HostError::io(output, source))?;
+    println!("wrote {} ({} bytes)", output.display(), loaded.bytes.len());
+    Ok(())
+}
+
+fn inspect(source: &ModelSource) -> Result<(), Failure> {
+    let (model, _) = validated(source, false)?;
     let name_of = |id: usize| -> String {
         if id < model.inputs.len() {
             return model.inputs[id].name.clone();

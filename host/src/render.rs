@@ -39,6 +39,16 @@ pub fn report_json(report: &Report, algorithm: HashAlgorithm) -> Value {
     }
 }
 
+/// Up to `limit` bytes in hexadecimal, then an ellipsis with the count left out.
+pub fn hex_preview(bytes: &[u8], limit: usize) -> String {
+    let shown = hex(&bytes[..bytes.len().min(limit)]);
+    if bytes.len() > limit {
+        format!("{shown}… ({} more)", bytes.len() - limit)
+    } else {
+        shown
+    }
+}
+
 /// Up to `limit` values, then an ellipsis with the count left out.
 fn preview(data: &[i32], limit: usize) -> String {
     let shown: Vec<String> = data.iter().take(limit).map(i32::to_string).collect();

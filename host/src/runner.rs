@@ -3,11 +3,12 @@
 //! Both paths feed the same canonical model bytes and the same borsh-encoded inputs to the same
 //! engine code (`cvm_engine::load` + `run_encoded`); the wasm path does it inside wasmtime.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{Model, Report, ValidatedModel};
 
+use crate::cvm::{self, CvmMeta, CvmModel};
 use crate::error::{HostError, read_file};
 use crate::text;
 use crate::wasm::WasmEngine;
@@ -73,13 +74,75 @@ pub fn execute(
     }
 }
 
-/// A model read from a file: its canonical bytes and decoded form.
+/// Where a model comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A canonical binary or text model file.
+    File(PathBuf),
+    /// A CVM model: `symbol` and `params` files.
+    Cvm {
+        /// The graph JSON.
+        symbol: PathBuf,
+        /// The parameter binary.
+        params: PathBuf,
+    },
+}
+
+impl ModelSource {
+    /// A directory is a CVM model (`<dir>/symbol`, `<dir>/params`); anything else a model file.
+    pub fn from_path(path: &Path) -> ModelSource {
+        if path.is_dir() {
+            ModelSource::Cvm {
+                symbol: path.join("symbol"),
+                params: path.join("params"),
+            }
+        } else {
+            ModelSource::File(path.to_path_buf())
+        }
+    }
+}
+
+/// A model read from its files: canonical bytes and decoded form, or the deterministic reason a
+/// CVM model was rejected.
 #[derive(Debug)]
 pub struct LoadedModel {
-    /// Canonical bytes (as read, or as built from the text model).
+    /// Canonical bytes (as read, as built from a text model, or as converted from CVM files).
     pub bytes: Vec<u8>,
     /// Decoded model, when the bytes decode (validation is the engine's job).
     pub model: Option<Model>,
+    /// For CVM models: the byte contract and legacy gas.
+    pub cvm: Option<CvmMeta>,
+    /// For CVM models that fail their load checks: the failure, as an outcome to hash.
+    pub rejected: Option<Box<Report>>,
+}
+
+/// Loads a model from `source`.
+///
+/// # Errors
+/// I/O errors and text model errors (node-local). CVM load failures are not errors here: they
+/// come back in [`LoadedModel::rejected`].
+pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
+    match source {
+        ModelSource::File(path) => load_model_file(path),
+        ModelSource::Cvm { symbol, params } => {
+            let symbol_bytes = read_file(symbol)?;
+            let params_bytes = read_file(params)?;
+            Ok(match cvm::import(&symbol_bytes, &params_bytes) {
+                Ok(CvmModel { model, meta }) => LoadedModel {
+                    bytes: model.encode(),
+                    model: Some(model),
+                    cvm: Some(meta),
+                    rejected: None,
+                },
+                Err(error) => LoadedModel {
+                    bytes: Vec::new(),
+                    model: None,
+                    cvm: None,
+                    rejected: Some(Box::new(Report::failure(error, 0))),
+                },
+            })
+        }
+    }
 }
 
 /// Reads a model file: canonical binary (starts with the magic) or text model (JSON).
@@ -91,7 +154,12 @@ pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
     let bytes = read_file(path)?;
     if bytes.starts_with(&cvm_engine::MAGIC) || !looks_like_json(&bytes) {
         let model = Model::decode(&bytes).ok();
-        return Ok(LoadedModel { bytes, model });
+        return Ok(LoadedModel {
+            bytes,
+            model,
+            cvm: None,
+            rejected: None,
+        });
     }
     let text = String::from_utf8(bytes).map_err(|_| HostError::TextModel {
         path: path.display().to_string(),
@@ -102,6 +170,8 @@ pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
     Ok(LoadedModel {
         bytes: model.encode(),
         model: Some(model),
+        cvm: None,
+        rejected: None,
     })
 }
 

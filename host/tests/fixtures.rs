@@ -12,22 +12,30 @@ use std::path::Path;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{ErrorCode, Model, Report};
 use cvm_fixtures::{Case, InputSource, ModelSource};
-use cvm_host::runner::{EngineKind, execute, load_model_file, validate_natively};
+use cvm_host::runner::{self, EngineKind, execute, load_model, validate_natively};
 use cvm_host::wasm::WasmEngine;
 use cvm_host::{HashAlgorithm, inputs, render, text};
 use serde_json::Value;
 
-/// The canonical bytes and decoded model of a case.
-fn model_of(case: &Case) -> Result<(Vec<u8>, Option<Model>), String> {
+/// A case's model: canonical bytes and decoded form, or the report of a CVM model that fails
+/// its load checks.
+type CaseModel = Result<(Vec<u8>, Option<Model>), Report>;
+
+/// The model of a case.
+fn model_of(case: &Case) -> Result<CaseModel, String> {
     match &case.model {
         ModelSource::Inline(value) => {
             let dir = case.path.parent().unwrap_or(Path::new("."));
             let model = text::from_json(value, dir)?;
-            Ok((model.encode(), Some(model)))
+            Ok(Ok((model.encode(), Some(model))))
         }
         ModelSource::File(path) => {
-            let loaded = load_model_file(path).map_err(|e| e.to_string())?;
-            Ok((loaded.bytes, loaded.model))
+            let loaded =
+                load_model(&runner::ModelSource::from_path(path)).map_err(|e| e.to_string())?;
+            Ok(match loaded.rejected {
+                Some(report) => Err(*report),
+                None => Ok((loaded.bytes, loaded.model)),
+            })
         }
     }
 }
@@ -119,7 +127,10 @@ fn is_scalar(value: &Value) -> bool {
 
 /// Checks one case; returns the actual outcome JSON for blessing.
 fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
-    let (model_bytes, model) = model_of(case)?;
+    let (model_bytes, model) = match model_of(case)? {
+        Ok(loaded) => loaded,
+        Err(rejected) => return compare(case, &rejected),
+    };
     let inputs = inputs_of(case, model.as_ref())?;
     let gas_limit = case.gas_limit.unwrap_or(u64::MAX);
     let report = run_both(wasm, &model_bytes, &inputs, gas_limit)?;
@@ -146,7 +157,12 @@ fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
         }
     }
 
-    let actual = render::report_json(&report, HashAlgorithm::Sha3_256);
+    compare(case, &report)
+}
+
+/// Compares a report with the case's expectation; returns the actual JSON for blessing.
+fn compare(case: &Case, report: &Report) -> Result<Value, String> {
+    let actual = render::report_json(report, HashAlgorithm::Sha3_256);
     if !cvm_fixtures::blessing() {
         let Some(expected) = &case.expected else {
             return Err("no \"expected\" section; run with CVM_BLESS=1".into());

@@ -1,4 +1,6 @@
-//! Broadcast operators of spec 001 ("Broadcast Operators"): `broadcast_add`, `broadcast_mul`.
+//! Broadcast operators of spec 001 ("Broadcast Operators"): `broadcast_add`, `broadcast_sub`,
+//! `broadcast_mul`, `broadcast_div`, `broadcast_max`, and `broadcast_greater` (registered by
+//! the deployed runtime; cvm-compat §1).
 //!
 //! Shapes broadcast as in numpy: aligned from the last axis, each pair of dimensions equal or
 //! one of them 1; the output takes the larger rank. A pair (1, 0) gives 0, as numpy does (the

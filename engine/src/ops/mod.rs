@@ -121,6 +121,15 @@ pub struct OpDef {
     pub build: Builder,
 }
 
+/// Two table rows are the same operator when their frozen codes are equal.
+impl PartialEq for OpDef {
+    fn eq(&self, other: &OpDef) -> bool {
+        self.code == other.code
+    }
+}
+
+impl Eq for OpDef {}
+
 /// Every operator the engine runs. Codes are frozen (a test pins them); add rows, never renumber.
 pub static OPS: &[OpDef] = &[
     // Reduce family: 1..

@@ -1,4 +1,5 @@
-//! NN operators of spec 001 ("NN Operators"): `conv2d`, `dense`, `relu`, `max_pool2d`.
+//! NN operators of spec 001 ("NN Operators"): `conv2d`, `dense`, `relu`, `max_pool2d`,
+//! `upsampling`.
 //!
 //! Multiply-accumulates run in `i64`. Precision inference (cvm-compat §3) bounds every sum so
 //! that it fits `i32`; the final narrowing is still checked.

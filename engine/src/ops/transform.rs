@@ -1,6 +1,9 @@
-//! Transform operators of spec 001 ("Transform Operators"): `flatten`, `reshape`.
+//! Transform operators of spec 001 ("Transform Operators"): `repeat`, `tile`, `flatten`,
+//! `concatenate`, `expand_dims`, `reshape`, `squeeze`, `transpose`, `strided_slice`,
+//! `slice_like`, `take`, `cvm_lut`, `where`.
 //!
-//! These move data without arithmetic; output precision equals input precision.
+//! These move data without arithmetic. Output precision is the input's, except `concatenate`
+//! (the largest of its inputs), `cvm_lut` (the table's) and `where` (max of its two branches).
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -477,7 +480,8 @@ pub const CONCATENATE: OpDef = OpDef {
 /// - Attribute: `axis` in [−N, N), default 1.
 /// - Output: the common shape with Σ n^i_axis on `axis`; inputs follow each other in order.
 /// - Precision: the maximum of the inputs'.
-/// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ).
+/// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ),
+///   `LimitExceeded` (the joined axis exceeds 2^32 − 1).
 /// - Gas: `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Concatenate {

@@ -45,8 +45,8 @@ pub const GET_VALID_COUNTS: OpDef = OpDef {
 ///   (B, N, K): those rows in their original order, then rows of −1.
 /// - Precision: `valid_count` nprec(N·K) as cvm-compat §3 states; `Y` max(p, 2) (2 holds the
 ///   −1 fill; cvm-compat gives p).
-/// - Errors: `ShapeMismatch` (rank, K outside 2..=32). Gas: `element_copy` × B·N·K +
-///   `element_arith` × B·N.
+/// - Errors: `ShapeMismatch` (rank, K outside 2..=32), `AttributeOutOfRange`
+///   (`score_threshold` outside int32). Gas: `element_copy` × B·N·K + `element_arith` × B·N.
 #[derive(Debug)]
 pub struct GetValidCounts {
     score_threshold: i32,
