@@ -1,5 +1,17 @@
-//! Property tests of the operator table: every operator's kernel against a plain, index-by-index reference written from spec 001 and the operators' documented decisions, on random cases.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed property reports by panicking with the case
+//! Property tests of every operator's kernel against a plain, index-by-index reference.
+//!
+//! For each operator of the table (`ops::OPS`) a generator draws random shapes, attributes and
+//! values (biased toward 0, ±1 and ±(2^(p−1) − 1), empty and size-1 axes, and attribute limits),
+//! including invalid combinations. A reference written from spec 001's formulas and the
+//! operators' documented decisions (nested loops over every output index, arithmetic in
+//! i64/i128) gives the verdict: a rejection, or the output shapes, precisions and values. The
+//! engine's `infer` and `run` must agree with it, never panic, and refuse malformed attributes.
+//!
+//! Every property has a fixed seed; a failure names the operator, the case number, the
+//! attributes, the input shapes (and data when small) and the first differing output index.
+//! `cargo test -p cvm-engine --test properties -- --nocapture` prints the number of cases each
+//! property computed and rejected; `-- --ignored` runs the properties that document open bugs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failing property reports by panicking
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -142,7 +154,7 @@ impl Rng {
 
     /// An index tensor for a take or lookup over `len` positions: mostly near the valid range,
     /// sometimes anywhere in its precision.
-    fn indices(&mut self, dims: &[u32], len: i64) -> Tensor {
+    fn index_tensor(&mut self, dims: &[u32], len: i64) -> Tensor {
         let p = if self.chance(50) {
             self.pick(&[32, 16, 8, 5, 3])
         } else {
@@ -502,8 +514,8 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Replaces the attributes of `case` with a malformed set: an unknown name, a value of the wrong
-/// kind, or a duplicated name. The attribute check must refuse every one.
+/// Spoils the attributes of `case` with an unknown name, a value of the wrong kind or a
+/// duplicated name; the attribute check must refuse each.
 fn malform(rng: &mut Rng, case: &mut Case, def: &OpDef) {
     match rng.below(3) {
         1 if !def.attrs.is_empty() => {
@@ -578,7 +590,7 @@ fn property(
             catch_unwind(AssertUnwindSafe(|| prepare(def, &case))).unwrap_or_else(|payload| {
                 fail(format!("the engine panicked: {}", panic_text(&*payload)))
             });
-        let expected = match (verdict, prepared) {
+        let (expected, outputs) = match (verdict, prepared) {
             (Err(_), Err(_)) => {
                 stats.rejected += 1;
                 continue;
@@ -623,7 +635,6 @@ fn property(
                 (expected, outputs)
             }
         };
-        let (expected, outputs) = expected;
         for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
             assert_eq!(got.data.len(), want.data.len(), "output {k} length");
             if let Some(position) =
@@ -2590,7 +2601,7 @@ fn gen_take(rng: &mut Rng) -> Case {
     };
     let mut case = Case::new("take")
         .input(rng.tensor(&dims, p))
-        .input(rng.indices(&index_dims, len));
+        .input(rng.index_tensor(&index_dims, len));
     if let Some(a) = axis {
         case = case.int("axis", a);
     }
@@ -2646,7 +2657,7 @@ fn gen_cvm_lut(rng: &mut Rng) -> Case {
     let size = numel(&table_dims) as i64;
     let p = rng.precision();
     let case = Case::new("cvm_lut")
-        .input(rng.indices(&index_dims, size))
+        .input(rng.index_tensor(&index_dims, size))
         .input(rng.tensor(&table_dims, p));
     maybe_int(rng, case, "in_dim", size, &[size + 1, size - 1, -1])
 }
