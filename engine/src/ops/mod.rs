@@ -30,7 +30,7 @@ pub mod vision;
 pub type Usage = Vec<(Param, u64)>;
 
 /// A configured operator: its attributes parsed and checked.
-pub trait Operator: core::fmt::Debug {
+pub trait Operator: core::fmt::Debug + Send + Sync {
     /// The output types for inputs of types `inputs`, or why the inputs are not acceptable.
     ///
     /// # Errors

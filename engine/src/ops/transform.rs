@@ -1031,10 +1031,17 @@ pub const STRIDED_SLICE: OpDef = OpDef {
     ],
     build: |attrs, _| {
         let stride = attrs.opt_ints("stride").unwrap_or(&[]).to_vec();
-        if let Some(position) = stride.iter().position(|&s| s == 0) {
+        // |stride| ≤ 2^31 − 1 keeps every offset (stride × input stride ≤ 2^31 · 2^26) far
+        // inside i64; a larger stride would select at most one element and is rejected.
+        let bound = i64::from(i32::MAX);
+        if let Some(position) = stride
+            .iter()
+            .position(|&s| s == 0 || !(-bound..=bound).contains(&s))
+        {
             return Err(fail!(
                 AttributeOutOfRange,
-                "attribute \"stride\" has 0 at position {position}"
+                "attribute \"stride\" has {} at position {position}; entries must be non-zero with magnitude at most 2^31 − 1",
+                stride[position]
             ));
         }
         Ok(Box::new(StridedSlice {
@@ -1050,7 +1057,8 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 ///
 /// - Input: `X` of rank N.
 /// - Attributes: `begin`, `end` (required lists of at most N entries), `stride` (list, default
-///   empty). Missing entries mean begin 0, end n_i, stride 1; stride 0 is rejected. Negative
+///   empty; entries non-zero with magnitude at most 2^31 − 1). Missing entries mean begin 0,
+///   end n_i, stride 1. Negative
 ///   begin or end entries count from the end (+ n_i).
 /// - Clamping: with a positive stride, begin and end are clamped to [0, n_i]; with a negative
 ///   stride, to [−1, n_i − 1]. Then begin < end (positive stride) or end < begin (negative) is
@@ -1058,8 +1066,8 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 ///   every full slice and contradict its own default end = n_i; the deployed runtime clamps as
 ///   here. docs/ops.md.)
 /// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (more entries than N, stride 0, an empty
-///   range).
+/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (more entries than N, a stride of 0 or of
+///   magnitude above 2^31 − 1, an empty range).
 /// - Gas: `element_copy` × output elements.
 #[derive(Debug)]
 pub struct StridedSlice {
