@@ -5,8 +5,10 @@
 //! Node-local failures ([`error::HostError`]) are kept apart from the engine's deterministic
 //! outcomes: only outcomes are hashed.
 
+pub mod audit;
 pub mod cvm;
 pub mod error;
+pub mod graphgen;
 pub mod hash;
 pub mod inputs;
 pub mod npy;

@@ -103,6 +103,18 @@ enum Command {
         #[arg(long)]
         allow_invalid: bool,
     },
+    /// Run every fixture natively and in wasm, and compare both outcome hashes with the
+    /// committed golden hashes. Exit status 1 on any mismatch.
+    Audit {
+        /// Fixture directory (default: the fixtures of this source tree).
+        dir: Option<PathBuf>,
+        /// Engines to run.
+        #[arg(long, value_enum, default_value_t = AuditEngineArg::Both)]
+        engine: AuditEngineArg,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the crate, format, schedule and ABI versions and the engine.wasm hash.
     Version,
 }
@@ -151,6 +163,13 @@ enum Format {
 enum EngineArg {
     Wasm,
     Native,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AuditEngineArg {
+    Both,
+    Native,
+    Wasm,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -217,6 +236,7 @@ fn main() -> ExitCode {
             output,
             allow_invalid,
         } => build(&model, &output, allow_invalid),
+        Command::Audit { dir, engine, json } => audit(dir.as_deref(), engine, json),
         Command::Version => {
             version();
             Ok(())
@@ -526,6 +546,99 @@ fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Fa
     std::fs::write(output, &encoded).map_err(|source| HostError::io(output, source))?;
     println!("wrote {} ({} bytes)", output.display(), encoded.len());
     Ok(())
+}
+
+fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), Failure> {
+    use cvm_host::audit::{Engines, audit_case};
+    use std::io::IsTerminal;
+
+    let root = dir.map_or_else(cvm_fixtures::root, Path::to_path_buf);
+    let cases = cvm_fixtures::cases_in(&root).map_err(|e| HostError::Input(e.to_string()))?;
+    if cases.is_empty() {
+        return Err(HostError::Usage(format!("no fixture cases under {}", root.display())).into());
+    }
+    let engines = match engine {
+        AuditEngineArg::Both => Engines::Both,
+        AuditEngineArg::Native => Engines::Native,
+        AuditEngineArg::Wasm => Engines::Wasm,
+    };
+    let wasm = match engines {
+        Engines::Native => None,
+        _ => Some(wasm::WasmEngine::new()?),
+    };
+    let progress = std::io::stderr().is_terminal() && !json;
+    let started = std::time::Instant::now();
+    let mut rows = Vec::with_capacity(cases.len());
+    for (index, case) in cases.iter().enumerate() {
+        if progress {
+            eprint!("\r\x1b[2K[{}/{}] {}", index + 1, cases.len(), case.name);
+        }
+        rows.push(audit_case(case, engines, wasm.as_ref()));
+    }
+    if progress {
+        eprint!("\r\x1b[2K");
+    }
+    let failed = rows.iter().filter(|row| !row.passed()).count();
+    let summary = format!(
+        "audit: {} fixtures, {} pass, {failed} fail ({} {}; {:.1} s)",
+        rows.len(),
+        rows.len() - failed,
+        std::env::consts::ARCH,
+        match engines {
+            Engines::Both => "native and wasm",
+            Engines::Native => "native",
+            Engines::Wasm => "wasm",
+        },
+        started.elapsed().as_secs_f64()
+    );
+    if json {
+        let value = serde_json::json!({
+            "fixtures": rows.iter().map(|row| row.to_json()).collect::<Vec<_>>(),
+            "summary": {"total": rows.len(), "passed": rows.len() - failed, "failed": failed, "arch": std::env::consts::ARCH},
+        });
+        println!("{value}");
+    } else {
+        let width = rows
+            .iter()
+            .map(|row| row.name.len())
+            .max()
+            .unwrap_or(7)
+            .max(7);
+        let short = |result: &Option<Result<String, String>>| match result {
+            None => String::from("-"),
+            Some(Ok(hash)) => hash.chars().take(12).collect(),
+            Some(Err(_)) => String::from("FAILED"),
+        };
+        println!(
+            "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>9}",
+            "fixture", "native", "wasm", "golden", "gas", "time"
+        );
+        for row in &rows {
+            println!(
+                "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>7.1}ms{}",
+                row.name,
+                short(&row.native),
+                short(&row.wasm),
+                row.golden
+                    .as_deref()
+                    .map_or(String::from("(none)"), |g| g.chars().take(12).collect()),
+                row.gas_used.map_or(String::from("-"), |g| g.to_string()),
+                row.time.as_secs_f64() * 1000.0,
+                if row.passed() { "" } else { "  MISMATCH" }
+            );
+            for (engine, result) in [("native", &row.native), ("wasm", &row.wasm)] {
+                if let Some(Err(message)) = result {
+                    println!("    {engine}: {message}");
+                }
+            }
+        }
+        println!("{summary}");
+    }
+    if failed > 0 {
+        Err(Failure::Deterministic)
+    } else {
+        Ok(())
+    }
 }
 
 fn version() {

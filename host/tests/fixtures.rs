@@ -7,72 +7,13 @@
 //! expectations from the native run instead (review the diff).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use std::path::Path;
-
 use cvm_engine::exec::InputTensor;
-use cvm_engine::{ErrorCode, Model, Report};
-use cvm_fixtures::{Case, InputSource, ModelSource};
-use cvm_host::runner::{self, EngineKind, execute, load_model, validate_natively};
+use cvm_engine::{ErrorCode, Report};
+use cvm_fixtures::Case;
+use cvm_host::runner::{EngineKind, execute, validate_natively};
 use cvm_host::wasm::WasmEngine;
-use cvm_host::{HashAlgorithm, inputs, render, text};
+use cvm_host::{HashAlgorithm, audit, render};
 use serde_json::Value;
-
-/// A case's model: canonical bytes and decoded form, or the report of a CVM model that fails
-/// its load checks.
-type CaseModel = Result<(Vec<u8>, Option<Model>), Report>;
-
-/// The model of a case.
-fn model_of(case: &Case) -> Result<CaseModel, String> {
-    match &case.model {
-        ModelSource::Inline(value) => {
-            let dir = case.path.parent().unwrap_or(Path::new("."));
-            let model = text::from_json(value, dir)?;
-            Ok(Ok((model.encode(), Some(model))))
-        }
-        ModelSource::File(path) => {
-            let loaded =
-                load_model(&runner::ModelSource::from_path(path)).map_err(|e| e.to_string())?;
-            Ok(match loaded.rejected {
-                Some(report) => Err(*report),
-                None => Ok((loaded.bytes, loaded.model)),
-            })
-        }
-    }
-}
-
-fn input_tensor(source: &InputSource) -> Result<InputTensor, String> {
-    match source {
-        InputSource::Inline { shape, data } => Ok(InputTensor {
-            shape: shape.clone(),
-            data: data
-                .iter()
-                .map(|&v| i32::try_from(v).map_err(|_| format!("input value {v} is not an int32")))
-                .collect::<Result<_, _>>()?,
-        }),
-        InputSource::File(path) => inputs::read_input(path).map_err(|e| e.to_string()),
-    }
-}
-
-/// Inputs in the model's declared order; inputs the model does not declare follow (so that a
-/// case can exercise `InputCount`).
-fn inputs_of(case: &Case, model: Option<&Model>) -> Result<Vec<InputTensor>, String> {
-    let declared: Vec<&str> = model
-        .map(|m| m.inputs.iter().map(|i| i.name.as_str()).collect())
-        .unwrap_or_default();
-    let mut ordered: Vec<&(String, InputSource)> = Vec::new();
-    for name in &declared {
-        ordered.extend(case.inputs.iter().filter(|(given, _)| given == name));
-    }
-    ordered.extend(
-        case.inputs
-            .iter()
-            .filter(|(given, _)| !declared.contains(&given.as_str())),
-    );
-    ordered
-        .into_iter()
-        .map(|(_, source)| input_tensor(source))
-        .collect()
-}
 
 /// Runs on both engines and insists on identical reports.
 fn run_both(
@@ -127,16 +68,16 @@ fn is_scalar(value: &Value) -> bool {
 
 /// Checks one case; returns the actual outcome JSON for blessing.
 fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
-    let (model_bytes, model) = match model_of(case)? {
-        Ok(loaded) => loaded,
-        Err(rejected) => return compare(case, &rejected),
+    let prepared = audit::prepare(case)?;
+    let model_bytes = match &prepared.model {
+        Ok((bytes, _)) => bytes,
+        Err(rejected) => return compare(case, rejected),
     };
-    let inputs = inputs_of(case, model.as_ref())?;
-    let gas_limit = case.gas_limit.unwrap_or(u64::MAX);
-    let report = run_both(wasm, &model_bytes, &inputs, gas_limit)?;
+    let (inputs, gas_limit) = (&prepared.inputs, prepared.gas_limit);
+    let report = run_both(wasm, model_bytes, inputs, gas_limit)?;
 
     if report.error_code().is_none() {
-        let estimate = validate_natively(&model_bytes)
+        let estimate = validate_natively(model_bytes)
             .map_err(|r| format!("estimate rejected the model: {r:?}"))?;
         if estimate.total_gas != report.outcome.gas_used {
             return Err(format!(
@@ -145,7 +86,7 @@ fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
             ));
         }
         if let Some(one_less) = estimate.total_gas.checked_sub(1) {
-            let starved = run_both(wasm, &model_bytes, &inputs, one_less)?;
+            let starved = run_both(wasm, model_bytes, inputs, one_less)?;
             if starved.error_code() != Some(ErrorCode::OutOfGas)
                 || starved.outcome.gas_used > one_less
             {

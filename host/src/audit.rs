@@ -1,0 +1,198 @@
+//! Auditing determinism: running fixture cases on both engines and comparing their outcome
+//! hashes with the committed golden hashes (`cvm audit`). The fixture test suite uses the same
+//! case preparation.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cvm_engine::exec::InputTensor;
+use cvm_engine::{Model, Report};
+use cvm_fixtures::{Case, InputSource, ModelSource as CaseModelSource};
+use serde_json::Value;
+
+use crate::hash::{HashAlgorithm, hex, outcome_hash};
+use crate::inputs::read_input;
+use crate::runner::{EngineKind, ModelSource, execute, load_model};
+use crate::text;
+use crate::wasm::WasmEngine;
+
+/// A case ready to run: canonical model bytes (or the deterministic rejection of a CVM model),
+/// inputs in declared order, gas limit.
+#[derive(Debug)]
+pub struct PreparedCase {
+    /// Canonical bytes and decoded model, or the report of a CVM model failing its load checks.
+    pub model: Result<(Vec<u8>, Option<Model>), Box<Report>>,
+    /// Inputs in the model's declared order, then any the model does not declare.
+    pub inputs: Vec<InputTensor>,
+    /// Gas limit of the run.
+    pub gas_limit: u64,
+}
+
+/// Turns a fixture case into a [`PreparedCase`].
+///
+/// # Errors
+/// A message when the case's files cannot be read or its text model or inputs are malformed.
+pub fn prepare(case: &Case) -> Result<PreparedCase, String> {
+    let model = match &case.model {
+        CaseModelSource::Inline(value) => {
+            let dir = case.path.parent().unwrap_or(Path::new("."));
+            let model = text::from_json(value, dir)?;
+            Ok((model.encode(), Some(model)))
+        }
+        CaseModelSource::File(path) => {
+            let loaded = load_model(&ModelSource::from_path(path)).map_err(|e| e.to_string())?;
+            match loaded.rejected {
+                Some(report) => Err(report),
+                None => Ok((loaded.bytes, loaded.model)),
+            }
+        }
+    };
+    let declared: Vec<&str> = match &model {
+        Ok((_, Some(model))) => model.inputs.iter().map(|i| i.name.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    let mut ordered: Vec<&(String, InputSource)> = Vec::new();
+    for name in &declared {
+        ordered.extend(case.inputs.iter().filter(|(given, _)| given == name));
+    }
+    ordered.extend(
+        case.inputs
+            .iter()
+            .filter(|(given, _)| !declared.contains(&given.as_str())),
+    );
+    let inputs = ordered
+        .into_iter()
+        .map(|(_, source)| input_tensor(source))
+        .collect::<Result<_, _>>()?;
+    Ok(PreparedCase {
+        model,
+        inputs,
+        gas_limit: case.gas_limit.unwrap_or(u64::MAX),
+    })
+}
+
+fn input_tensor(source: &InputSource) -> Result<InputTensor, String> {
+    match source {
+        InputSource::Inline { shape, data } => Ok(InputTensor {
+            shape: shape.clone(),
+            data: data
+                .iter()
+                .map(|&v| i32::try_from(v).map_err(|_| format!("input value {v} is not an int32")))
+                .collect::<Result<_, _>>()?,
+        }),
+        InputSource::File(path) => read_input(path).map_err(|e| e.to_string()),
+    }
+}
+
+impl PreparedCase {
+    /// Runs the case on `engine`.
+    ///
+    /// # Errors
+    /// A node-local failure of the wasm runtime, as text.
+    pub fn run(&self, engine: EngineKind, wasm: Option<&WasmEngine>) -> Result<Report, String> {
+        match &self.model {
+            Ok((bytes, _)) => execute(engine, wasm, bytes, &self.inputs, self.gas_limit)
+                .map_err(|e| e.to_string()),
+            Err(rejected) => Ok((**rejected).clone()),
+        }
+    }
+}
+
+/// Which engines an audit runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engines {
+    /// Native and wasm.
+    Both,
+    /// Native only.
+    Native,
+    /// Wasm only.
+    Wasm,
+}
+
+/// The audit of one case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditRow {
+    /// Case name (`ops/dense/basic`).
+    pub name: String,
+    /// Outcome hash of the native run (hex), or the failure.
+    pub native: Option<Result<String, String>>,
+    /// Outcome hash of the wasm run (hex), or the failure.
+    pub wasm: Option<Result<String, String>>,
+    /// The committed golden hash, if the case has one.
+    pub golden: Option<String>,
+    /// Gas used (of the first engine that ran).
+    pub gas_used: Option<u64>,
+    /// Wall time of the runs.
+    pub time: Duration,
+}
+
+impl AuditRow {
+    /// Whether every engine that ran produced the golden hash.
+    pub fn passed(&self) -> bool {
+        let Some(golden) = &self.golden else {
+            return false;
+        };
+        [&self.native, &self.wasm]
+            .into_iter()
+            .flatten()
+            .all(|result| result.as_ref().is_ok_and(|hash| hash == golden))
+    }
+
+    /// The row as a JSON object.
+    pub fn to_json(&self) -> Value {
+        let engine = |result: &Option<Result<String, String>>| match result {
+            None => Value::Null,
+            Some(Ok(hash)) => Value::String(hash.clone()),
+            Some(Err(message)) => serde_json::json!({ "error": message }),
+        };
+        serde_json::json!({
+            "fixture": self.name,
+            "native": engine(&self.native),
+            "wasm": engine(&self.wasm),
+            "golden": self.golden,
+            "gas_used": self.gas_used,
+            "time_ms": self.time.as_secs_f64() * 1000.0,
+            "pass": self.passed(),
+        })
+    }
+}
+
+/// Audits one case.
+pub fn audit_case(case: &Case, engines: Engines, wasm: Option<&WasmEngine>) -> AuditRow {
+    let golden = case
+        .expected
+        .as_ref()
+        .and_then(|expected| expected.get("hash"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let start = Instant::now();
+    let mut row = AuditRow {
+        name: case.name.clone(),
+        native: None,
+        wasm: None,
+        golden,
+        gas_used: None,
+        time: Duration::ZERO,
+    };
+    let prepared = match prepare(case) {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            row.native = Some(Err(message));
+            row.time = start.elapsed();
+            return row;
+        }
+    };
+    let mut hash_of = |engine: EngineKind| -> Result<String, String> {
+        let report = prepared.run(engine, wasm)?;
+        row.gas_used.get_or_insert(report.outcome.gas_used);
+        Ok(hex(&outcome_hash(&report, HashAlgorithm::Sha3_256)))
+    };
+    let native =
+        matches!(engines, Engines::Both | Engines::Native).then(|| hash_of(EngineKind::Native));
+    let in_wasm =
+        matches!(engines, Engines::Both | Engines::Wasm).then(|| hash_of(EngineKind::Wasm));
+    row.native = native;
+    row.wasm = in_wasm;
+    row.time = start.elapsed();
+    row
+}

@@ -1,0 +1,82 @@
+//! Differential testing: random valid graphs over every operator (`cvm_host::graphgen`) must give
+//! identical reports natively and in wasm, and a successful run must charge exactly the static
+//! estimate. The same generator backs the `differential` fuzz target (host/fuzz).
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use std::collections::BTreeMap;
+
+use cvm_engine::ops::OPS;
+use cvm_host::graphgen::{ByteSource, generate};
+use cvm_host::runner::{EngineKind, execute};
+use cvm_host::wasm::WasmEngine;
+
+#[test]
+fn random_graphs_agree_natively_and_in_wasm() {
+    let wasm = WasmEngine::new().unwrap();
+    let mut coverage: BTreeMap<&str, usize> = OPS.iter().map(|op| (op.name, 0)).collect();
+    let (mut succeeded, mut failed) = (0usize, 0usize);
+    let mut errors: BTreeMap<&str, usize> = BTreeMap::new();
+    for seed in 0u64..400 {
+        let seed_bytes = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+        let generated = generate(&mut ByteSource::new(&seed_bytes), 12);
+        let bytes = generated.model.encode();
+        for node in &generated.model.nodes {
+            if let Some(op) = cvm_engine::ops::by_code(node.op) {
+                *coverage.entry(op.name).or_default() += 1;
+            }
+        }
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &bytes,
+            &generated.inputs,
+            u64::MAX,
+        )
+        .unwrap();
+        let in_wasm = execute(
+            EngineKind::Wasm,
+            Some(&wasm),
+            &bytes,
+            &generated.inputs,
+            u64::MAX,
+        )
+        .unwrap_or_else(|err| panic!("seed {seed}: wasm failed: {err}"));
+        assert_eq!(native, in_wasm, "seed {seed}: reports differ");
+        match native.error_code() {
+            None => {
+                let estimate = cvm_engine::load(&bytes).unwrap().total_gas;
+                assert_eq!(
+                    estimate, native.outcome.gas_used,
+                    "seed {seed}: estimate differs from gas charged"
+                );
+                succeeded += 1;
+            }
+            Some(code) => {
+                *errors.entry(code.name()).or_default() += 1;
+                failed += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{succeeded} graphs ran, {failed} stopped with a deterministic error {errors:?}; nodes per operator: {coverage:?}"
+    );
+    // The graphs validate and their inputs lie within their precisions, so precision inference
+    // must rule out every run-time failure (overflow and the like).
+    assert!(
+        errors.is_empty(),
+        "valid graphs failed at run time with {errors:?}"
+    );
+    let missing: Vec<&str> = coverage
+        .iter()
+        .filter(|&(_, &n)| n == 0)
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the generator produced no valid node of {missing:?}"
+    );
+    assert!(
+        succeeded > 200,
+        "only {succeeded} of 400 graphs ran to completion"
+    );
+}
