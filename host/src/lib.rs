@@ -13,6 +13,7 @@ pub mod hash;
 pub mod inputs;
 pub mod npy;
 pub mod render;
+pub mod robustness;
 pub mod runner;
 pub mod text;
 pub mod wasm;

@@ -1,0 +1,17 @@
+//! Fuzz target: random valid graphs steered by the input must agree natively and in wasm
+//! (`cvm_host::robustness::differential`).
+#![no_main]
+
+use std::sync::OnceLock;
+
+use cvm_host::wasm::WasmEngine;
+
+static WASM: OnceLock<WasmEngine> = OnceLock::new();
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let wasm = WASM.get_or_init(|| match WasmEngine::new() {
+        Ok(engine) => engine,
+        Err(error) => panic!("engine.wasm does not compile: {error}"),
+    });
+    cvm_host::robustness::differential(data, wasm);
+});
