@@ -27,6 +27,10 @@ pub const MAX_ATTR_LIST: usize = 64;
 /// Longest name (input, parameter, node, output, attribute), in bytes.
 pub const MAX_NAME_BYTES: usize = 256;
 
+/// Most gas one run may cost (2^40): the static total of a model must not exceed it. It bounds
+/// the work of any accepted model, and with it the wasm fuel a host grants.
+pub const MAX_GAS_PER_RUN: u64 = 1 << 40;
+
 /// Most bytes of tensor data alive at once while running (parameters, inputs and live
 /// intermediate values), from the static memory plan: 1 GiB.
 pub const MAX_PEAK_MEMORY_BYTES: u64 = 1 << 30;

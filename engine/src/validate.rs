@@ -318,6 +318,14 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         });
     }
 
+    if total_gas > limits::MAX_GAS_PER_RUN {
+        return Err(fail!(
+            LimitExceeded,
+            "the model costs {total_gas} gas, more than the {} one run may cost",
+            limits::MAX_GAS_PER_RUN
+        ));
+    }
+
     let mut validated_outputs = Vec::with_capacity(outputs.len());
     let mut output_names: BTreeSet<String> = BTreeSet::new();
     for (position, output) in outputs.into_iter().enumerate() {

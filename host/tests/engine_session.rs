@@ -1,12 +1,13 @@
 //! The engine inside wasmtime, in process: a model loaded once serves many runs; corrupted
-//! models are handled identically by both engines without a trap; fuel stays far below the
-//! backstop granted per unit of gas.
+//! models are handled identically by both engines without a trap; the fuel every fixture and
+//! generated graph burns stays under a tenth of what the backstop grants for its bytes and gas.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{ErrorCode, Model};
+use cvm_host::graphgen::{ByteSource, generate};
 use cvm_host::runner::{EngineKind, encode_inputs, execute};
-use cvm_host::wasm::{FUEL_BASE, FUEL_PER_GAS, WasmEngine};
+use cvm_host::wasm::{FUEL_BASE, FUEL_PER_GAS, WasmEngine, fuel_for};
 
 fn cnn() -> Vec<u8> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/cnn");
@@ -52,26 +53,72 @@ fn a_loaded_model_serves_many_runs() {
     assert!(again.error_code().is_none());
 }
 
-#[test]
-fn fuel_per_gas_stays_far_below_the_backstop() {
-    let model = cnn();
-    let wasm = WasmEngine::new().expect("engine");
+/// The fuel a call may burn, divided by the tenfold safety margin.
+fn tenth_of_budget(bytes: usize, gas: u64) -> u64 {
+    fuel_for(bytes, gas) / 10
+}
+
+/// Loads and runs `model` in a fresh session; checks both calls burn under a tenth of the fuel
+/// the backstop would grant for the bytes and for exactly the gas the run used. Returns the
+/// fuel burned per unit of gas by the run.
+fn check_fuel(wasm: &WasmEngine, name: &str, model: &[u8], inputs: &[InputTensor]) -> Option<u64> {
     let mut session = wasm.session().expect("session");
-    assert!(session.load(&model).expect("load").is_none());
-    let inputs = encode_inputs(&[image(1)]);
-    let report = session.run(&inputs, u64::MAX).expect("run");
-    let granted = u64::MAX; // fuel_for saturates for an unlimited gas limit
-    let left = session.fuel_left().expect("fuel");
-    let burned = granted - left;
-    let gas = report.outcome.gas_used;
-    let per_gas = burned / gas.max(1);
-    eprintln!(
-        "fuel burned {burned} for {gas} gas: {per_gas} per gas (backstop grants {FUEL_PER_GAS} per gas + {FUEL_BASE})"
-    );
+    if session.load(model).expect("load").is_some() {
+        return None;
+    }
+    let load_fuel = session.fuel_used().expect("fuel");
     assert!(
-        per_gas * 10 < FUEL_PER_GAS,
-        "fuel per gas {per_gas} is within 10x of the backstop {FUEL_PER_GAS}"
+        load_fuel <= tenth_of_budget(model.len(), 0),
+        "{name}: load burned {load_fuel}"
     );
+    let encoded = encode_inputs(inputs);
+    let report = session.run(&encoded, u64::MAX).expect("run");
+    let run_fuel = session.fuel_used().expect("fuel");
+    let gas = report.outcome.gas_used;
+    assert!(
+        run_fuel <= tenth_of_budget(encoded.len(), gas),
+        "{name}: run burned {run_fuel} fuel for {gas} gas and {} input bytes",
+        encoded.len()
+    );
+    Some(run_fuel.saturating_sub(FUEL_BASE.min(run_fuel)) / gas.max(1))
+}
+
+#[test]
+fn fuel_stays_within_a_tenth_of_its_budget() {
+    let wasm = WasmEngine::new().expect("engine");
+    let mut worst = (0u64, String::new());
+    let mut checked = 0;
+    for case in cvm_fixtures::all_cases().expect("fixtures") {
+        let prepared = cvm_host::audit::prepare(&case).expect("case");
+        let Ok((bytes, _)) = &prepared.model else {
+            continue;
+        };
+        if let Some(per_gas) = check_fuel(&wasm, &case.name, bytes, &prepared.inputs) {
+            checked += 1;
+            if per_gas > worst.0 {
+                worst = (per_gas, case.name.clone());
+            }
+        }
+    }
+    for seed in 0u64..100 {
+        let generated = generate(&mut ByteSource::new(&seed.to_le_bytes()), 10);
+        if let Some(per_gas) = check_fuel(
+            &wasm,
+            &format!("generated {seed}"),
+            &generated.model.encode(),
+            &generated.inputs,
+        ) {
+            checked += 1;
+            if per_gas > worst.0 {
+                worst = (per_gas, format!("generated graph {seed}"));
+            }
+        }
+    }
+    eprintln!(
+        "{checked} models: at most {} fuel per gas beyond the base ({}), against {FUEL_PER_GAS} granted",
+        worst.0, worst.1
+    );
+    assert!(checked > 200, "only {checked} models were checked");
 }
 
 #[test]

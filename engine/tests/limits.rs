@@ -1,0 +1,231 @@
+//! Every limit of `engine/src/limits.rs` (documented in docs/limits.md), tested at the limit and
+//! one past it. Validation only: nothing here allocates the tensors it declares.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use cvm_engine::limits::{MAX_GAS_PER_RUN, MAX_NODES, MAX_PEAK_MEMORY_BYTES, MAX_TENSOR_ELEMENTS};
+use cvm_engine::model::{InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef};
+use cvm_engine::{ErrorCode, ValidatedModel, ops};
+
+fn input(name: &str, shape: Vec<u32>) -> InputDecl {
+    InputDecl {
+        name: name.into(),
+        shape,
+        precision: 8,
+    }
+}
+
+fn node(name: String, op: &str, inputs: Vec<ValueRef>) -> Node {
+    Node {
+        name,
+        op: ops::by_name(op).unwrap().code,
+        inputs,
+        attrs: Vec::new(),
+    }
+}
+
+fn output(value: ValueRef) -> Vec<OutputDecl> {
+    vec![OutputDecl {
+        name: "out".into(),
+        value,
+    }]
+}
+
+fn verdict(model: &Model) -> Result<ValidatedModel, ErrorCode> {
+    ValidatedModel::from_bytes(&model.encode()).map_err(|e| e.code)
+}
+
+/// One relu over an input of `shape`.
+fn relu_of(shape: Vec<u32>) -> Model {
+    Model {
+        inputs: vec![input("x", shape)],
+        params: Vec::new(),
+        nodes: vec![node("y".into(), "relu", vec![ValueRef::Input(0)])],
+        outputs: output(ValueRef::Node { node: 0, output: 0 }),
+    }
+}
+
+#[test]
+fn tensor_elements() {
+    let limit = MAX_TENSOR_ELEMENTS as u32;
+    assert!(verdict(&relu_of(vec![limit])).is_ok());
+    assert!(verdict(&relu_of(vec![2, limit / 2])).is_ok());
+    assert_eq!(
+        verdict(&relu_of(vec![limit + 1])).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+    // Zero-element shapes are bounded by the product of their other dimensions too.
+    assert!(verdict(&relu_of(vec![0, limit])).is_ok());
+    assert_eq!(
+        verdict(&relu_of(vec![0, limit + 1])).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+    // Declared shapes of 2^30 elements and more.
+    assert_eq!(
+        verdict(&relu_of(vec![1 << 15, 1 << 15])).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert_eq!(
+        verdict(&relu_of(vec![u32::MAX, u32::MAX, u32::MAX])).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+    // An operator whose output would pass the limit is rejected at that node.
+    let mut model = relu_of(vec![limit]);
+    model.nodes.push(Node {
+        attrs: vec![cvm_engine::model::Attr {
+            name: "reps".into(),
+            value: cvm_engine::model::AttrValue::Ints(vec![2]),
+        }],
+        ..node(
+            "t".into(),
+            "tile",
+            vec![ValueRef::Node { node: 0, output: 0 }],
+        )
+    });
+    model.outputs = output(ValueRef::Node { node: 1, output: 0 });
+    let error = ValidatedModel::from_bytes(&model.encode()).err().unwrap();
+    assert_eq!(
+        (error.code, error.node),
+        (ErrorCode::LimitExceeded, Some(1))
+    );
+}
+
+/// A chain of `n` relu nodes over a one-element input.
+fn chain(n: usize) -> Model {
+    let mut model = relu_of(vec![1]);
+    model.nodes = (0..n)
+        .map(|i| {
+            let from = if i == 0 {
+                ValueRef::Input(0)
+            } else {
+                ValueRef::Node {
+                    node: i as u32 - 1,
+                    output: 0,
+                }
+            };
+            node(format!("n{i}"), "relu", vec![from])
+        })
+        .collect();
+    model.outputs = output(ValueRef::Node {
+        node: n as u32 - 1,
+        output: 0,
+    });
+    model
+}
+
+#[test]
+fn nodes_per_graph() {
+    assert!(verdict(&chain(MAX_NODES)).is_ok());
+    assert_eq!(
+        verdict(&chain(MAX_NODES + 1)).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+    assert_eq!(
+        verdict(&chain(100_000)).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
+}
+
+/// `x` of 2^26 elements, `extra` parameter elements, and `outputs` relu(x) kept to the end:
+/// peak = 4 · 2^26 · (1 + outputs) + 4 · extra bytes.
+fn peak_model(outputs: usize, extra: u32) -> Model {
+    let mut model = relu_of(vec![MAX_TENSOR_ELEMENTS as u32]);
+    model.nodes = (0..outputs)
+        .map(|i| node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]))
+        .collect();
+    model.outputs = (0..outputs)
+        .map(|i| OutputDecl {
+            name: format!("o{i}"),
+            value: ValueRef::Node {
+                node: i as u32,
+                output: 0,
+            },
+        })
+        .collect();
+    if extra > 0 {
+        model.params.push(ParamDecl {
+            name: "p".into(),
+            shape: vec![extra],
+            precision: 8,
+            data: ParamData::I8(vec![0; extra as usize]),
+        });
+    }
+    model
+}
+
+#[test]
+fn peak_memory() {
+    let exactly = verdict(&peak_model(3, 0)).unwrap();
+    assert_eq!(exactly.peak_memory_bytes, MAX_PEAK_MEMORY_BYTES);
+    assert_eq!(
+        verdict(&peak_model(3, 1)).err(),
+        Some(ErrorCode::MemoryLimit)
+    );
+    // Dead values are freed: of 64 relu outputs only the kept one (node 0) and the newest are
+    // alive with x at any time, however many nodes run.
+    let mut model = peak_model(1, 0);
+    model.nodes = (0..64)
+        .map(|i| node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]))
+        .collect();
+    assert_eq!(
+        verdict(&model).unwrap().peak_memory_bytes,
+        3 * 4 * MAX_TENSOR_ELEMENTS
+    );
+}
+
+/// A model whose static gas is exactly `target` (≥ a few hundred): `sum` nodes over inputs y_i
+/// (101 + k_i gas each) first, then relu nodes over x of 2^26 elements (100 + 2^27 gas each).
+fn model_with_gas(target: u64) -> Model {
+    let full = 100 + 2 * MAX_TENSOR_ELEMENTS;
+    let mut relus = target / full;
+    let mut rest = target - relus * full;
+    if rest < 101 {
+        relus -= 1;
+        rest += full;
+    }
+    let mut sizes = Vec::new();
+    while rest > 0 {
+        let mut part = rest.min(101 + MAX_TENSOR_ELEMENTS);
+        if rest - part > 0 && rest - part < 101 {
+            part = rest - 101;
+        }
+        sizes.push(part - 101);
+        rest -= part;
+    }
+    let mut model = Model {
+        inputs: vec![input("x", vec![MAX_TENSOR_ELEMENTS as u32])],
+        params: Vec::new(),
+        nodes: Vec::new(),
+        outputs: Vec::new(),
+    };
+    for (i, &k) in sizes.iter().enumerate() {
+        // Precision 1: a sum over 2^26 values then needs 1 + bits(2^26) = 28 bits.
+        model.inputs.push(InputDecl {
+            precision: 1,
+            ..input(&format!("y{i}"), vec![k as u32])
+        });
+        model.nodes.push(node(
+            format!("s{i}"),
+            "sum",
+            vec![ValueRef::Input(i as u32 + 1)],
+        ));
+    }
+    for i in 0..relus {
+        model
+            .nodes
+            .push(node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]));
+    }
+    model.outputs = output(ValueRef::Node {
+        node: model.nodes.len() as u32 - 1,
+        output: 0,
+    });
+    model
+}
+
+#[test]
+fn gas_per_run() {
+    let exactly = verdict(&model_with_gas(MAX_GAS_PER_RUN)).unwrap();
+    assert_eq!(exactly.total_gas, MAX_GAS_PER_RUN);
+    assert!(exactly.peak_memory_bytes <= MAX_PEAK_MEMORY_BYTES);
+    let past = model_with_gas(MAX_GAS_PER_RUN + 1);
+    assert_eq!(verdict(&past).err(), Some(ErrorCode::LimitExceeded));
+}
