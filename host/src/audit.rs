@@ -151,7 +151,7 @@ impl AuditRow {
             "wasm": engine(&self.wasm),
             "golden": self.golden,
             "gas_used": self.gas_used,
-            "time_ms": self.time.as_secs_f64() * 1000.0,
+            "time_us": u64::try_from(self.time.as_micros()).unwrap_or(u64::MAX),
             "pass": self.passed(),
         })
     }

@@ -580,7 +580,7 @@ fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), F
     }
     let failed = rows.iter().filter(|row| !row.passed()).count();
     let summary = format!(
-        "audit: {} fixtures, {} pass, {failed} fail ({} {}; {:.1} s)",
+        "audit: {} fixtures, {} pass, {failed} fail ({} {}; {:.1?})",
         rows.len(),
         rows.len() - failed,
         std::env::consts::ARCH,
@@ -589,7 +589,7 @@ fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), F
             Engines::Native => "native",
             Engines::Wasm => "wasm",
         },
-        started.elapsed().as_secs_f64()
+        started.elapsed()
     );
     if json {
         let value = serde_json::json!({
@@ -615,7 +615,7 @@ fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), F
         );
         for row in &rows {
             println!(
-                "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>7.1}ms{}",
+                "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>9.1?}{}",
                 row.name,
                 short(&row.native),
                 short(&row.wasm),
@@ -623,7 +623,7 @@ fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), F
                     .as_deref()
                     .map_or(String::from("(none)"), |g| g.chars().take(12).collect()),
                 row.gas_used.map_or(String::from("-"), |g| g.to_string()),
-                row.time.as_secs_f64() * 1000.0,
+                row.time,
                 if row.passed() { "" } else { "  MISMATCH" }
             );
             for (engine, result) in [("native", &row.native), ("wasm", &row.wasm)] {

@@ -20,12 +20,12 @@ fn fuzz_dir() -> PathBuf {
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut seeds = Vec::new();
     for case in cvm_fixtures::all_cases().unwrap() {
-        if let Ok(prepared) = cvm_host::audit::prepare(&case) {
-            if let Ok((bytes, _)) = prepared.model {
-                let mut canonical = 4096u16.to_le_bytes().to_vec();
-                canonical.extend_from_slice(&bytes);
-                seeds.push(("canonical", canonical));
-            }
+        if let Ok(prepared) = cvm_host::audit::prepare(&case)
+            && let Ok((bytes, _)) = prepared.model
+        {
+            let mut canonical = 4096u16.to_le_bytes().to_vec();
+            canonical.extend_from_slice(&bytes);
+            seeds.push(("canonical", canonical));
         }
         match &case.model {
             ModelSource::Inline(value) => {
