@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Cross-architecture determinism check: builds the `cvm` tool for aarch64-unknown-linux-gnu,
+# runs `cvm audit` under qemu-user over every fixture (the native engine compiled for aarch64,
+# and engine.wasm compiled by wasmtime's aarch64 backend), and compares every outcome hash with
+# the golden hashes committed by the x86_64 runs. Exit status 1 on any mismatch.
+#
+# From scratch on a fresh Debian machine (installs what it needs; run as root or with sudo):
+#   bash scripts/cross-arch.sh
+# Prints the audit tables and a summary line per engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed apt-get install -y -qq gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user >/dev/null
+fi
+rustup target add --toolchain 1.95.0 aarch64-unknown-linux-gnu wasm32-unknown-unknown
+
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+cargo build --release --locked --target aarch64-unknown-linux-gnu -p cvm-host --bin cvm
+
+cvm="target/aarch64-unknown-linux-gnu/release/cvm"
+run() { qemu-aarch64 -L /usr/aarch64-linux-gnu "$cvm" "$@"; }
+
+echo "== $(run version | head -1) under $(qemu-aarch64 --version | head -1)"
+status=0
+run audit fixtures --engine native || status=1
+run audit fixtures --engine wasm || status=1
+if [ "$status" -eq 0 ]; then
+  echo "cross-arch: every fixture hash on aarch64 (native and wasm) equals the golden x86_64 hash"
+else
+  echo "cross-arch: MISMATCHES (see the tables above)"
+fi
+exit "$status"

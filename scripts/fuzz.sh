@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the cargo-fuzz targets of host/fuzz, each for SECONDS (default 600), one after another,
+# starting from a corpus seeded with every fixture model. Needs the nightly toolchain and
+# cargo-fuzz (installed if missing). Crashes land in host/fuzz/artifacts/<target>/; once fixed,
+# copy each one into fixtures/fuzz/<target>/ so that host/tests/fuzz_regressions.rs replays it.
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-600}"
+shift || true
+targets=("$@")
+[ "${#targets[@]}" -gt 0 ] || targets=(canonical text_model cvm_import differential)
+
+rustup toolchain install nightly --profile minimal >/dev/null
+command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
+
+# The fuzz build uses nightly, which need not have the wasm target: embed the engine.wasm that
+# the pinned toolchain builds.
+cargo build -p cvm-host --locked
+wasm="$(pwd)/target/engine-wasm/wasm32-unknown-unknown/wasm/cvm_engine.wasm"
+CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-host --test fuzz_regressions --locked -q
+
+cd host
+for target in "${targets[@]}"; do
+  echo "== fuzzing $target for $seconds s"
+  CVM_ENGINE_WASM="$wasm" cargo +nightly fuzz run -s none "$target" "fuzz/corpus/$target" \
+    -- -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 2>&1 | tail -n 12
+done
