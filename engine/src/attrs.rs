@@ -25,6 +25,9 @@ pub enum AttrKind {
     Ints,
     /// A string.
     Str,
+    /// A real number in Q(`frac_bits`): stored as the integer x standing for x / 2^F. Text models
+    /// write the real number and convert it once with the node's `frac_bits`.
+    Fixed,
 }
 
 impl AttrKind {
@@ -35,6 +38,7 @@ impl AttrKind {
             AttrKind::Bool => "a boolean",
             AttrKind::Ints => "a list of integers",
             AttrKind::Str => "a string",
+            AttrKind::Fixed => "a fixed-point number (an integer in Q(frac_bits))",
         }
     }
 
@@ -110,7 +114,8 @@ impl<'a> Attrs<'a> {
                 ));
             };
             let kind = AttrKind::of(&attr.value);
-            if kind != expected.kind {
+            let fixed_as_int = expected.kind == AttrKind::Fixed && kind == AttrKind::Int;
+            if kind != expected.kind && !fixed_as_int {
                 return Err(fail!(
                     AttributeType,
                     "attribute \"{}\" must be {}, not {}",

@@ -16,6 +16,7 @@ extern crate alloc;
 pub mod attrs;
 pub mod error;
 pub mod exec;
+pub mod fixed;
 pub mod limits;
 pub mod model;
 pub mod ops;

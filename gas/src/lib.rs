@@ -26,17 +26,21 @@ pub enum Param {
     /// Per element visited in a pooling window, and per pairwise box comparison of
     /// `non_max_suppression`.
     WindowCompare = 5,
+    /// Per element and unit of weight of a fixed-point transcendental function (CINN `Exp`,
+    /// `Sin`, …); each function's weight is its measured cost relative to an add.
+    Transcendental = 6,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 6] = [
+    pub const ALL: [Param; 7] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
         Param::ElementArith,
         Param::MultiplyAccumulate,
         Param::WindowCompare,
+        Param::Transcendental,
     ];
 
     /// Number of parameters in the schedule.
@@ -61,6 +65,7 @@ impl Param {
             Param::ElementArith => "element_arith",
             Param::MultiplyAccumulate => "multiply_accumulate",
             Param::WindowCompare => "window_compare",
+            Param::Transcendental => "transcendental",
         }
     }
 }
@@ -94,6 +99,7 @@ impl Schedule {
             1,   // element_arith
             2,   // multiply_accumulate
             1,   // window_compare
+            16,  // transcendental
         ],
     };
 
@@ -140,6 +146,7 @@ mod tests {
             (Param::ElementArith, 3, "element_arith"),
             (Param::MultiplyAccumulate, 4, "multiply_accumulate"),
             (Param::WindowCompare, 5, "window_compare"),
+            (Param::Transcendental, 6, "transcendental"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -152,7 +159,7 @@ mod tests {
     #[test]
     fn v1_numbers_are_frozen() {
         let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V1.cost(param));
-        assert_eq!(costs, [100, 1, 1, 1, 2, 1]);
+        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16]);
         assert_eq!(Schedule::V1.version, 1);
         assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
         assert_eq!(Schedule::by_version(2), None);

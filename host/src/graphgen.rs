@@ -183,6 +183,7 @@ fn attribute(
         ("score_index", _) => AttrValue::Int(1),
         ("id_index", _) => AttrValue::Int(0),
         (_, AttrKind::Int) => AttrValue::Int(source.range(-2, 4)),
+        (_, AttrKind::Fixed) => AttrValue::Int(source.range(-1 << 12, 1 << 12)),
         (_, AttrKind::Ints) => {
             let len = source.range(0, 2) as usize;
             AttrValue::Ints(ints(source, len, -2, 4))

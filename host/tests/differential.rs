@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use cvm_engine::ErrorCode;
 use cvm_engine::ops::OPS;
 use cvm_host::graphgen::{ByteSource, generate};
 use cvm_host::runner::{EngineKind, execute};
@@ -16,7 +17,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
     let mut coverage: BTreeMap<&str, usize> = OPS.iter().map(|op| (op.name, 0)).collect();
     let (mut succeeded, mut failed) = (0usize, 0usize);
     let mut errors: BTreeMap<&str, usize> = BTreeMap::new();
-    for seed in 0u64..400 {
+    for seed in 0u64..600 {
         let seed_bytes = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
         let generated = generate(&mut ByteSource::new(&seed_bytes), 12);
         let bytes = generated.model.encode();
@@ -42,6 +43,23 @@ fn random_graphs_agree_natively_and_in_wasm() {
         )
         .unwrap_or_else(|err| panic!("seed {seed}: wasm failed: {err}"));
         assert_eq!(native, in_wasm, "seed {seed}: reports differ");
+        let has_cinn = generated.model.nodes.iter().any(|node| {
+            cvm_engine::ops::by_code(node.op)
+                .is_some_and(|op| op.family == cvm_engine::ops::Family::Cinn)
+        });
+        match native.error_code() {
+            Some(code) if !has_cinn => {
+                panic!("seed {seed}: a graph of CVM operators failed at run time with {code}")
+            }
+            Some(code) => assert!(
+                matches!(
+                    code,
+                    ErrorCode::DomainError | ErrorCode::DivisionByZero | ErrorCode::IntegerOverflow
+                ),
+                "seed {seed}: a CINN graph failed with {code}, not a value-dependent error"
+            ),
+            None => {}
+        }
         match native.error_code() {
             None => {
                 let estimate = cvm_engine::load(&bytes).unwrap().total_gas;
@@ -60,12 +78,8 @@ fn random_graphs_agree_natively_and_in_wasm() {
     eprintln!(
         "{succeeded} graphs ran, {failed} stopped with a deterministic error {errors:?}; nodes per operator: {coverage:?}"
     );
-    // The graphs validate and their inputs lie within their precisions, so precision inference
-    // must rule out every run-time failure (overflow and the like).
-    assert!(
-        errors.is_empty(),
-        "valid graphs failed at run time with {errors:?}"
-    );
+    // Graphs of CVM operators never fail at run time (precision inference rules it out); CINN
+    // primitives may fail on values (domains, division by zero, overflow), checked above.
     let missing: Vec<&str> = coverage
         .iter()
         .filter(|&(_, &n)| n == 0)
@@ -76,7 +90,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
         "the generator produced no valid node of {missing:?}"
     );
     assert!(
-        succeeded > 200,
-        "only {succeeded} of 400 graphs ran to completion"
+        succeeded > 150,
+        "only {succeeded} of 600 graphs ran to completion"
     );
 }

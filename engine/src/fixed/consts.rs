@@ -27,7 +27,11 @@ pub(super) const SQRT2: u128 = 0x16a_09e6_67f3_bcc9_08b2_fb13_66ea_957d;
 /// Why 192: an argument below 2^32 times this constant leaves 160 correct bits below the
 /// binary point of x·2/π, of which the reduction keeps 128; the truncation error of the
 /// constant (below 2^-192) times x (below 2^32) stays below 2^-160.
-pub(super) const TWO_OVER_PI: [u64; 3] = [0xa2f9_836e_4e44_1529, 0xfc27_57d1_f534_ddc0, 0xdb62_9599_3c43_9041];
+pub(super) const TWO_OVER_PI: [u64; 3] = [
+    0xa2f9_836e_4e44_1529,
+    0xfc27_57d1_f534_ddc0,
+    0xdb62_9599_3c43_9041,
+];
 
 /// atan(j/8) in Q120 for j = 0..=8: the table of the arctangent's argument reduction.
 pub(super) const ATAN_EIGHTHS: [i128; 9] = [

@@ -21,8 +21,7 @@ pub fn floor(x: i32, f: u32) -> FixedResult {
 /// `Overflow` when it exceeds i32 (x above the largest multiple of 2^f); `Domain` for f > 30.
 pub fn ceil(x: i32, f: u32) -> FixedResult {
     check_frac(f)?;
-    let up = i64::from(x & !low_mask(f))
-        + if x & low_mask(f) != 0 { 1i64 << f } else { 0 };
+    let up = i64::from(x & !low_mask(f)) + if x & low_mask(f) != 0 { 1i64 << f } else { 0 };
     i32::try_from(up).map_err(|_| FixedError::Overflow)
 }
 
@@ -103,8 +102,14 @@ mod tests {
     #[test]
     fn rounding_to_integers() {
         // 2.5, −2.5, 2.25 and −2.75 in Q2.
-        assert_eq!([floor(10, 2), ceil(10, 2), trunc(10, 2), round(10, 2)], [Ok(8), Ok(12), Ok(8), Ok(12)]);
-        assert_eq!([floor(-10, 2), ceil(-10, 2), trunc(-10, 2), round(-10, 2)], [Ok(-12), Ok(-8), Ok(-8), Ok(-12)]);
+        assert_eq!(
+            [floor(10, 2), ceil(10, 2), trunc(10, 2), round(10, 2)],
+            [Ok(8), Ok(12), Ok(8), Ok(12)]
+        );
+        assert_eq!(
+            [floor(-10, 2), ceil(-10, 2), trunc(-10, 2), round(-10, 2)],
+            [Ok(-12), Ok(-8), Ok(-8), Ok(-12)]
+        );
         assert_eq!(round(9, 2), Ok(8));
         assert_eq!(round(-11, 2), Ok(-12));
         assert_eq!(ceil(i32::MAX, 4), Err(FixedError::Overflow));

@@ -4,9 +4,7 @@
 use super::consts::{
     ATAN_EIGHTHS, ATAN_SERIES, COS_SERIES, PI, PI_2, PI_2_Q126, SIN_SERIES, TWO_OVER_PI,
 };
-use super::wide::{
-    FRAC, ONE, div, div_shift, horner, mul, mul_shift, recip_int, signed, sqrt_q,
-};
+use super::wide::{FRAC, ONE, div, div_shift, horner, mul, mul_shift, recip_int, signed, sqrt_q};
 use super::{FixedError, FixedResult, check_frac, finish};
 
 /// Extra fractional bits of tan's quotient before its final rounding.
@@ -18,9 +16,10 @@ const TAN_GUARD: u32 = 90;
 /// Payne–Hanek: t = ax·(2/π)/2^f is formed exactly from the integer ax and 192 bits of 2/π as
 /// a 224-bit product; its integer part gives the quadrant and the next 128 bits the fraction.
 /// The fraction is within 2^-127 of the true one (128 kept bits, constant error < 2^-160), so
-/// r is within 2^-126 absolute however large the argument. Its smallest possible size for
-/// these inputs (x·2^-f never comes closer than ~2^-40 to a multiple of π/2) leaves it more
-/// than 80 correct significant bits, which keeps tan's quotient accurate near its poles.
+/// r is within 2^-126 absolute however large the argument. No input comes closer to a
+/// multiple of π/2 than 2^-35.6 (the continued-fraction minimum over all i32 x and f ≤ 30,
+/// reached at f = 24), so r always keeps more than 90 correct significant bits, which keeps
+/// tan's quotient accurate near its poles.
 fn reduce(ax: u64, f: u32) -> (u32, i128) {
     let [c2, c1, c0] = TWO_OVER_PI;
     let x = u128::from(ax);
@@ -92,9 +91,9 @@ pub fn cos(x: i32, f: u32) -> FixedResult {
 ///
 /// Algorithm: Payne–Hanek reduction, then sin r / cos r (even quadrants) or −cos r / sin r
 /// (odd), the quotient taken with 90 guard bits below the result's last place. Near a pole
-/// the divisor is small but still known to ~2^-116 absolute, i.e. better than 2^-80 relative
-/// for every divisor a representable result allows, so the quotient's relative error stays
-/// below 2^-78: under 2^-47 ulp even for results near 2^31 ulp.
+/// the divisor is at least 2^-36 (see `reduce`) and known to ~2^-116 absolute, i.e. better
+/// than 2^-80 relative, so the quotient's relative error stays below 2^-78: under 2^-47 ulp
+/// even for results near 2^31 ulp.
 ///
 /// # Errors
 /// `Overflow` when |tan x|·2^f exceeds i32; `Domain` for f > 30.
@@ -196,7 +195,11 @@ pub fn acos(x: i32, f: u32) -> FixedResult {
 /// |x| when |x/2^f| ≤ 1, else `Domain`.
 fn unit_arg(x: i32, f: u32) -> Result<u64, FixedError> {
     let ax = u64::from(x.unsigned_abs());
-    if ax > 1 << f { Err(FixedError::Domain) } else { Ok(ax) }
+    if ax > 1 << f {
+        Err(FixedError::Domain)
+    } else {
+        Ok(ax)
+    }
 }
 
 /// Whether (ax/2^f)² ≤ 1/2, exactly.
@@ -210,10 +213,10 @@ mod tests {
 
     #[test]
     fn reduction_of_multiples_of_half_pi() {
-        // 355/113 is within 2.7e-7 of π: quadrant 2 with a tiny positive remainder.
+        // 355 = 113π + 3.0e-5 = 226·(π/2) + 3.0e-5: quadrant 2, remainder below 2^-14.
         let (q, r) = reduce(355, 0);
         assert_eq!(q, 2);
-        assert!(r > 0 && r < ONE >> 21, "{r}");
+        assert!(r > 0 && r < ONE >> 14, "{r}");
         let (q, r) = reduce(0, 12);
         assert_eq!((q, r), (0, 0));
     }

@@ -20,6 +20,9 @@ use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
 pub mod broadcast;
+pub mod cinn_binary;
+pub mod cinn_complex;
+pub mod cinn_unary;
 pub mod elemwise;
 pub mod nn;
 pub mod reduce;
@@ -100,6 +103,8 @@ pub enum Family {
     Transform,
     /// Detection post-processing.
     Vision,
+    /// CINN builder primitives (spec 002) in fixed point.
+    Cinn,
 }
 
 /// One row of the operator table.
@@ -175,6 +180,61 @@ pub static OPS: &[OpDef] = &[
     // Vision family: 70..
     vision::GET_VALID_COUNTS,
     vision::NON_MAX_SUPPRESSION,
+    // CINN unary primitives: 100..
+    cinn_unary::ABS,
+    cinn_unary::ACOS,
+    cinn_unary::ACOSH,
+    cinn_unary::ASIN,
+    cinn_unary::ASINH,
+    cinn_unary::ATAN,
+    cinn_unary::ATANH,
+    cinn_unary::BITWISE_NOT,
+    cinn_unary::CEIL,
+    cinn_unary::COS,
+    cinn_unary::COSH,
+    cinn_unary::ERF,
+    cinn_unary::EXP,
+    cinn_unary::FLOOR,
+    cinn_unary::IDENTITY,
+    cinn_unary::IS_FINITE,
+    cinn_unary::IS_INF,
+    cinn_unary::IS_NAN,
+    cinn_unary::LOG,
+    cinn_unary::LOG10,
+    cinn_unary::LOG2,
+    cinn_unary::LOGICAL_NOT,
+    cinn_unary::NEGATIVE,
+    cinn_unary::ROUND,
+    cinn_unary::RSQRT,
+    cinn_unary::SIGN,
+    cinn_unary::SIN,
+    cinn_unary::SINH,
+    cinn_unary::SQRT,
+    cinn_unary::TAN,
+    cinn_unary::TANH,
+    cinn_unary::TRUNC,
+    // CINN binary primitives: 150..
+    cinn_binary::ADD,
+    cinn_binary::BITWISE_AND,
+    cinn_binary::BITWISE_OR,
+    cinn_binary::BITWISE_XOR,
+    cinn_binary::DIV,
+    cinn_binary::DOT,
+    cinn_binary::FLOOR_DIV,
+    cinn_binary::FLOOR_MOD,
+    cinn_binary::LEFT_SHIFT,
+    cinn_binary::LOGICAL_AND,
+    cinn_binary::LOGICAL_OR,
+    cinn_binary::LOGICAL_XOR,
+    cinn_binary::MAX,
+    cinn_binary::MIN,
+    cinn_binary::MOD,
+    cinn_binary::MUL,
+    cinn_binary::POWER,
+    cinn_binary::RIGHT_SHIFT,
+    cinn_binary::SUB,
+    // CINN scalar primitive: 180
+    cinn_binary::CONST_SCALAR,
 ];
 
 /// The operator with code `code`.
@@ -363,12 +423,69 @@ mod tests {
             assert_eq!(op.map(|op| op.name), Some(name), "code {code}");
             assert_eq!(by_name(name).map(|op| op.code), Some(code));
         }
+        let cinn: &[(u16, &str)] = &[
+            (100, "Abs"),
+            (101, "Acos"),
+            (102, "Acosh"),
+            (103, "Asin"),
+            (104, "Asinh"),
+            (105, "Atan"),
+            (106, "Atanh"),
+            (107, "BitwiseNot"),
+            (108, "Ceil"),
+            (109, "Cos"),
+            (110, "Cosh"),
+            (111, "Erf"),
+            (112, "Exp"),
+            (113, "Floor"),
+            (114, "Identity"),
+            (115, "IsFinite"),
+            (116, "IsInf"),
+            (117, "IsNan"),
+            (118, "Log"),
+            (119, "Log10"),
+            (120, "Log2"),
+            (121, "LogicalNot"),
+            (122, "Negative"),
+            (123, "Round"),
+            (124, "Rsqrt"),
+            (125, "Sign"),
+            (126, "Sin"),
+            (127, "Sinh"),
+            (128, "Sqrt"),
+            (129, "Tan"),
+            (130, "Tanh"),
+            (131, "Trunc"),
+            (150, "Add"),
+            (151, "BitwiseAnd"),
+            (152, "BitwiseOr"),
+            (153, "BitwiseXor"),
+            (154, "Div"),
+            (155, "Dot"),
+            (156, "FloorDiv"),
+            (157, "FloorMod"),
+            (158, "LeftShift"),
+            (159, "LogicalAnd"),
+            (160, "LogicalOr"),
+            (161, "LogicalXor"),
+            (162, "Max"),
+            (163, "Min"),
+            (164, "Mod"),
+            (165, "Mul"),
+            (166, "Power"),
+            (167, "RightShift"),
+            (168, "Sub"),
+            (180, "ConstScalar"),
+        ];
+        for &(code, name) in cinn {
+            assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
+        }
+        let cvm_operators = OPS.iter().filter(|op| op.family != Family::Cinn).count();
         assert_eq!(
-            OPS.len(),
-            37,
+            cvm_operators, 37,
             "spec 001 defines 37 operators (with broadcast_greater)"
         );
-        assert_eq!(OPS.len(), expected.len());
+        assert_eq!(cvm_operators, expected.len());
         for (i, a) in OPS.iter().enumerate() {
             for b in &OPS[i + 1..] {
                 assert_ne!(a.code, b.code, "{} and {} share a code", a.name, b.name);

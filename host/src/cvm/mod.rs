@@ -303,7 +303,7 @@ fn parse_attr(text: &str, kind: Option<AttrKind>) -> Result<Option<AttrValue>, S
     match kind {
         None | Some(AttrKind::Str) => Ok(Some(AttrValue::Str(text.to_string()))),
         Some(_) if trimmed == "None" => Ok(None),
-        Some(AttrKind::Int) => integer(trimmed).map(|v| Some(AttrValue::Int(v))),
+        Some(AttrKind::Int | AttrKind::Fixed) => integer(trimmed).map(|v| Some(AttrValue::Int(v))),
         Some(AttrKind::Bool) => match trimmed.to_ascii_lowercase().as_str() {
             "true" | "1" => Ok(Some(AttrValue::Bool(true))),
             "false" | "0" => Ok(Some(AttrValue::Bool(false))),
