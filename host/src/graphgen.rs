@@ -148,7 +148,15 @@ fn attribute(
             AttrValue::Ints(ints(source, len, -rank, rank - 1))
         }
         ("pool_size", _) | ("kernel_size", _) => AttrValue::Ints(ints(source, 2, 1, 3)),
-        ("strides", _) | ("dilation", _) => AttrValue::Ints(ints(source, 2, 1, 2)),
+        ("strides", _) | ("dilation", _) | ("dilations", _) => {
+            AttrValue::Ints(ints(source, 2, 1, 2))
+        }
+        ("paddings", _) => AttrValue::Ints(ints(source, 2, 0, 1)),
+        ("conv_type", _) => AttrValue::Str(String::from("forward")),
+        ("data_format", _) => AttrValue::Str(String::from(source.pick(&["NCHW", "NHWC"]))),
+        ("padding_algorithm", _) => {
+            AttrValue::Str(String::from(source.pick(&["EXPLICIT", "SAME", "VALID"])))
+        }
         ("padding", _) => {
             let len = if source.chance(3) { 1 } else { 2 };
             AttrValue::Ints(ints(source, len, 0, 1))
@@ -179,6 +187,21 @@ fn attribute(
             )
         }
         ("iou_threshold", _) => AttrValue::Int(source.range(1, 101)),
+        ("kind", _) => AttrValue::Str(String::from(source.pick(&[
+            "kEq", "kNe", "kGe", "kGt", "kLe", "kLt", "kSum", "kProd", "kMax", "kMin",
+        ]))),
+        ("dim", _) => {
+            let dims: Vec<i64> = (0..rank).filter(|_| source.chance(2)).collect();
+            AttrValue::Ints(dims)
+        }
+        ("out_shape", _) => {
+            let mut shape = vec![source.range(1, 3)];
+            shape.extend(inputs.first().map_or(Vec::new(), |t| {
+                t.dims().iter().map(|&d| i64::from(d)).collect()
+            }));
+            AttrValue::Ints(shape)
+        }
+        ("broadcast_axes", _) => AttrValue::Ints((1..=rank).collect()),
         ("coord_start", _) => AttrValue::Int(2),
         ("score_index", _) => AttrValue::Int(1),
         ("id_index", _) => AttrValue::Int(0),
@@ -246,7 +269,12 @@ fn companions(
         .find(|a| a.name == "use_bias")
         .is_none_or(|a| a.value == AttrValue::Bool(true));
     match op {
-        "conv2d" => {
+        "BnGradBiasScale" if dims.len() >= 2 => {
+            picks.truncate(1);
+            picks.push((first_ref, first.clone()));
+            picks.push(add_param(source, model, vec![dims[1]], precision));
+        }
+        "conv2d" | "Conv" => {
             let groups = int_attr("groups", 1).clamp(1, 4) as u32;
             picks.clear();
             if dims.len() == 4 && dims[1] > 0 && dims[1] % groups == 0 && first.precision <= 8 {
@@ -373,7 +401,12 @@ pub fn generate(source: &mut ByteSource<'_>, max_nodes: usize) -> Generated {
         let types: Vec<TensorType> = picks.iter().map(|(_, t)| t.clone()).collect();
         let mut attrs: Vec<Attr> = Vec::new();
         for spec in op.attrs {
-            if spec.name == "in_dim" || source.chance(2) {
+            // Attributes most operators require are always drawn; the rest half the time.
+            let required = matches!(
+                spec.name,
+                "in_dim" | "kind" | "value" | "out_shape" | "broadcast_axes"
+            );
+            if required || source.chance(2) {
                 attrs.push(Attr {
                     name: spec.name.to_string(),
                     value: attribute(source, spec.name, spec.kind, &types),

@@ -163,13 +163,26 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
             let attr_fields = object(attr_value, &format!("{what}, field \"attrs\""))?;
             // BTreeMap orders by name, which is the canonical attribute order.
             let sorted: BTreeMap<&String, &Value> = attr_fields.iter().collect();
+            // Fixed-point attributes are converted with the node's own F. An F outside 0..=30 is
+            // left for validation to reject, unless a conversion needs it.
+            let frac_bits = attr_fields.get("frac_bits").map_or(Some(0), |value| {
+                value
+                    .as_u64()
+                    .and_then(|f| u32::try_from(f).ok())
+                    .filter(|&f| f <= 30)
+            });
             for (attr_name, json) in sorted {
                 let expected = op
                     .attrs
                     .iter()
                     .find(|spec| spec.name == attr_name)
                     .map(|spec| spec.kind);
-                let value = attr_value_from_json(json, expected)
+                if expected == Some(AttrKind::Fixed) && frac_bits.is_none() {
+                    return Err(format!(
+                        "{what}, attribute \"{attr_name}\": converting it needs \"frac_bits\" in 0..=30"
+                    ));
+                }
+                let value = attr_value_from_json(json, expected, frac_bits.unwrap_or(0))
                     .map_err(|err| format!("{what}, attribute \"{attr_name}\": {err}"))?;
                 attrs.push(Attr {
                     name: attr_name.clone(),
@@ -236,12 +249,21 @@ fn resolve(references: &HashMap<String, ValueRef>, reference: &str) -> Option<Va
 
 /// Converts an attribute's JSON value. `expected` is the schema kind when the operator knows the
 /// attribute; unknown attributes are typed by their JSON form and rejected by validation.
+/// `frac_bits` is the node's F, used for fixed-point attributes.
 ///
 /// # Errors
-/// A message for values no attribute kind can hold (non-integer numbers, nested lists, null).
-pub fn attr_value_from_json(json: &Value, expected: Option<AttrKind>) -> Result<AttrValue, String> {
+/// A message for values no attribute kind can hold (non-integer numbers where an integer is
+/// expected, nested lists, null), or a fixed-point value outside int32.
+pub fn attr_value_from_json(
+    json: &Value,
+    expected: Option<AttrKind>,
+    frac_bits: u32,
+) -> Result<AttrValue, String> {
     match json {
         Value::Bool(flag) => Ok(AttrValue::Bool(*flag)),
+        Value::Number(number) if expected == Some(AttrKind::Fixed) => {
+            fixed_from_decimal(&number.to_string(), frac_bits).map(AttrValue::Int)
+        }
         Value::Number(_) => {
             let value = integer(json)?;
             Ok(if expected == Some(AttrKind::Ints) {
@@ -261,6 +283,64 @@ pub fn attr_value_from_json(json: &Value, expected: Option<AttrKind>) -> Result<
         }
         Value::Object(_) => Err("an object is not an attribute value".into()),
     }
+}
+
+/// The Q(`frac_bits`) integer nearest to the decimal number `text` (ties away from zero),
+/// computed exactly from its digits: `-1.5e-3`, `0.1`, `42`.
+///
+/// # Errors
+/// When `text` is not a decimal number or the result does not fit int32.
+pub fn fixed_from_decimal(text: &str, frac_bits: u32) -> Result<i64, String> {
+    let invalid = || format!("{text} is not a decimal number");
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa_text, exponent) = match body.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i32>().map_err(|_| invalid())?),
+        None => (body, 0),
+    };
+    let (whole, fraction) = mantissa_text.split_once('.').unwrap_or((mantissa_text, ""));
+    let all_digits = whole
+        .chars()
+        .chain(fraction.chars())
+        .all(|c| c.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !all_digits {
+        return Err(invalid());
+    }
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    let digits = digits.trim_start_matches('0');
+    let too_large = || format!("{text} does not fit int32 in Q({frac_bits})");
+    if digits.len() > 30 {
+        return Err(too_large());
+    }
+    let mantissa: u128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| invalid())?
+    };
+    let exponent = exponent.saturating_sub(fraction.len() as i32);
+    // value = mantissa · 10^exponent · 2^F, rounded once.
+    let scaled = mantissa
+        .checked_mul(1u128 << frac_bits)
+        .ok_or_else(too_large)?;
+    let magnitude = if exponent >= 0 {
+        10u128
+            .checked_pow(exponent.unsigned_abs())
+            .and_then(|p| scaled.checked_mul(p))
+            .ok_or_else(too_large)?
+    } else {
+        match 10u128.checked_pow(exponent.unsigned_abs()) {
+            // Half away from zero on the magnitude: ⌈⌊2s/d⌋ / 2⌉.
+            Some(denominator) => (2 * scaled / denominator).div_ceil(2),
+            None => 0, // below 10^−38 · 2^30: rounds to 0
+        }
+    };
+    let value = i64::try_from(magnitude)
+        .ok()
+        .filter(|&m| m <= i64::from(i32::MAX))
+        .ok_or_else(too_large)?;
+    Ok(if negative { -value } else { value })
 }
 
 fn integer(json: &Value) -> Result<i64, String> {
@@ -492,16 +572,19 @@ mod tests {
     #[test]
     fn single_integer_for_a_list_attribute_is_a_one_element_list() {
         assert_eq!(
-            attr_value_from_json(&json!(2), Some(AttrKind::Ints)),
+            attr_value_from_json(&json!(2), Some(AttrKind::Ints), 0),
             Ok(AttrValue::Ints(vec![2]))
         );
         assert_eq!(
-            attr_value_from_json(&json!(2), Some(AttrKind::Int)),
+            attr_value_from_json(&json!(2), Some(AttrKind::Int), 0),
             Ok(AttrValue::Int(2))
         );
-        assert_eq!(attr_value_from_json(&json!(2), None), Ok(AttrValue::Int(2)));
-        assert!(attr_value_from_json(&json!(null), None).is_err());
-        assert!(attr_value_from_json(&json!([[1]]), None).is_err());
+        assert_eq!(
+            attr_value_from_json(&json!(2), None, 0),
+            Ok(AttrValue::Int(2))
+        );
+        assert!(attr_value_from_json(&json!(null), None, 0).is_err());
+        assert!(attr_value_from_json(&json!([[1]]), None, 0).is_err());
     }
 
     #[test]
@@ -535,6 +618,28 @@ mod tests {
         assert!(
             message.contains("parameter \"w\", field \"file\": cannot read"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn fixed_point_values_are_converted_exactly() {
+        let fixed = |text: &str, f: u32| fixed_from_decimal(text, f);
+        assert_eq!(fixed("2", 8), Ok(512));
+        assert_eq!(fixed("0.5", 1), Ok(1));
+        assert_eq!(fixed("0.1", 16), Ok(6554)); // 6553.6 → 6554
+        assert_eq!(fixed("-0.1", 16), Ok(-6554));
+        assert_eq!(fixed("0.25", 1), Ok(1)); // 0.5 ulp: away from zero
+        assert_eq!(fixed("-0.25", 1), Ok(-1));
+        assert_eq!(fixed("1.5e-3", 20), Ok(1573)); // 1572.864
+        assert_eq!(fixed("1e-40", 30), Ok(0));
+        assert_eq!(fixed("2147483647", 0), Ok(2147483647));
+        assert!(fixed("2147483648", 0).is_err());
+        assert!(fixed("2", 30).is_err());
+        assert!(fixed("abc", 0).is_err());
+        assert!(fixed("1.2.3", 0).is_err());
+        assert_eq!(
+            attr_value_from_json(&json!(0.75), Some(AttrKind::Fixed), 4),
+            Ok(AttrValue::Int(12))
         );
     }
 

@@ -25,6 +25,7 @@ pub mod cinn_complex;
 pub mod cinn_unary;
 pub mod elemwise;
 pub mod nn;
+pub mod proposals;
 pub mod reduce;
 pub mod transform;
 pub mod vision;
@@ -235,6 +236,19 @@ pub static OPS: &[OpDef] = &[
     cinn_binary::SUB,
     // CINN scalar primitive: 180
     cinn_binary::CONST_SCALAR,
+    // CINN complex primitives: 190..
+    cinn_complex::BN_GRAD_BIAS_SCALE,
+    cinn_complex::BN_MEAN_VARIANCE,
+    cinn_complex::BROADCAST_TO,
+    cinn_complex::COMPARE,
+    cinn_complex::CONCAT,
+    cinn_complex::CONV,
+    cinn_complex::REDUCE,
+    cinn_complex::RESHAPE,
+    cinn_complex::REVERSE,
+    cinn_complex::SELECT,
+    cinn_complex::SLICE,
+    cinn_complex::TRANSPOSE,
 ];
 
 /// The operator with code `code`.

@@ -1,0 +1,696 @@
+//! `generate_proposals_v2` (spec 003): the region proposals of Mask R-CNN's RPN in Q(F) fixed
+//! point: per image, top-k anchors by score, box decoding, clipping to the image, the min-size
+//! filter and greedy NMS.
+//!
+//! The float references sort with unspecified tie order and reduce in thread-dependent order;
+//! this operator decides every comparison exactly in integers and names each rounding, so its
+//! result is the same on every machine.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use cvm_gas::Param;
+
+use super::cinn_unary::{FRAC_BITS, fixed_error, frac_bits};
+use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision};
+use crate::attrs::{AttrKind, Attrs, in_range, spec};
+use crate::error::{Error, Result};
+use crate::fail;
+use crate::fixed::{self, FixedError, round_shift};
+use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width};
+
+/// ln(1000 / 16) = ln 62.5 (the spec's `bbox_clip_default`) in Q62, rounded to nearest. The Q(F)
+/// bound is rounded from it once, when the operator is built; at every F in 0..=30 the exact
+/// value lies at least 0.018 ulp from a rounding boundary, so the bound is the Q(F) value nearest
+/// ln 62.5.
+const LN_62_5_Q62: i128 = 19_070_089_793_597_246_105;
+
+/// ln 2 in Q62, rounded to nearest (within 2^-67): the range reduction of the exponentials.
+const LN2_Q62: i128 = 3_196_577_161_300_663_915;
+
+/// Fractional bits of `fixed::exp`'s reduced argument and result (its largest F).
+const EXP_FRAC: u32 = 30;
+
+/// Guard bits of the decode's working scale Q(3F + 1 + GUARD_BITS): the one product that is not
+/// exact there (e^p·w for e^p < 2^-(2F + 24)) is floored at 2^-(2F + 25) ulp, far below the
+/// final rounding, while every sum stays below 2^124 (see [`GenerateProposals::axis`]).
+const GUARD_BITS: u32 = 24;
+
+/// Exponent arguments below −64 are raised to −64: e^-64 times any anchor extent (< 2^33 ulp) is
+/// below 2^-59 ulp, so the box is unchanged, and the range reduction stays small.
+const EXP_ARG_FLOOR: i128 = -64;
+
+/// `pre_nms_top_n` when absent: the reference framework's default.
+const DEFAULT_PRE_NMS_TOP_N: i64 = 6000;
+
+/// `post_nms_top_n` when absent: the reference framework's default.
+const DEFAULT_POST_NMS_TOP_N: i64 = 1000;
+
+/// Gas weight of one exponential (× `transcendental`), as CINN `Exp`'s (docs/gas.md).
+const EXP_WEIGHT: u64 = 2;
+
+/// `element_arith` steps of decoding, clipping and filtering one box.
+const DECODE_STEPS: u64 = 32;
+
+/// Values gathered per kept anchor: its score and 4 each of delta, anchor and variance.
+const GATHERED_VALUES: u64 = 13;
+
+/// Values written per output row: 4 coordinates and the probability.
+const ROW_VALUES: u64 = 5;
+
+/// Row of the operator table for [`GenerateProposals`].
+pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
+    code: 300,
+    name: "generate_proposals_v2",
+    family: Family::Vision,
+    arity: Arity::Exactly(5),
+    outputs: 4,
+    attrs: &[
+        spec("eta", AttrKind::Fixed),
+        FRAC_BITS,
+        spec("min_size", AttrKind::Fixed),
+        spec("nms_thresh", AttrKind::Fixed),
+        spec("pixel_offset", AttrKind::Bool),
+        spec("post_nms_top_n", AttrKind::Int),
+        spec("pre_nms_top_n", AttrKind::Int),
+    ],
+    build: GenerateProposals::build,
+};
+
+/// Region proposals from RPN scores and box deltas (spec 003 `generate_proposals_v2`), in Q(F).
+///
+/// - Inputs (spec 003 §1.3 layout), every value in Q(F): `scores` [N, H, W, A];
+///   `bbox_deltas` [N, H, W, 4·A], per anchor (dx, dy, dw, dh); `im_shape` [N, 2], per image
+///   (height, width); `anchors` [H, W, A, 4], (xmin, ymin, xmax, ymax); `variances`
+///   [H, W, A, 4]. Anchor i of an image is the flat index (h·W + w)·A + a.
+/// - Attributes: `frac_bits` F in 0..=30, default 0 (models with fractional deltas set it, e.g.
+///   16); `pre_nms_top_n` in 1..=2^31 − 1, default 6000; `post_nms_top_n` in 1..=2^31 − 1,
+///   default 1000 (N·post_nms_top_n is further bounded by the tensor limits); the Q(F) values
+///   `nms_thresh` in (0, 1] (1..=2^F), default 0.5; `min_size` ≥ 0, default 0.1; `eta` > 0,
+///   default 1.0 (real defaults rounded to Q(F) halves away from zero: at F = 0 they are 1, 0
+///   and 1); `pixel_offset` (bool, default true): offset = 1 (2^F) when set, else 0.
+/// - Outputs: `rpn_rois` [N·post_nms_top_n, 4] (xmin, ymin, xmax, ymax) in Q(F), precision 32;
+///   `rpn_roi_probs` [N·post_nms_top_n, 1], the kept boxes' input scores, precision 32;
+///   `rpn_rois_num` [N], the rows of each image; `rpn_rois_batch_size` [1], their sum, both of
+///   precision bits(N·post_nms_top_n) + 1. The images' rows are packed in image order from row
+///   0; rows after the `rpn_rois_batch_size` valid ones are zero.
+/// - Per image (spec 003 §1.2):
+///   1. Top-k: the k = min(pre_nms_top_n, H·W·A) anchors of highest score, ordered by score
+///      descending, ties by lower flat anchor index (the references leave ties unspecified);
+///      this order is also the NMS order.
+///   2. Decode (spec formulas): w = xmax − xmin + offset, cx = xmin + w/2 (likewise h, cy);
+///      d_cx = cx + dx·w·var[0]; d_w = e^min(dw·var[2], clip)·w, where clip is the Q(F) value
+///      nearest ln(1000/16); xmin' = d_cx − d_w/2, xmax' = d_cx + d_w/2 − offset (likewise y).
+///   3. Clip x to [0, im_w − offset] and y to [0, im_h − offset]; keep the box iff
+///      xmax − xmin + offset ≥ min_size and ymax − ymin + offset ≥ min_size, and, with
+///      `pixel_offset`, its centre xmin + (xmax − xmin + offset)/2 ≤ im_w (likewise y): the
+///      spec's rule (the CPU reference also raises min_size to at least 1; set it for that).
+///   4. Greedy NMS in that order: a box is kept unless a kept box overlaps it with
+///      IoU > threshold. Areas are (x2 − x1 + offset)·(y2 − y1 + offset), 0 when x2 < x1 or
+///      y2 < y1; the intersection is 0 for boxes apart (one's x1 beyond the other's x2, ...),
+///      else (min x2 − max x1 + offset)·(min y2 − max y1 + offset); U = area₁ + area₂ − I.
+///      The test is I·2^F > threshold·U with U > 0, exact in i128 (no division); a pair with
+///      U ≤ 0 (degenerate boxes) has IoU 0, as the spec's vector NMS (mask iou > thresh), where
+///      the CPU reference's 0/0 suppresses. The threshold starts at `nms_thresh`; with
+///      eta < 1, after each kept box while it exceeds 0.5 it becomes round(threshold·eta / 2^F)
+///      (the reference's `adaptive_threshold *= eta`); eta ≥ 1 keeps it fixed.
+///   5. At most `post_nms_top_n` boxes are kept, with their scores; an image with no box left
+///      after the filter yields one all-zero box of probability 0, as the reference framework.
+/// - Rounding: the products dx·w·var, the centres and the offsets are exact in i128 at the
+///   working scale Q(3F + 1 + 24). e^p (p = dw·var exact in Q(2F), clamped to [−64, clip]) is
+///   2^k·e^r with k = round(p / ln 2) and r = p − k·ln 2 rounded once to Q30 (ln 2 in Q62);
+///   e^r = `fixed::exp`(r, 30) (≤ 1 ulp of Q30), so e^p is within 1.25·2^-30 relative; e^p·w
+///   is exact at the working scale, floored when k is very negative (≤ 2^-(2F + 25) ulp). Each
+///   corner is clipped and then rounded once to Q(F), to nearest with halves away from zero
+///   (`round_shift`; the clip bounds are Q(F) values, so clipping commutes with rounding). A
+///   corner is within 0.5 ulp + 1.25·2^-30 × (the box's half-extent in ulps) of the exact
+///   formula: within 1 ulp for boxes narrower than 2^28 ulps (4096 pixels at F = 16). The
+///   adaptive threshold rounds once per kept box. Scores are copied, never rounded.
+/// - Overflow: none is reachable from int32 inputs (every intermediate is bounded below 2^124
+///   and checked); a corner lies in [0, max(0, im − offset)].
+/// - Errors: `ShapeMismatch` (ranks, or shapes that disagree with `scores`, naming the input),
+///   `BadParam` (H, W or A is 0, even when N = 0; N = 0 gives empty outputs and batch size 0),
+///   `AttributeOutOfRange` (an attribute outside its range), `LimitExceeded` (N·post_nms_top_n
+///   rows above 2^32 − 1), `PrecisionOverflow` (N·post_nms_top_n ≥ 2^31).
+/// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case:
+///   `window_compare` × N·(H·W·A·bits(H·W·A) + k·m) (the top-k sort and the IoU tests of at
+///   most m kept boxes against k candidates), `transcendental` × N·k·2·2 (two exponentials of
+///   weight 2 per box), `element_arith` × N·k·32 (decode, clip, filter), `element_copy` ×
+///   N·(13·k + 5·m) (gathering and writing rows).
+#[derive(Debug)]
+pub struct GenerateProposals {
+    frac_bits: u32,
+    pre_nms_top_n: u32,
+    post_nms_top_n: u32,
+    /// Q(F), in 1..=2^F.
+    nms_thresh: i64,
+    /// Q(F), ≥ 0.
+    min_size: i64,
+    /// Q(F), ≥ 1.
+    eta: i64,
+    pixel_offset: bool,
+    /// The exponent bound ln 62.5 rounded to Q(F), held in Q(2F) (exact) to meet dw·var there.
+    exp_clip_q2f: i128,
+}
+
+/// The shapes of one application, from `scores` [N, H, W, A].
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    images: u32,
+    anchors_per_image: u64,
+}
+
+/// A decoded box that passed the filter, in NMS order.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    score: i32,
+    corners: [i32; 4],
+}
+
+/// A fixed-point failure inside the operator, as the engine's error.
+fn arithmetic(error: FixedError) -> Error {
+    fixed_error(error, "generate_proposals_v2", 0)
+}
+
+/// v·2^shift, checked (the bounds in the callers' comments keep it far from overflow).
+fn lift(value: i128, shift: u32) -> Result<i128> {
+    1i128
+        .checked_shl(shift)
+        .and_then(|factor| value.checked_mul(factor))
+        .ok_or_else(|| {
+            fail!(
+                IntegerOverflow,
+                "generate_proposals_v2: intermediate overflow"
+            )
+        })
+}
+
+/// Checked i128 addition.
+fn add(a: i128, b: i128) -> Result<i128> {
+    a.checked_add(b).ok_or_else(|| {
+        fail!(
+            IntegerOverflow,
+            "generate_proposals_v2: intermediate overflow"
+        )
+    })
+}
+
+/// Checked i128 product.
+fn mul(a: i128, b: i128) -> Result<i128> {
+    a.checked_mul(b).ok_or_else(|| {
+        fail!(
+            IntegerOverflow,
+            "generate_proposals_v2: intermediate overflow"
+        )
+    })
+}
+
+impl GenerateProposals {
+    fn build(attrs: &Attrs<'_>, _n_inputs: usize) -> Result<Box<dyn Operator>> {
+        let frac_bits = frac_bits(attrs)?;
+        let one = 1i64 << frac_bits;
+        let int_max = i64::from(i32::MAX);
+        // Real defaults rounded to Q(F), halves away from zero: 0.5 → (2^F + 1)/2 (1 at F = 0),
+        // 0.1 → round(2^F / 10) (2^F/10 is never a half), 1.0 → 2^F.
+        let nms_thresh = attrs.int_or("nms_thresh", (one + 1) / 2);
+        let min_size = attrs.int_or("min_size", (one + 5) / 10);
+        // Rounded once, to nearest (the constant is positive, so halves go up = away from zero).
+        let shift = 62 - frac_bits;
+        let exp_clip = (LN_62_5_Q62 + (1i128 << (shift - 1))) >> shift;
+        Ok(Box::new(GenerateProposals {
+            frac_bits,
+            pre_nms_top_n: in_range(
+                "pre_nms_top_n",
+                attrs.int_or("pre_nms_top_n", DEFAULT_PRE_NMS_TOP_N),
+                1,
+                int_max,
+            )?,
+            post_nms_top_n: in_range(
+                "post_nms_top_n",
+                attrs.int_or("post_nms_top_n", DEFAULT_POST_NMS_TOP_N),
+                1,
+                int_max,
+            )?,
+            nms_thresh: in_range("nms_thresh", nms_thresh, 1, one)?,
+            min_size: in_range("min_size", min_size, 0, int_max)?,
+            eta: in_range("eta", attrs.int_or("eta", one), 1, int_max)?,
+            pixel_offset: attrs.bool_or("pixel_offset", true),
+            exp_clip_q2f: exp_clip << frac_bits,
+        }))
+    }
+
+    /// The pixel offset in Q(F): 2^F with `pixel_offset`, else 0.
+    fn offset(&self) -> i128 {
+        if self.pixel_offset {
+            1i128 << self.frac_bits
+        } else {
+            0
+        }
+    }
+
+    /// Candidates kept by top-k (k = min(pre_nms_top_n, H·W·A)) and NMS, for worst-case gas.
+    fn counts(&self, anchors_per_image: u64) -> (u64, u64) {
+        let candidates = anchors_per_image.min(u64::from(self.pre_nms_top_n));
+        (candidates, candidates.min(u64::from(self.post_nms_top_n)))
+    }
+
+    /// Checks the five input shapes against `scores` [N, H, W, A].
+    fn dims(inputs: &[TensorType]) -> Result<Dims> {
+        let [scores, deltas, im_shape, anchors, variances] = inputs else {
+            return Err(fail!(
+                ArityMismatch,
+                "generate_proposals_v2 takes 5 inputs, got {}",
+                inputs.len()
+            ));
+        };
+        expect_rank(scores, 4, "scores")?;
+        expect_rank(deltas, 4, "bbox_deltas")?;
+        expect_rank(im_shape, 2, "im_shape")?;
+        expect_rank(anchors, 4, "anchors")?;
+        expect_rank(variances, 4, "variances")?;
+        let images = scores.dims()[0];
+        let [n, h, w, a] = [0, 1, 2, 3].map(|axis| u64::from(scores.dims()[axis]));
+        let expect = |ty: &TensorType, name: &str, want: [u64; 4], layout: &str| -> Result<()> {
+            let dims: Vec<u64> = ty.dims().iter().map(|&d| u64::from(d)).collect();
+            if dims == want {
+                Ok(())
+            } else {
+                Err(fail!(
+                    ShapeMismatch,
+                    "{name} {} must be {layout} = {want:?} for scores {}",
+                    ty.shape,
+                    scores.shape
+                ))
+            }
+        };
+        expect(deltas, "bbox_deltas", [n, h, w, 4 * a], "[N, H, W, 4·A]")?;
+        let im_dims: Vec<u64> = im_shape.dims().iter().map(|&d| u64::from(d)).collect();
+        if im_dims != [n, 2] {
+            return Err(fail!(
+                ShapeMismatch,
+                "im_shape {} must be [N, 2] = [{n}, 2] for scores {}",
+                im_shape.shape,
+                scores.shape
+            ));
+        }
+        expect(anchors, "anchors", [h, w, a, 4], "[H, W, A, 4]")?;
+        expect(variances, "variances", [h, w, a, 4], "[H, W, A, 4]")?;
+        // Spec 003 §1.1: N = 0 succeeds, but an empty feature map is a bad parameter.
+        if h == 0 || w == 0 || a == 0 {
+            return Err(fail!(
+                BadParam,
+                "H, W and A must be positive, got scores {}",
+                scores.shape
+            ));
+        }
+        Ok(Dims {
+            images,
+            anchors_per_image: count(&[h, w, a])?,
+        })
+    }
+
+    /// e^p for p = dw·var in Q(2F), after the spec's Min(·, bbox_clip_default): (m, k) with
+    /// e^p ≈ m·2^(k − 30), m = e^r in Q30 in [0.70, 1.42]·2^30 and k in −92..=6.
+    fn exp(&self, p: i128) -> Result<(i128, i32)> {
+        let doubled = 2 * self.frac_bits;
+        // Clamping to [−64, clip] is exact (both bounds are Q(2F) values).
+        let floor = lift(EXP_ARG_FLOOR, doubled)?;
+        let p = p.min(self.exp_clip_q2f).max(floor);
+        // |p| ≤ 64 in Q62 is below 2^69.
+        let p62 = lift(p, 62 - doubled)?;
+        // k = round(p / ln 2), halves up; then |r| ≤ ln2 / 2 and e^p = 2^k·e^r exactly.
+        let k = add(p62, LN2_Q62 / 2)?.div_euclid(LN2_Q62);
+        let r62 = add(p62, -mul(k, LN2_Q62)?)?;
+        // Rounding 1 of the exponential: r to Q30, halves away from zero.
+        let r30 = round_shift(r62, 62 - EXP_FRAC).map_err(arithmetic)?;
+        // Rounding 2: e^r in Q30 by the shared kernel (≤ 1 ulp; at most 1.42·2^30, fits i32).
+        let mantissa = fixed::exp(r30, EXP_FRAC).map_err(arithmetic)?;
+        let exponent = i32::try_from(k)
+            .map_err(|_| fail!(IntegerOverflow, "generate_proposals_v2: exponent range"))?;
+        Ok((i128::from(mantissa), exponent))
+    }
+
+    /// One axis of a box (spec 003 "创建 proposals" steps 1–4): from the anchor's `start` and
+    /// `end`, the centre delta·variance and the size delta·variance, the corners clipped to
+    /// [0, limit − offset] and rounded once to Q(F).
+    ///
+    /// Working scale Q(3F + 1 + G), G = 24: a Q(F) value is lifted by 2F + 1 + G. Bounds (any
+    /// int32 inputs): |2·start + extent| < 2^33.6 lifted by 2F + G ≤ 84 gives < 2^118;
+    /// |delta·var·extent| < 2^94.3 lifted by 1 + G gives < 2^119.3; e^p·extent/2 ≤ 62.5·2^32.3
+    /// in Q(F) lifted gives < 2^123; so every sum stays below 2^124.
+    #[allow(clippy::too_many_arguments)] // the spec's per-axis operands, named
+    fn axis(
+        &self,
+        start: i32,
+        end: i32,
+        centre_delta: i32,
+        centre_variance: i32,
+        size_delta: i32,
+        size_variance: i32,
+        limit: i32,
+    ) -> Result<[i32; 2]> {
+        let f = self.frac_bits;
+        let offset = self.offset();
+        let working = 2 * f + 1 + GUARD_BITS;
+        // w = xmax − xmin + offset (Q(F), exact).
+        let extent = add(i128::from(end) - i128::from(start), offset)?;
+        // 2·cx = 2·xmin + w in Q(F) is exact, i.e. cx in Q(F + 1).
+        let centre = lift(add(2 * i128::from(start), extent)?, 2 * f + GUARD_BITS)?;
+        // d_cx = cx + dx·w·var[0]: the product is exact in Q(3F).
+        let shift = mul(
+            i128::from(centre_delta) * i128::from(centre_variance),
+            extent,
+        )?;
+        let centre = add(centre, lift(shift, 1 + GUARD_BITS)?)?;
+        // d_w / 2 = e^p·w / 2 = m·w·2^(k − 30) / 2, lifted: m·w·2^(2F + G + k − 30).
+        let (mantissa, exponent) = self.exp(i128::from(size_delta) * i128::from(size_variance))?;
+        let product = mul(mantissa, extent)?;
+        let power = i64::from(2 * f + GUARD_BITS) + i64::from(exponent) - i64::from(EXP_FRAC);
+        let half = match u32::try_from(power) {
+            Ok(up) => lift(product, up)?,
+            // Only for e^p < 2^-(2F + 24): floored (toward −∞) at 2^-(2F + 25) ulp; |power| ≤ 98.
+            Err(_) => product >> power.unsigned_abs().min(127),
+        };
+        let offset_wide = lift(offset, working)?;
+        // oxmin = d_cx − d_w/2, oxmax = d_cx + d_w/2 − offset.
+        let low = add(centre, -half)?;
+        let high = add(add(centre, half)?, -offset_wide)?;
+        // Clip to [0, im − offset] before rounding: the bounds are Q(F) values, so this equals
+        // rounding first, and the rounded corner always fits int32.
+        let bound = lift(i128::from(limit) - offset, working)?;
+        let corner = |value: i128| -> Result<i32> {
+            // The single rounding of each corner: to nearest, halves away from zero.
+            round_shift(value.min(bound).max(0), working).map_err(arithmetic)
+        };
+        Ok([corner(low)?, corner(high)?])
+    }
+
+    /// Decodes and clips the box of one anchor: (xmin, ymin, xmax, ymax) in Q(F).
+    fn decode(
+        &self,
+        anchor: &[i32],
+        delta: &[i32],
+        variance: &[i32],
+        height: i32,
+        width: i32,
+    ) -> Result<[i32; 4]> {
+        let [x1, x2] = self.axis(
+            anchor[0],
+            anchor[2],
+            delta[0],
+            variance[0],
+            delta[2],
+            variance[2],
+            width,
+        )?;
+        let [y1, y2] = self.axis(
+            anchor[1],
+            anchor[3],
+            delta[1],
+            variance[1],
+            delta[3],
+            variance[3],
+            height,
+        )?;
+        Ok([x1, y1, x2, y2])
+    }
+
+    /// The spec's removeSmallBox test (exact): both sides (with the offset) at least
+    /// `min_size`, and with `pixel_offset` the centre inside the image.
+    fn big_enough(&self, corners: &[i32; 4], height: i32, width: i32) -> bool {
+        let offset = self.offset();
+        let [x1, y1, x2, y2] = corners.map(i128::from);
+        let box_width = x2 - x1 + offset;
+        let box_height = y2 - y1 + offset;
+        let min_size = i128::from(self.min_size);
+        if box_width < min_size || box_height < min_size {
+            return false;
+        }
+        // cx = x1 + w/2 ≤ im_w, doubled to stay exact.
+        !self.pixel_offset
+            || (2 * x1 + box_width <= 2 * i128::from(width)
+                && 2 * y1 + box_height <= 2 * i128::from(height))
+    }
+
+    /// Whether kept box `kept` suppresses `candidate`: IoU > threshold (Q(F)), exactly.
+    ///
+    /// Corners are clipped to [0, 2^31), so areas are below 2^63.2, the union below 2^65 and
+    /// the cross products below 2^96: no overflow in i128.
+    fn suppresses(&self, kept: &[i32; 4], candidate: &[i32; 4], threshold: i64) -> bool {
+        let offset = self.offset();
+        let area = |corners: &[i32; 4]| -> i128 {
+            let [x1, y1, x2, y2] = corners.map(i128::from);
+            if x2 < x1 || y2 < y1 {
+                0
+            } else {
+                (x2 - x1 + offset) * (y2 - y1 + offset)
+            }
+        };
+        let [ax1, ay1, ax2, ay2] = candidate.map(i128::from);
+        let [bx1, by1, bx2, by2] = kept.map(i128::from);
+        let intersection = if bx1 > ax2 || bx2 < ax1 || by1 > ay2 || by2 < ay1 {
+            0
+        } else {
+            (ax2.min(bx2) - ax1.max(bx1) + offset) * (ay2.min(by2) - ay1.max(by1) + offset)
+        };
+        let union = area(candidate) + area(kept) - intersection;
+        // IoU = I / U > t / 2^F ⇔ I·2^F > t·U for U > 0; U ≤ 0 counts as IoU 0.
+        union > 0 && intersection * (1i128 << self.frac_bits) > i128::from(threshold) * union
+    }
+
+    /// Greedy NMS over `candidates` (already in NMS order): the kept ones, at most
+    /// `post_nms_top_n`.
+    fn nms(&self, candidates: &[Candidate]) -> Result<Vec<Candidate>> {
+        let one = 1i64 << self.frac_bits;
+        let limit = self.post_nms_top_n as usize;
+        let mut threshold = self.nms_thresh;
+        let mut kept: Vec<Candidate> = Vec::new();
+        for candidate in candidates {
+            // Stopping at the limit keeps the same boxes as truncating afterwards: later
+            // candidates never change earlier decisions.
+            if kept.len() >= limit {
+                break;
+            }
+            let suppressed = kept
+                .iter()
+                .any(|other| self.suppresses(&other.corners, &candidate.corners, threshold));
+            if suppressed {
+                continue;
+            }
+            kept.push(*candidate);
+            // Adaptive NMS: threshold·eta while the threshold exceeds 0.5 (only for eta < 1),
+            // one rounding per kept box (threshold, eta < 2^31: the product fits easily).
+            if self.eta < one && 2 * threshold > one {
+                threshold = i64::from(
+                    round_shift(i128::from(threshold) * i128::from(self.eta), self.frac_bits)
+                        .map_err(arithmetic)?,
+                );
+            }
+        }
+        Ok(kept)
+    }
+}
+
+impl Operator for GenerateProposals {
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let dims = Self::dims(inputs)?;
+        let rows = count(&[u64::from(dims.images), u64::from(self.post_nms_top_n)])?;
+        let rows = u32::try_from(rows).map_err(|_| {
+            fail!(
+                LimitExceeded,
+                "N·post_nms_top_n = {rows} output rows exceed 2^32 − 1"
+            )
+        })?;
+        let count_precision = output_precision(bit_width(u64::from(rows)) + 1)?;
+        Ok(vec![
+            TensorType::new([rows, 4], MAX_PRECISION),
+            TensorType::new([rows, 1], MAX_PRECISION),
+            TensorType::new([dims.images], count_precision),
+            TensorType::new([1], count_precision),
+        ])
+    }
+
+    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+        let dims = Self::dims(inputs)?;
+        let (images, anchors) = (u64::from(dims.images), dims.anchors_per_image);
+        let (candidates, kept) = self.counts(anchors);
+        let sort = count(&[images, anchors, u64::from(bit_width(anchors))])?;
+        let iou_tests = count(&[images, candidates, kept])?;
+        let compares = sort
+            .checked_add(iou_tests)
+            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
+        let gathered = count(&[images, candidates, GATHERED_VALUES])?;
+        let written = count(&[images, kept, ROW_VALUES])?;
+        let copies = gathered
+            .checked_add(written)
+            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
+        Ok(vec![
+            (Param::WindowCompare, compares),
+            (
+                Param::Transcendental,
+                count(&[images, candidates, 2, EXP_WEIGHT])?,
+            ),
+            (
+                Param::ElementArith,
+                count(&[images, candidates, DECODE_STEPS])?,
+            ),
+            (Param::ElementCopy, copies),
+        ])
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let [scores, deltas, im_shape, anchors, variances] = inputs else {
+            return Err(fail!(ArityMismatch, "generate_proposals_v2 takes 5 inputs"));
+        };
+        let [rois, probs, rois_num, batch_size] = outputs else {
+            return Err(fail!(ArityMismatch, "generate_proposals_v2 has 4 outputs"));
+        };
+        let dims = |tensor: &TensorRef<'_>| -> Vec<u64> {
+            tensor.dims.iter().map(|&d| u64::from(d)).collect()
+        };
+        let [images, height, width, per_cell] = match dims(scores)[..] {
+            [n, h, w, a] => [n, h, w, a],
+            _ => return Err(fail!(ShapeMismatch, "scores must have rank 4")),
+        };
+        let anchors_per_image = count(&[height, width, per_cell])?;
+        let post = u64::from(self.post_nms_top_n);
+        // The lengths `infer` implies; checked once so that the indexing below stays in bounds.
+        let lengths = [
+            (scores.data.len(), count(&[images, anchors_per_image])?),
+            (deltas.data.len(), count(&[images, anchors_per_image, 4])?),
+            (im_shape.data.len(), count(&[images, 2])?),
+            (anchors.data.len(), count(&[anchors_per_image, 4])?),
+            (variances.data.len(), count(&[anchors_per_image, 4])?),
+            (rois.data.len(), count(&[images, post, 4])?),
+            (probs.data.len(), count(&[images, post])?),
+            (rois_num.data.len(), images),
+            (batch_size.data.len(), 1),
+        ];
+        if lengths
+            .iter()
+            .any(|&(actual, expected)| actual as u64 != expected)
+        {
+            return Err(fail!(
+                ShapeMismatch,
+                "tensor lengths disagree with the inferred shapes"
+            ));
+        }
+        let per_image = anchors_per_image as usize;
+        let candidates = per_image.min(self.pre_nms_top_n as usize);
+        let mut row = 0usize;
+        for (image, count_out) in rois_num.data.iter_mut().enumerate() {
+            let image_scores = &scores.data[image * per_image..(image + 1) * per_image];
+            let image_deltas = &deltas.data[image * per_image * 4..(image + 1) * per_image * 4];
+            let [im_height, im_width] = [im_shape.data[image * 2], im_shape.data[image * 2 + 1]];
+
+            // 1. Top-k: score descending, ties by lower flat anchor index (a strict total order,
+            //    so the selection and its order are unique).
+            let by_score = |a: &usize, b: &usize| {
+                image_scores[*b]
+                    .cmp(&image_scores[*a])
+                    .then_with(|| a.cmp(b))
+            };
+            let mut order: Vec<usize> = (0..per_image).collect();
+            if candidates < per_image {
+                order.select_nth_unstable_by(candidates, by_score);
+                order.truncate(candidates);
+            }
+            order.sort_unstable_by(by_score);
+
+            // 2–3. Decode, clip and filter, keeping the order.
+            let mut survivors: Vec<Candidate> = Vec::with_capacity(order.len());
+            for &anchor in &order {
+                let span = anchor * 4..anchor * 4 + 4;
+                let corners = self.decode(
+                    &anchors.data[span.clone()],
+                    &image_deltas[span.clone()],
+                    &variances.data[span],
+                    im_height,
+                    im_width,
+                )?;
+                if self.big_enough(&corners, im_height, im_width) {
+                    survivors.push(Candidate {
+                        score: image_scores[anchor],
+                        corners,
+                    });
+                }
+            }
+
+            // 4–5. NMS; an image without survivors gets one zero box of probability 0.
+            let kept = self.nms(&survivors)?;
+            let zero = [Candidate {
+                score: 0,
+                corners: [0; 4],
+            }];
+            let written: &[Candidate] = if kept.is_empty() { &zero } else { &kept };
+            for (slot, candidate) in written.iter().enumerate() {
+                let at = row + slot;
+                rois.data[at * 4..at * 4 + 4].copy_from_slice(&candidate.corners);
+                probs.data[at] = candidate.score;
+            }
+            row += written.len();
+            *count_out = i32::try_from(written.len())
+                .map_err(|_| fail!(IntegerOverflow, "rpn_rois_num does not fit int32"))?;
+        }
+        batch_size.data[0] = i32::try_from(row)
+            .map_err(|_| fail!(IntegerOverflow, "rpn_rois_batch_size does not fit int32"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(frac_bits: u32, pixel_offset: bool) -> GenerateProposals {
+        let one = 1i64 << frac_bits;
+        let shift = 62 - frac_bits;
+        GenerateProposals {
+            frac_bits,
+            pre_nms_top_n: 100,
+            post_nms_top_n: 100,
+            nms_thresh: (one + 1) / 2,
+            min_size: 0,
+            eta: one,
+            pixel_offset,
+            exp_clip_q2f: ((LN_62_5_Q62 + (1i128 << (shift - 1))) >> shift) << frac_bits,
+        }
+    }
+
+    #[test]
+    fn zero_deltas_give_the_anchor_back() {
+        // e^0 = 1 exactly (k = 0, r = 0), so the decoded box is the anchor itself.
+        for (f, offset) in [(0, true), (8, false), (16, true), (30, false)] {
+            let op = with(f, offset);
+            let one = 1i32 << f.min(29);
+            let anchor = [one / 2, one / 4, one, one];
+            let corners = op
+                .decode(&anchor, &[0; 4], &[one; 4], i32::MAX, i32::MAX)
+                .unwrap_or_default();
+            assert_eq!(corners, anchor, "F = {f}");
+        }
+    }
+
+    #[test]
+    fn exponent_is_clamped_at_the_nearest_q_value_of_ln_62_5() {
+        // Q(F) values nearest ln 62.5 = 4.1352…: 4 at F = 0, 1059 at F = 8, 271002 at F = 16.
+        for (f, expected) in [(0u32, 4i128), (8, 1059), (16, 271_002), (30, 4_440_101_281)] {
+            assert_eq!(with(f, true).exp_clip_q2f >> f, expected, "F = {f}");
+        }
+    }
+
+    #[test]
+    fn iou_equal_to_the_threshold_does_not_suppress() {
+        // [0,0,10,10] and [0,0,10,5] without offset: I = 50, U = 100, IoU = 0.5 exactly.
+        let a = [0, 0, 10, 10];
+        let b = [0, 0, 10, 5];
+        assert!(!with(0, false).suppresses(&a, &b, 1)); // threshold 1.0 at F = 0
+        let op16 = with(16, false);
+        let scaled = |c: [i32; 4]| c.map(|v| v << 16);
+        assert!(!op16.suppresses(&scaled(a), &scaled(b), 1 << 15));
+        assert!(op16.suppresses(&scaled(a), &scaled(b), (1 << 15) - 1));
+        // Degenerate boxes (zero area, zero union) never suppress.
+        assert!(!op16.suppresses(&[0; 4], &[0; 4], 1));
+    }
+}
