@@ -674,7 +674,10 @@ impl Operator for Compare {
 // Concat
 // ---------------------------------------------------------------------------------------------
 
-/// Row of the operator table for [`Concat`].
+/// Row of the operator table for `Concat` (spec 002 "Concat"): the CVM `concatenate` operator
+/// ([`crate::ops::transform::Concatenate`]: M ≥ 1 inputs of equal rank agreeing outside `axis`,
+/// precision the largest of the inputs', gas `element_copy` × output elements) with the spec's
+/// default `axis` = 0 instead of 1.
 pub const CONCAT: OpDef = OpDef {
     code: 194,
     name: "Concat",
@@ -683,80 +686,11 @@ pub const CONCAT: OpDef = OpDef {
     outputs: 1,
     attrs: &[spec("axis", AttrKind::Int)],
     build: |attrs, _| {
-        Ok(Box::new(Concat {
-            axis: attrs.int_or("axis", 0),
-        }))
+        Ok(Box::new(crate::ops::transform::Concatenate::new(
+            attrs.int_or("axis", 0),
+        )))
     },
 };
-
-/// Joins tensors along an existing axis (spec 002 "Concat").
-///
-/// - Inputs: M ≥ 1 tensors of equal rank N ≥ 1 whose dimensions agree except on `axis`.
-/// - Attribute: `axis` in [−N, N), default 0 (negative counts from the end).
-/// - Output: the common shape with Σ n^i_axis on `axis`; the inputs follow each other in order.
-/// - Precision: the largest of the inputs'.
-/// - Overflow: none.
-/// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ),
-///   `LimitExceeded` (the joined axis exceeds 2^32 − 1).
-/// - Gas: `element_copy` × output elements.
-#[derive(Debug)]
-pub struct Concat {
-    axis: i64,
-}
-
-impl Operator for Concat {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        let first = inputs[0].dims();
-        let axis = resolve_axis("axis", self.axis, first.len())?;
-        let mut dims = first.to_vec();
-        dims[axis] = 0;
-        for (position, input) in inputs.iter().enumerate() {
-            let other = input.dims();
-            let agrees = other.len() == first.len()
-                && other
-                    .iter()
-                    .zip(first)
-                    .enumerate()
-                    .all(|(i, (a, b))| i == axis || a == b);
-            if !agrees {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "input {position} has shape {}, which does not match input 0's {} outside axis {axis}",
-                    input.shape,
-                    inputs[0].shape
-                ));
-            }
-            dims[axis] = dims[axis]
-                .checked_add(other[axis])
-                .ok_or_else(|| fail!(LimitExceeded, "concatenated axis exceeds 2^32 − 1"))?;
-        }
-        let precision = inputs.iter().map(|t| t.precision).max().unwrap_or(1);
-        Ok(vec![TensorType::new(dims, precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let axis = resolve_axis("axis", self.axis, inputs[0].dims.len())?;
-        let outer = product(&inputs[0].dims[..axis]);
-        let mut out = outputs[0].data.iter_mut();
-        for block in 0..outer {
-            for input in inputs {
-                let size = product(&input.dims[axis..]);
-                let source = input
-                    .data
-                    .get(block * size..(block + 1) * size)
-                    .ok_or_else(|| fail!(ShapeMismatch, "input data shorter than its shape"))?;
-                for (&x, y) in source.iter().zip(out.by_ref()) {
-                    *y = x;
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Conv

@@ -488,6 +488,13 @@ pub struct Concatenate {
     axis: i64,
 }
 
+impl Concatenate {
+    /// Concatenation along `axis` (negative counts from the end).
+    pub fn new(axis: i64) -> Concatenate {
+        Concatenate { axis }
+    }
+}
+
 impl Operator for Concatenate {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let first = inputs[0].dims();
