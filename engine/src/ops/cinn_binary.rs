@@ -81,7 +81,8 @@ impl BinaryKind {
 ///   `IntegerOverflow` (a result outside ±(2^31 − 1), a left shift that loses bits);
 ///   `DomainError` (Power of x ≤ 0 with a non-integral exponent; a shift tensor value outside
 ///   0..=31); `AttributeOutOfRange` (F outside 0..=30, `shift` outside 0..=31).
-/// - Gas: `element_arith` × output elements (Power: plus `transcendental` × 4 per element).
+/// - Gas: `element_arith` × output elements (Power: plus `transcendental` × 16 per element, its
+///   measured weight; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnBinary {
     kind: BinaryKind,
@@ -181,7 +182,7 @@ impl Operator for CinnBinary {
         let elements = outputs[0].shape.elements();
         let mut usage = vec![(Param::ElementArith, elements)];
         if self.kind == BinaryKind::Power {
-            usage.push((Param::Transcendental, count(&[elements, 4])?));
+            usage.push((Param::Transcendental, count(&[elements, 16])?));
         }
         Ok(usage)
     }
