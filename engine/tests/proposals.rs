@@ -21,7 +21,6 @@
 )] // the reference is float64 by design; failures report by panicking
 
 use std::fmt::Write as _;
-use std::time::Instant;
 
 use cvm_engine::attrs::Attrs;
 use cvm_engine::error::{Error, ErrorCode};
@@ -516,7 +515,13 @@ fn filter_tri(case: &Case, image: usize, corners: [Iv; 4]) -> Tri {
 }
 
 /// Whether `kept` suppresses `candidate` (IoU > threshold, IoU 0 when the union is ≤ 0).
-fn suppress_tri(case: &Case, kept: [Iv; 4], candidate: [Iv; 4], threshold: f64, slack: bool) -> Tri {
+fn suppress_tri(
+    case: &Case,
+    kept: [Iv; 4],
+    candidate: [Iv; 4],
+    threshold: f64,
+    slack: bool,
+) -> Tri {
     let offset = if case.pixel_offset {
         case.one() as f64
     } else {
@@ -524,10 +529,7 @@ fn suppress_tri(case: &Case, kept: [Iv; 4], candidate: [Iv; 4], threshold: f64, 
     };
     let area = |b: [Iv; 4]| -> Iv {
         let malformed = gt(b[0], b[2]).or(gt(b[1], b[3]));
-        let product = b[2]
-            .sub(b[0])
-            .plus(offset)
-            .mul(b[3].sub(b[1]).plus(offset));
+        let product = b[2].sub(b[0]).plus(offset).mul(b[3].sub(b[1]).plus(offset));
         pick(malformed, Iv::ZERO, product)
     };
     let (c, k) = (candidate, kept);
@@ -557,7 +559,11 @@ fn suppress_tri(case: &Case, kept: [Iv; 4], candidate: [Iv; 4], threshold: f64, 
 
 /// The same test on integer corners, exactly (for boxes whose corners are known exactly).
 fn suppress_exact(case: &Case, kept: [i128; 4], candidate: [i128; 4], threshold_q: i64) -> bool {
-    let offset = if case.pixel_offset { case.one() as i128 } else { 0 };
+    let offset = if case.pixel_offset {
+        case.one() as i128
+    } else {
+        0
+    };
     let area = |b: [i128; 4]| {
         if b[2] < b[0] || b[3] < b[1] {
             0
@@ -594,6 +600,25 @@ struct Stats {
     pixel_offset_cases: u64,
 }
 
+impl Stats {
+    fn merge(&mut self, other: &Stats) {
+        self.cases += other.cases;
+        self.images += other.images;
+        self.kept_rows += other.kept_rows;
+        self.max_error_ulp = self.max_error_ulp.max(other.max_error_ulp);
+        self.not_nearest += other.not_nearest;
+        self.near_filter += other.near_filter;
+        self.near_nms += other.near_nms;
+        self.near_flipped += other.near_flipped;
+        self.topk_truncated += other.topk_truncated;
+        self.post_truncated += other.post_truncated;
+        self.filtered_out += other.filtered_out;
+        self.adaptive_steps += other.adaptive_steps;
+        self.empty_images += other.empty_images;
+        self.pixel_offset_cases += other.pixel_offset_cases;
+    }
+}
+
 /// The top-k order of image `image`: score descending, ties by lower anchor index.
 fn top_k(case: &Case, image: usize) -> Vec<usize> {
     let per_image = case.anchors_per_image();
@@ -606,7 +631,13 @@ fn top_k(case: &Case, image: usize) -> Vec<usize> {
 
 /// Compares the operator's rows of image `image` (from row `first`) with the reference;
 /// returns the number of rows.
-fn compare_image(case: &Case, image: usize, out: &Outputs, first: usize, stats: &mut Stats) -> usize {
+fn compare_image(
+    case: &Case,
+    image: usize,
+    out: &Outputs,
+    first: usize,
+    stats: &mut Stats,
+) -> usize {
     let rows = usize::try_from(out.nums[image]).unwrap();
     let row = |j: usize| -> ([i32; 4], i32) {
         let at = first + j;
@@ -670,20 +701,32 @@ fn compare_image(case: &Case, image: usize, out: &Outputs, first: usize, stats: 
         };
         let keep = filter.and(suppress.not());
         let keep_nominal = filter_nominal && !suppress_nominal;
+        // The operator's next row is this box when the score is the same and every corner is
+        // one the operator may produce for it (an operator corner outside its bound would show
+        // up as a missing box).
         let op_keeps = next < rows && {
             let (corners, prob) = row(next);
             prob == candidate.score
                 && (0..4).all(|c| {
-                    (f64::from(corners[c]) - candidate.point[c]).abs() <= TOLERANCE_ULP
+                    let (low, high) = candidate.rounded[c];
+                    (low..=high).contains(&f64::from(corners[c]))
                 })
         };
         let decision = match keep {
             Tri::Yes => {
-                assert!(op_keeps, "{}", context("the reference keeps it, the operator does not", anchor));
+                assert!(
+                    op_keeps,
+                    "{}",
+                    context("the reference keeps it, the operator does not", anchor)
+                );
                 true
             }
             Tri::No => {
-                assert!(!op_keeps, "{}", context("the operator keeps a box the reference drops", anchor));
+                assert!(
+                    !op_keeps,
+                    "{}",
+                    context("the operator keeps a box the reference drops", anchor)
+                );
                 false
             }
             Tri::Maybe => {
@@ -702,8 +745,8 @@ fn compare_image(case: &Case, image: usize, out: &Outputs, first: usize, stats: 
             continue;
         }
         let (corners, _) = row(next);
-        for c in 0..4 {
-            let value = f64::from(corners[c]);
+        for (c, &corner) in corners.iter().enumerate() {
+            let value = f64::from(corner);
             let error = (value - candidate.point[c]).abs();
             stats.max_error_ulp = stats.max_error_ulp.max(error);
             let (low, high) = candidate.rounded[c];
@@ -734,7 +777,12 @@ fn compare_image(case: &Case, image: usize, out: &Outputs, first: usize, stats: 
     if kept.is_empty() {
         stats.empty_images += 1;
         assert_eq!(rows, 1, "{}", context("an empty image has one row", 0));
-        assert_eq!(row(0), ([0; 4], 0), "{}", context("the empty row is zero", 0));
+        assert_eq!(
+            row(0),
+            ([0; 4], 0),
+            "{}",
+            context("the empty row is zero", 0)
+        );
     } else {
         assert_eq!(next, rows, "{}", context("kept counts differ", 0));
     }
@@ -751,11 +799,11 @@ fn compare(case: &Case, stats: &mut Stats) {
         stats.images += 1;
     }
     assert_eq!(out.batch_size as usize, first, "batch size\n{case:?}");
-    assert_eq!(
-        out.nums.iter().map(|&n| n as usize).sum::<usize>(),
-        first
+    assert_eq!(out.nums.iter().map(|&n| n as usize).sum::<usize>(), first);
+    assert!(
+        out.rois[first * 4..].iter().all(|&v| v == 0),
+        "rows after the valid ones are zero"
     );
-    assert!(out.rois[first * 4..].iter().all(|&v| v == 0), "rows after the valid ones are zero");
     assert!(out.probs[first..].iter().all(|&v| v == 0));
     stats.cases += 1;
     if case.pixel_offset {
@@ -771,9 +819,9 @@ fn random_case(rng: &mut Rng, frac_bits: u32) -> Case {
     let scale = (1i64 << frac_bits) as f64;
     let q = |x: f64| (x * scale).round() as i64;
     let n = rng.size(1, 3) as u32;
-    let h = rng.size(1, 5) as u32;
-    let w = rng.size(1, 5) as u32;
-    let a = rng.size(1, 4) as u32;
+    let h = rng.size(1, 8) as u32;
+    let w = rng.size(1, 8) as u32;
+    let a = rng.size(1, 6) as u32;
     let per_image = (h * w * a) as usize;
     let mut im_shape = Vec::new();
     for _ in 0..n {
@@ -792,7 +840,9 @@ fn random_case(rng: &mut Rng, frac_bits: u32) -> Case {
             }
         };
         let (bw, bh) = (side(), side());
-        anchors.extend([cx - bw / 2, cy - bh / 2, cx - bw / 2 + bw, cy - bh / 2 + bh].map(|v| v as i32));
+        anchors.extend(
+            [cx - bw / 2, cy - bh / 2, cx - bw / 2 + bw, cy - bh / 2 + bh].map(|v| v as i32),
+        );
     }
     let variances: Vec<i32> = (0..per_image * 4)
         .map(|_| rng.range(q(0.05), q(1.5)) as i32)
@@ -862,13 +912,34 @@ fn matches_a_float64_reference_on_random_cases() {
     let mut rng = Rng(0x0003_6FB0_BA54);
     let mut stats = Stats::default();
     for frac_bits in [0, 4, 8, 12, 16, 20] {
-        for _ in 0..400 {
+        let mut at_f = Stats::default();
+        for _ in 0..1000 {
             let case = random_case(&mut rng, frac_bits);
-            compare(&case, &mut stats);
+            compare(&case, &mut at_f);
         }
+        println!(
+            "F = {frac_bits:2}: {} kept rows, max error {:.3} ulp, {} corners not the nearest, \
+             near decisions {} (filter) + {} (NMS), {} decided otherwise than the float nominal",
+            at_f.kept_rows,
+            at_f.max_error_ulp,
+            at_f.not_nearest,
+            at_f.near_filter,
+            at_f.near_nms,
+            at_f.near_flipped
+        );
+        // On finer grids rounding to Q(F) rarely lands a decision near its threshold; on the
+        // whole-pixel grids (F = 0, 4) it often does, and those decisions are counted, not
+        // compared.
+        if frac_bits >= 8 {
+            assert!(
+                (at_f.near_filter + at_f.near_nms) * 50 < at_f.kept_rows,
+                "{at_f:?}"
+            );
+        }
+        stats.merge(&at_f);
     }
     println!("random comparison: {stats:#?}");
-    assert_eq!(stats.cases, 2400);
+    assert_eq!(stats.cases, 6000);
     assert!(stats.max_error_ulp <= TOLERANCE_ULP);
     // Every feature was exercised.
     assert!(stats.topk_truncated > 100, "{stats:?}");
@@ -877,11 +948,6 @@ fn matches_a_float64_reference_on_random_cases() {
     assert!(stats.adaptive_steps > 100, "{stats:?}");
     assert!(stats.empty_images > 10, "{stats:?}");
     assert!(stats.pixel_offset_cases > 1000, "{stats:?}");
-    // Near-threshold decisions are rare.
-    assert!(
-        stats.near_filter + stats.near_nms < stats.kept_rows / 20,
-        "{stats:?}"
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -954,12 +1020,20 @@ fn the_spec_example_with_finite_scores() {
 #[test]
 fn top_k_and_nms_ties_prefer_the_lower_anchor_index() {
     // Four disjoint boxes with equal scores: top-2 keeps anchors 0 and 1, in that order.
-    let boxes = [[0, 0, 10, 10], [20, 0, 30, 10], [40, 0, 50, 10], [60, 0, 70, 10]];
+    let boxes = [
+        [0, 0, 10, 10],
+        [20, 0, 30, 10],
+        [40, 0, 50, 10],
+        [60, 0, 70, 10],
+    ];
     let mut case = boxes_case(8, &boxes, &[3, 3, 3, 3], false);
     case.pre_nms_top_n = 2;
     let out = run_case(&case);
     let q = |b: [i64; 4]| b.map(|v| (v << 8) as i32);
-    assert_eq!(kept_rows(&out), vec![(q(boxes[0]), 3 << 8), (q(boxes[1]), 3 << 8)]);
+    assert_eq!(
+        kept_rows(&out),
+        vec![(q(boxes[0]), 3 << 8), (q(boxes[1]), 3 << 8)]
+    );
     // Two overlapping boxes (IoU 10·11 / 132 > 0.5) with equal scores: NMS keeps the lower
     // index; a higher score wins over the index.
     let boxes = [[0, 0, 10, 10], [1, 0, 11, 10]];
@@ -1099,7 +1173,11 @@ fn an_empty_feature_map_is_a_bad_parameter() {
     ] {
         let case = shaped(dims);
         let types = types_of(&case.tensors());
-        assert_eq!(code(prepare(&case.attrs(), &types)), ErrorCode::BadParam, "{dims:?}");
+        assert_eq!(
+            code(prepare(&case.attrs(), &types)),
+            ErrorCode::BadParam,
+            "{dims:?}"
+        );
     }
 }
 
@@ -1108,7 +1186,11 @@ fn attributes_outside_their_ranges_are_rejected() {
     let case = shaped([1, 2, 2, 3]);
     let types = types_of(&case.tensors());
     let with = |name: &'static str, value: AttrValue| -> Vec<Attr> {
-        let mut attrs: Vec<Attr> = case.attrs().into_iter().filter(|a| a.name != name).collect();
+        let mut attrs: Vec<Attr> = case
+            .attrs()
+            .into_iter()
+            .filter(|a| a.name != name)
+            .collect();
         attrs.push(Attr {
             name: name.into(),
             value,
@@ -1174,7 +1256,10 @@ fn defaults_are_the_documented_ones() {
     let b = execute(&implicit, &case.tensors()).unwrap();
     assert_eq!(b.batch_size, 1);
     assert_eq!((a.rois, a.probs, a.nums), (b.rois, b.probs, b.nums));
-    let no_min = sorted(&[("frac_bits", AttrValue::Int(16)), ("min_size", AttrValue::Int(0))]);
+    let no_min = sorted(&[
+        ("frac_bits", AttrValue::Int(16)),
+        ("min_size", AttrValue::Int(0)),
+    ]);
     assert_eq!(execute(&no_min, &case.tensors()).unwrap().batch_size, 2);
 }
 
@@ -1254,7 +1339,8 @@ fn gas_is_the_static_worst_case_formula() {
         usage,
         vec![
             (Param::WindowCompare, 2 * 32_400 * 15 + 2 * 2000 * 1000),
-            (Param::Transcendental, 2 * 2000 * 2 * 2),
+            // Two exponentials per candidate, each of CINN `Exp`'s weight 8.
+            (Param::Transcendental, 2 * 2000 * 2 * 8),
             (Param::ElementArith, 2 * 2000 * 32),
             (Param::ElementCopy, 2 * 2000 * 13 + 2 * 1000 * 5),
         ]
@@ -1267,7 +1353,7 @@ fn gas_is_the_static_worst_case_formula() {
         operator.usage(&types, &out).unwrap(),
         vec![
             (Param::WindowCompare, 8 * 4 + 8 * 5),
-            (Param::Transcendental, 8 * 4),
+            (Param::Transcendental, 8 * 2 * 8),
             (Param::ElementArith, 8 * 32),
             (Param::ElementCopy, 8 * 13 + 5 * 5),
         ]
@@ -1277,7 +1363,15 @@ fn gas_is_the_static_worst_case_formula() {
 #[test]
 fn extreme_values_never_panic() {
     let mut rng = Rng(77);
-    let extremes = [-i64::from(i32::MAX), -(1 << 30), -1, 0, 1, 1 << 30, i64::from(i32::MAX)];
+    let extremes = [
+        -i64::from(i32::MAX),
+        -(1 << 30),
+        -1,
+        0,
+        1,
+        1 << 30,
+        i64::from(i32::MAX),
+    ];
     for frac_bits in [0, 16, 30] {
         for round in 0..60 {
             let mut case = shaped([2, 2, 2, 2]);
@@ -1339,7 +1433,9 @@ fn realistic_case() -> Case {
                 for ratio in ratios {
                     let (cx, cy) = (f64::from(x) * 16.0 + 7.5, f64::from(y) * 16.0 + 7.5);
                     let (bw, bh) = (size / ratio.sqrt(), size * ratio.sqrt());
-                    anchors.extend([cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0].map(q));
+                    anchors.extend(
+                        [cx - bw / 2.0, cy - bh / 2.0, cx + bw / 2.0, cy + bh / 2.0].map(q),
+                    );
                 }
             }
         }
@@ -1379,16 +1475,17 @@ fn the_realistic_case_runs_to_completion() {
     let tensors = case.tensors();
     let types = types_of(&tensors);
     let (operator, out_types) = prepare(&case.attrs(), &types).unwrap();
-    let mut outputs: Vec<Tensor> = out_types.iter().map(|t| Tensor::zeroed(t).unwrap()).collect();
-    let started = Instant::now();
+    let mut outputs: Vec<Tensor> = out_types
+        .iter()
+        .map(|t| Tensor::zeroed(t).unwrap())
+        .collect();
     {
         let views: Vec<TensorRef<'_>> = tensors.iter().map(Tensor::view).collect();
         let mut results: Vec<TensorMut<'_>> = outputs.iter_mut().map(Tensor::view_mut).collect();
         operator.run(&views, &mut results).unwrap();
     }
-    let elapsed = started.elapsed();
     println!(
-        "realistic case (N = 2, A = 15, H = 54, W = 40, pre 2000, post 1000): run took {elapsed:?}; rois_num = {:?}",
+        "realistic case (N = 2, A = 15, H = 54, W = 40, pre 2000, post 1000): rois_num = {:?}",
         outputs[2].data
     );
     let nums = &outputs[2].data;
@@ -1427,9 +1524,9 @@ fn write_fixture(case: &Case, path: &str) {
     let named = case.named_inputs();
     let mut model = String::from("{\n  \"format\": \"cvm-text/1\",\n  \"inputs\": [\n");
     for (i, (name, dims, data)) in named.iter().enumerate() {
-        write!(
+        writeln!(
             model,
-            "    {{\"name\": \"{name}\", \"shape\": {}, \"precision\": {}}}{}\n",
+            "    {{\"name\": \"{name}\", \"shape\": {}, \"precision\": {}}}{}",
             json_list(dims),
             least_precision(data),
             if i + 1 < named.len() { "," } else { "" }
@@ -1458,9 +1555,9 @@ fn write_fixture(case: &Case, path: &str) {
     .unwrap();
     let mut inputs = String::from("{\n");
     for (i, (name, dims, data)) in named.iter().enumerate() {
-        write!(
+        writeln!(
             inputs,
-            "  \"{name}\": {{\"shape\": {}, \"data\": {}}}{}\n",
+            "  \"{name}\": {{\"shape\": {}, \"data\": {}}}{}",
             json_list(dims),
             json_list(data),
             if i + 1 < named.len() { "," } else { "" }

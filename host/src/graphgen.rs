@@ -130,7 +130,7 @@ fn attribute(
     kind: AttrKind,
     inputs: &[TensorType],
 ) -> AttrValue {
-    let rank = inputs.first().map_or(1, |t| t.shape.rank()) as i64;
+    let rank = rank_of(inputs);
     match (name, kind) {
         (_, AttrKind::Bool) => AttrValue::Bool(source.chance(2)),
         ("in_dim", _) => AttrValue::Int(inputs.get(1).map_or(1, |t| t.shape.elements() as i64)),
@@ -187,6 +187,11 @@ fn attribute(
             )
         }
         ("iou_threshold", _) => AttrValue::Int(source.range(1, 101)),
+        // generate_proposals_v2: values inside the ranges at small frac_bits.
+        ("pre_nms_top_n", _) | ("post_nms_top_n", _) => AttrValue::Int(source.range(1, 6)),
+        ("nms_thresh", _) => AttrValue::Int(source.range(1, 2)),
+        ("min_size", _) => AttrValue::Int(source.range(0, 8)),
+        ("eta", _) => AttrValue::Int(source.range(1, 24)),
         ("kind", _) => AttrValue::Str(String::from(source.pick(&[
             "kEq", "kNe", "kGe", "kGt", "kLe", "kLt", "kSum", "kProd", "kMax", "kMin",
         ]))),
@@ -241,7 +246,7 @@ fn add_param(
 }
 
 /// For operators whose operands must agree closely (weights of conv2d and dense, the rows and
-/// counts of non_max_suppression), sometimes synthesizes parameters that fit the first operand,
+/// counts of non_max_suppression, the five tensors of generate_proposals_v2), sometimes synthesizes parameters that fit the first operand,
 /// so that every operator is generated.
 fn companions(
     source: &mut ByteSource<'_>,
@@ -302,14 +307,52 @@ fn companions(
                 picks.push(add_param(source, model, vec![out_channels], bias_precision));
             }
         }
-        "dense" if dims.len() == 2 => {
+        "dense" => {
             let units = source.range(1, 4) as u32;
-            picks.truncate(1);
-            picks.push(add_param(source, model, vec![units, dims[1]], precision));
+            picks.clear();
+            if dims.len() == 2 {
+                picks.push((first_ref, first));
+            } else {
+                let shape = vec![source.range(1, 3) as u32, source.range(1, 6) as u32];
+                picks.push(add_param(source, model, shape, precision));
+            }
+            let depth = picks[0].1.dims()[1];
+            picks.push(add_param(source, model, vec![units, depth], precision));
             if use_bias {
                 let bias_precision = source.range(1, 16) as u8;
                 picks.push(add_param(source, model, vec![units], bias_precision));
             }
+        }
+        "generate_proposals_v2" => {
+            // scores [N, H, W, A], bbox_deltas [N, H, W, 4A], im_shape [N, 2], anchors and
+            // variances [H, W, A, 4]; N may be 0.
+            let n = source.range(0, 2) as u32;
+            let (h, w, a) = (
+                source.range(1, 3) as u32,
+                source.range(1, 3) as u32,
+                source.range(1, 3) as u32,
+            );
+            picks.clear();
+            let scores_precision = source.range(1, 12) as u8;
+            picks.push(add_param(source, model, vec![n, h, w, a], scores_precision));
+            let delta_precision = source.range(1, 8) as u8;
+            picks.push(add_param(
+                source,
+                model,
+                vec![n, h, w, 4 * a],
+                delta_precision,
+            ));
+            let im_precision = source.range(2, 10) as u8;
+            picks.push(add_param(source, model, vec![n, 2], im_precision));
+            let anchor_precision = source.range(2, 10) as u8;
+            picks.push(add_param(source, model, vec![h, w, a, 4], anchor_precision));
+            let variance_precision = source.range(1, 6) as u8;
+            picks.push(add_param(
+                source,
+                model,
+                vec![h, w, a, 4],
+                variance_precision,
+            ));
         }
         "non_max_suppression" => {
             let (batches, rows) = (source.range(1, 2) as u32, source.range(1, 5) as u32);
@@ -325,6 +368,11 @@ fn companions(
         }
         _ => {}
     }
+}
+
+/// The rank of the first operand (1 when there is none).
+fn rank_of(types: &[TensorType]) -> i64 {
+    types.first().map_or(1, |t| t.shape.rank() as i64)
 }
 
 /// Generates a valid model of at most `max_nodes` nodes, and inputs for it.
@@ -412,6 +460,24 @@ pub fn generate(source: &mut ByteSource<'_>, max_nodes: usize) -> Generated {
                     value: attribute(source, spec.name, spec.kind, &types),
                 });
             }
+        }
+        if op.name == "Slice" && source.chance(2) {
+            // axes, starts and ends must have one length: a one-axis box.
+            let start = source.range(-2, 2);
+            attrs = vec![
+                Attr {
+                    name: String::from("axes"),
+                    value: AttrValue::Ints(vec![source.range(0, rank_of(&types) - 1)]),
+                },
+                Attr {
+                    name: String::from("ends"),
+                    value: AttrValue::Ints(vec![source.range(start + 1, 4)]),
+                },
+                Attr {
+                    name: String::from("starts"),
+                    value: AttrValue::Ints(vec![start]),
+                },
+            ];
         }
         attrs.sort_by(|a, b| a.name.cmp(&b.name));
         if source.chance(2) {

@@ -124,7 +124,7 @@ impl CinnUnary {
 /// that cost (docs/gas.md has the table): e.g. Exp costs 60.9 `Add` elements, and 2 + 16·8 = 130
 /// gas is 65 times `Add`'s 2. Rsqrt (4.3) lies between weight 0 (1) and weight 1 (9) and takes
 /// the nearer in ratio, 1.
-fn weight(name: &str) -> u64 {
+pub(crate) fn weight(name: &str) -> u64 {
     match name {
         "Ceil" | "Floor" | "Trunc" | "Round" | "Sqrt" => 0,
         "Rsqrt" => 1,

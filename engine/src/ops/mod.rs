@@ -249,6 +249,8 @@ pub static OPS: &[OpDef] = &[
     cinn_complex::SELECT,
     cinn_complex::SLICE,
     cinn_complex::TRANSPOSE,
+    // Detection: 300..
+    proposals::GENERATE_PROPOSALS_V2,
 ];
 
 /// The operator with code `code`.
@@ -490,11 +492,24 @@ mod tests {
             (167, "RightShift"),
             (168, "Sub"),
             (180, "ConstScalar"),
+            (190, "BnGradBiasScale"),
+            (191, "BnMeanVariance"),
+            (192, "BroadcastTo"),
+            (193, "Compare"),
+            (194, "Concat"),
+            (195, "Conv"),
+            (196, "Reduce"),
+            (197, "Reshape"),
+            (198, "Reverse"),
+            (199, "Select"),
+            (200, "Slice"),
+            (201, "Transpose"),
+            (300, "generate_proposals_v2"),
         ];
         for &(code, name) in cinn {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
         }
-        let cvm_operators = OPS.iter().filter(|op| op.family != Family::Cinn).count();
+        let cvm_operators = OPS.iter().filter(|op| op.code < 100).count();
         assert_eq!(
             cvm_operators, 37,
             "spec 001 defines 37 operators (with broadcast_greater)"

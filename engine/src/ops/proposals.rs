@@ -47,9 +47,6 @@ const DEFAULT_PRE_NMS_TOP_N: i64 = 6000;
 /// `post_nms_top_n` when absent: the reference framework's default.
 const DEFAULT_POST_NMS_TOP_N: i64 = 1000;
 
-/// Gas weight of one exponential (× `transcendental`), as CINN `Exp`'s (docs/gas.md).
-const EXP_WEIGHT: u64 = 2;
-
 /// `element_arith` steps of decoding, clipping and filtering one box.
 const DECODE_STEPS: u64 = 32;
 
@@ -135,8 +132,8 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///   rows above 2^32 − 1), `PrecisionOverflow` (N·post_nms_top_n ≥ 2^31).
 /// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case:
 ///   `window_compare` × N·(H·W·A·bits(H·W·A) + k·m) (the top-k sort and the IoU tests of at
-///   most m kept boxes against k candidates), `transcendental` × N·k·2·2 (two exponentials of
-///   weight 2 per box), `element_arith` × N·k·32 (decode, clip, filter), `element_copy` ×
+///   most m kept boxes against k candidates), `transcendental` × N·k·2·w (two exponentials per box,
+///   of the weight w of CINN `Exp`), `element_arith` × N·k·32 (decode, clip, filter), `element_copy` ×
 ///   N·(13·k + 5·m) (gathering and writing rows).
 #[derive(Debug)]
 pub struct GenerateProposals {
@@ -319,7 +316,8 @@ impl GenerateProposals {
         let p = p.min(self.exp_clip_q2f).max(floor);
         // |p| ≤ 64 in Q62 is below 2^69.
         let p62 = lift(p, 62 - doubled)?;
-        // k = round(p / ln 2), halves up; then |r| ≤ ln2 / 2 and e^p = 2^k·e^r exactly.
+        // k = round(p / ln 2), halves up: |r| ≤ ln2 / 2 and e^p = 2^k·e^r, with r off by at most
+        // 93·2^-67 from ln 2's rounding (far below the Q30 rounding that follows).
         let k = add(p62, LN2_Q62 / 2)?.div_euclid(LN2_Q62);
         let r62 = add(p62, -mul(k, LN2_Q62)?)?;
         // Rounding 1 of the exponential: r to Q30, halves away from zero.
@@ -529,7 +527,7 @@ impl Operator for GenerateProposals {
             (Param::WindowCompare, compares),
             (
                 Param::Transcendental,
-                count(&[images, candidates, 2, EXP_WEIGHT])?,
+                count(&[images, candidates, 2, super::cinn_unary::weight("Exp")])?,
             ),
             (
                 Param::ElementArith,
