@@ -49,6 +49,8 @@ pub struct ValidatedNode {
     pub gas: u64,
     /// Values whose last use is this node and that can be freed after it.
     pub frees: Vec<ValueId>,
+    /// Working memory the operator allocates while it runs, beyond its outputs.
+    pub scratch_bytes: u64,
 }
 
 /// A declared input, validated.
@@ -282,6 +284,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 ty.shape.check_limits(&format!("output {position}"))?;
                 check_precision(ty.precision, &format!("output {position}"))?;
             }
+            let scratch_bytes = operator.scratch_bytes(&input_types)?;
             let mut usage = operator.usage(&input_types, &output_types)?;
             let out_elements = output_types
                 .iter()
@@ -301,6 +304,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 output_types,
                 gas,
                 frees: Vec::new(),
+                scratch_bytes,
             })
         })()
         .map_err(context)?;
@@ -429,7 +433,7 @@ fn resolve(
 ///
 /// Parameters are alive for the whole run. Inputs and node outputs are freed after their last
 /// use, except model outputs, which live to the end. A node output nobody uses is freed right
-/// after the node.
+/// after the node. While a node runs, its working memory (`scratch_bytes`) is alive as well.
 fn plan_memory(
     nodes: &mut [ValidatedNode],
     outputs: &[(String, ValueId)],
@@ -469,7 +473,7 @@ fn plan_memory(
         for output in node.first_output..node.first_output + node.output_types.len() {
             live = live.saturating_add(bytes(output));
         }
-        peak = peak.max(live);
+        peak = peak.max(live.saturating_add(node.scratch_bytes));
         for &freed in &node.frees {
             live -= bytes(freed);
         }
@@ -477,7 +481,7 @@ fn plan_memory(
     if peak > limits::MAX_PEAK_MEMORY_BYTES {
         return Err(fail!(
             MemoryLimit,
-            "the model needs {peak} bytes of tensor memory at its peak, more than the limit of {}",
+            "the model needs {peak} bytes of memory at its peak (tensors and operators' working memory), more than the limit of {}",
             limits::MAX_PEAK_MEMORY_BYTES
         ));
     }

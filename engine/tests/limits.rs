@@ -3,7 +3,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use cvm_engine::limits::{MAX_GAS_PER_RUN, MAX_NODES, MAX_PEAK_MEMORY_BYTES, MAX_TENSOR_ELEMENTS};
-use cvm_engine::model::{InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef};
+use cvm_engine::model::{
+    Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
+};
 use cvm_engine::{ErrorCode, ValidatedModel, ops};
 
 fn input(name: &str, shape: Vec<u32>) -> InputDecl {
@@ -228,4 +230,61 @@ fn gas_per_run() {
     assert!(exactly.peak_memory_bytes <= MAX_PEAK_MEMORY_BYTES);
     let past = model_with_gas(MAX_GAS_PER_RUN + 1);
     assert_eq!(verdict(&past).err(), Some(ErrorCode::LimitExceeded));
+}
+
+/// One generate_proposals_v2 node over N = 1 image of H = W = 1 and `anchors` anchors, every
+/// anchor a candidate (`pre_nms_top_n` 2^31 − 1) and one box kept (`post_nms_top_n` 1).
+fn proposals_of(anchors: u32) -> Model {
+    let a = anchors;
+    let attr = |name: &str, value: i64| Attr {
+        name: name.into(),
+        value: AttrValue::Int(value),
+    };
+    let mut proposals = node(
+        "p".into(),
+        "generate_proposals_v2",
+        (0..5).map(ValueRef::Input).collect(),
+    );
+    proposals.attrs = vec![
+        attr("post_nms_top_n", 1),
+        attr("pre_nms_top_n", i64::from(i32::MAX)),
+    ];
+    Model {
+        inputs: vec![
+            input("scores", vec![1, 1, 1, a]),
+            input("bbox_deltas", vec![1, 1, 1, 4 * a]),
+            input("im_shape", vec![1, 2]),
+            input("anchors", vec![1, 1, a, 4]),
+            input("variances", vec![1, 1, a, 4]),
+        ],
+        params: Vec::new(),
+        nodes: vec![proposals],
+        outputs: output(ValueRef::Node { node: 0, output: 0 }),
+    }
+}
+
+#[test]
+fn peak_memory_counts_working_memory() {
+    // Tensors: the inputs, 13 int32 per anchor and 2 for im_shape, and the outputs
+    // (4 + 1 + 1 + 1 int32). Working memory: an 8-byte index per anchor, a 20-byte candidate per
+    // anchor and room for 2 kept candidates.
+    let tensors = |a: u64| 4 * (13 * a + 2) + 4 * 7;
+    let scratch = |a: u64| 8 * a + 20 * a + 40;
+    let model = verdict(&proposals_of(1000)).unwrap();
+    assert_eq!(model.peak_memory_bytes, tensors(1000) + scratch(1000));
+    // 14 million anchors: the tensors alone fit the limit, with the working memory they do not.
+    let a = 14_000_000u64;
+    assert!(tensors(a) <= MAX_PEAK_MEMORY_BYTES);
+    assert!(tensors(a) + scratch(a) > MAX_PEAK_MEMORY_BYTES);
+    assert_eq!(
+        verdict(&proposals_of(14_000_000)).err(),
+        Some(ErrorCode::MemoryLimit)
+    );
+    // The largest anchor count whose tensors and working memory fit passes; one more fails.
+    let largest = (MAX_PEAK_MEMORY_BYTES - 8 - 28 - 40) / 80;
+    assert!(verdict(&proposals_of(u32::try_from(largest).unwrap())).is_ok());
+    assert_eq!(
+        verdict(&proposals_of(u32::try_from(largest + 1).unwrap())).err(),
+        Some(ErrorCode::MemoryLimit)
+    );
 }

@@ -47,6 +47,18 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     /// `LimitExceeded` if a count overflows `u64`.
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage>;
 
+    /// An upper bound of the bytes `run` allocates at once beyond its outputs, from types alone
+    /// (indices counted at 8 bytes, so the bound holds on 64-bit hosts as on wasm32). The memory
+    /// plan adds it to the bytes alive at the node. Operators whose working memory does not grow
+    /// with their tensors (only shape-sized bookkeeping) keep the default, 0. Only called after
+    /// `infer` accepted the types.
+    ///
+    /// # Errors
+    /// `LimitExceeded` if the count overflows `u64`.
+    fn scratch_bytes(&self, _inputs: &[TensorType]) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Computes the outputs (pre-sized and zeroed) from the inputs.
     ///
     /// # Errors

@@ -47,6 +47,9 @@ const DEFAULT_PRE_NMS_TOP_N: i64 = 6000;
 /// `post_nms_top_n` when absent: the reference framework's default.
 const DEFAULT_POST_NMS_TOP_N: i64 = 1000;
 
+/// Bytes of one index in the working memory: a `usize` on a 64-bit host (4 on wasm32).
+const INDEX_BYTES: u64 = 8;
+
 /// `element_arith` steps of decoding, clipping and filtering one box.
 const DECODE_STEPS: u64 = 32;
 
@@ -535,6 +538,23 @@ impl Operator for GenerateProposals {
             ),
             (Param::ElementCopy, copies),
         ])
+    }
+
+    /// Per image, one at a time: the anchor order (H·W·A indices), the survivors of the filter
+    /// (k candidates) and the kept boxes (m, with room for the vector's doubling).
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let anchors = Self::dims(inputs)?.anchors_per_image;
+        let (candidates, kept) = self.counts(anchors);
+        let candidate = core::mem::size_of::<Candidate>() as u64;
+        let parts = [
+            count(&[anchors, INDEX_BYTES])?,
+            count(&[candidates, candidate])?,
+            count(&[kept, 2, candidate])?,
+        ];
+        parts
+            .iter()
+            .try_fold(0u64, |sum, &part| sum.checked_add(part))
+            .ok_or_else(|| fail!(LimitExceeded, "working memory overflows 64 bits"))
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -255,6 +255,14 @@ impl Operator for NonMaxSuppression {
         ])
     }
 
+    /// Per batch: the row order, the stable sort's buffer and the kept rows (with room for the
+    /// vector's doubling), N indices each at most, of 8 bytes (a `usize` on a 64-bit host).
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let rows = u64::from(inputs[0].dims()[1]);
+        rows.checked_mul(4 * 8)
+            .ok_or_else(|| fail!(LimitExceeded, "working memory overflows 64 bits"))
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         const WIDTH: usize = 6;
         let rows = inputs[0].dims[1] as usize;
