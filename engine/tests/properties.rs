@@ -13,6 +13,9 @@
 //! property computed and rejected; `-- --ignored` runs the properties that document open bugs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failing property reports by panicking
 
+mod common;
+
+use common::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use cvm_engine::attrs::{AttrKind, Attrs};
@@ -24,43 +27,9 @@ use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorType};
 // Deterministic random numbers
 // ---------------------------------------------------------------------------------------------
 
-/// splitmix64: small and deterministic; every property starts from a fixed seed.
-struct Rng(u64);
-
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (n ≥ 1).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Uniform in low..=high.
-    fn range(&mut self, low: i64, high: i64) -> i64 {
-        let span = (i128::from(high) - i128::from(low) + 1) as u64;
-        (i128::from(low) + i128::from(self.below(span))) as i64
-    }
-
-    fn size(&mut self, low: usize, high: usize) -> usize {
-        self.range(low as i64, high as i64) as usize
-    }
-
     fn dim(&mut self, low: u32, high: u32) -> u32 {
         self.range(i64::from(low), i64::from(high)) as u32
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
     }
 
     fn shuffle<T>(&mut self, items: &mut [T]) {

@@ -20,6 +20,9 @@
     clippy::panic
 )] // the reference is float64 by design; failures report by panicking
 
+mod common;
+
+use common::Rng;
 use std::fmt::Write as _;
 
 use cvm_engine::attrs::Attrs;
@@ -37,32 +40,7 @@ const TOLERANCE_ULP: f64 = 4.0;
 // Harness
 // ---------------------------------------------------------------------------------------------
 
-/// splitmix64.
-struct Rng(u64);
-
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in low..=high.
-    fn range(&mut self, low: i64, high: i64) -> i64 {
-        let span = (i128::from(high) - i128::from(low) + 1) as u64;
-        (i128::from(low) + i128::from(self.next() % span)) as i64
-    }
-
-    fn size(&mut self, low: usize, high: usize) -> usize {
-        self.range(low as i64, high as i64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
     /// Uniform real in [low, high).
     fn real(&mut self, low: f64, high: f64) -> f64 {
         low + (high - low) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)

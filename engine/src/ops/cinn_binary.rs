@@ -13,7 +13,7 @@ use cvm_gas::Param;
 
 use super::broadcast::{broadcast_apply, broadcast_shape};
 use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, count};
+use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -204,24 +204,6 @@ impl Operator for CinnBinary {
 
 const ARITH: &[AttrSpec] = &[FRAC_BITS];
 const SHIFT: &[AttrSpec] = &[spec("shift", AttrKind::Int)];
-
-const fn row(
-    code: u16,
-    name: &'static str,
-    arity: Arity,
-    attrs: &'static [AttrSpec],
-    build: super::Builder,
-) -> OpDef {
-    OpDef {
-        code,
-        name,
-        family: Family::Cinn,
-        arity,
-        outputs: 1,
-        attrs,
-        build,
-    }
-}
 
 fn arithmetic(attrs: &Attrs<'_>, kind: BinaryKind) -> Result<Box<dyn Operator>> {
     Ok(Box::new(CinnBinary {

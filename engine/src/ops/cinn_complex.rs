@@ -311,6 +311,20 @@ const BN_ATTRS: &[AttrSpec] = &[
     spec("frac_bits", AttrKind::Int),
 ];
 
+/// The flat offsets of channel `channel`'s elements in a tensor split as (outer, channels,
+/// inner) by [`DataFormat::split`], in memory order.
+fn channel_offsets(
+    outer: usize,
+    channels: usize,
+    inner: usize,
+    channel: usize,
+) -> impl Iterator<Item = usize> {
+    (0..outer).flat_map(move |block| {
+        let base = (block * channels + channel) * inner;
+        base..base + inner
+    })
+}
+
 /// Row of the operator table for [`BnGradBiasScale`].
 pub const BN_GRAD_BIAS_SCALE: OpDef = OpDef {
     code: 190,
@@ -388,14 +402,11 @@ impl Operator for BnGradBiasScale {
             // |g| < 2^31 and |x − m| < 2^32: each product is below 2^63 and at most 2^26 of
             // them are summed, far inside i128.
             let (mut bias, mut scale) = (0i128, 0i128);
-            for block in 0..outer {
-                let base = (block * channels + channel) * inner;
-                for offset in base..base + inner {
-                    let g = i128::from(fetch(grad, offset as i64)?);
-                    let centered = i128::from(i64::from(fetch(x, offset as i64)?) - m);
-                    bias += g;
-                    scale += g * centered;
-                }
+            for offset in channel_offsets(outer, channels, inner, channel) {
+                let g = i128::from(fetch(grad, offset as i64)?);
+                let centered = i128::from(i64::from(fetch(x, offset as i64)?) - m);
+                bias += g;
+                scale += g * centered;
             }
             bias_out.data[channel] = narrow32(bias)?;
             scale_out.data[channel] = rescale(scale, self.frac)?;
@@ -462,13 +473,10 @@ impl Operator for BnMeanVariance {
         for channel in 0..channels {
             // x² < 2^62, at most 2^26 terms: exact in i128.
             let (mut sum, mut squares) = (0i128, 0i128);
-            for block in 0..outer {
-                let base = (block * channels + channel) * inner;
-                for offset in base..base + inner {
-                    let value = i128::from(fetch(x, offset as i64)?);
-                    sum += value;
-                    squares += value * value;
-                }
+            for offset in channel_offsets(outer, channels, inner, channel) {
+                let value = i128::from(fetch(x, offset as i64)?);
+                sum += value;
+                squares += value * value;
             }
             sum_out.data[channel] = narrow32(sum)?;
             square_out.data[channel] = rescale(squares, self.frac)?;
@@ -1767,15 +1775,7 @@ impl Operator for Select {
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let (condition, on_true, on_false) = (inputs[0].data, inputs[1].data, inputs[2].data);
-        for (((y, &c), &a), &b) in outputs[0]
-            .data
-            .iter_mut()
-            .zip(condition)
-            .zip(on_true)
-            .zip(on_false)
-        {
-            *y = if c != 0 { a } else { b };
-        }
+        super::transform::select_elements(outputs[0].data, condition, on_true, on_false);
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, count};
+use super::{Arity, OpDef, Operator, Usage, count};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -186,21 +186,14 @@ impl Operator for CinnUnary {
     }
 }
 
+/// A one-input CINN row.
 const fn row(
     code: u16,
     name: &'static str,
     attrs: &'static [AttrSpec],
     build: super::Builder,
 ) -> OpDef {
-    OpDef {
-        code,
-        name,
-        family: Family::Cinn,
-        arity: Arity::Exactly(1),
-        outputs: 1,
-        attrs,
-        build,
-    }
+    super::cinn_row(code, name, Arity::Exactly(1), attrs, build)
 }
 
 const WITH_F: &[AttrSpec] = &[FRAC_BITS];

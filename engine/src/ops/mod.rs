@@ -265,6 +265,25 @@ pub static OPS: &[OpDef] = &[
     proposals::GENERATE_PROPOSALS_V2,
 ];
 
+/// A one-output row of the CINN family (the unary and binary primitives).
+pub(crate) const fn cinn_row(
+    code: u16,
+    name: &'static str,
+    arity: Arity,
+    attrs: &'static [AttrSpec],
+    build: Builder,
+) -> OpDef {
+    OpDef {
+        code,
+        name,
+        family: Family::Cinn,
+        arity,
+        outputs: 1,
+        attrs,
+        build,
+    }
+}
+
 /// The operator with code `code`.
 pub fn by_code(code: u16) -> Option<&'static OpDef> {
     OPS.iter().find(|op| op.code == code)

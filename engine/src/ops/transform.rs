@@ -1006,9 +1006,7 @@ impl Operator for Where {
         let (cond, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
         let out = &mut *outputs[0].data;
         if cond.data.len() == out.len() {
-            for (((y, &c), &x), &z) in out.iter_mut().zip(cond.data).zip(a.data).zip(b.data) {
-                *y = if c != 0 { x } else { z };
-            }
+            select_elements(out, cond.data, a.data, b.data);
         } else {
             let row = out.len() / cond.data.len().max(1);
             for (((rows, &c), xs), zs) in out
@@ -1021,6 +1019,19 @@ impl Operator for Where {
             }
         }
         Ok(())
+    }
+}
+
+/// `out[i] = on_true[i]` where `condition[i] ≠ 0`, else `on_false[i]` (slices of one length):
+/// `where` with a same-shape condition and CINN `Select`.
+pub(crate) fn select_elements(
+    out: &mut [i32],
+    condition: &[i32],
+    on_true: &[i32],
+    on_false: &[i32],
+) {
+    for (((y, &c), &a), &b) in out.iter_mut().zip(condition).zip(on_true).zip(on_false) {
+        *y = if c != 0 { a } else { b };
     }
 }
 

@@ -1,0 +1,42 @@
+//! Helpers shared by the engine's integration tests.
+// Each test crate includes this module and uses a part of it.
+#![allow(dead_code)]
+
+/// splitmix64: small and deterministic; every test starts it from a fixed seed. Test files add
+/// their own generators (shapes, values, precisions) in `impl Rng` blocks of their own.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n (n ≥ 1).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in low..=high.
+    pub fn range(&mut self, low: i64, high: i64) -> i64 {
+        let span = (i128::from(high) - i128::from(low) + 1) as u64;
+        (i128::from(low) + i128::from(self.below(span))) as i64
+    }
+
+    /// Uniform in low..=high.
+    pub fn size(&mut self, low: usize, high: usize) -> usize {
+        self.range(low as i64, high as i64) as usize
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    /// One of `items` (not empty), uniformly.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
