@@ -4,6 +4,9 @@
 //! Architecture Invariant: gas is charged before work, from the static per-node figures of
 //! validation, so a complete run charges exactly `ValidatedModel::total_gas`, and a run whose
 //! limit is below that stops with `OutOfGas` at the first node it cannot pay for.
+//!
+//! [`run_unmetered`] drives the same executor with a meter that charges nothing, so benchmarks
+//! can measure what metering costs.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -29,10 +32,65 @@ pub struct InputTensor {
 ///
 /// Never panics on any input; every failure is a deterministic [`Report`] failure.
 pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Report {
-    let mut gas_used = 0u64;
-    match execute(model, inputs, gas_limit, &mut gas_used) {
-        Ok(outputs) => Report::success(outputs, gas_used),
-        Err(error) => Report::failure(error, gas_used),
+    let mut meter = GasMeter {
+        limit: gas_limit,
+        used: 0,
+    };
+    match execute(model, inputs, &mut meter) {
+        Ok(outputs) => Report::success(outputs, meter.used),
+        Err(error) => Report::failure(error, meter.used),
+    }
+}
+
+/// Runs `model` on `inputs` as [`run`] does, through the same executor, but without charging
+/// gas: the report's `gas_used` is 0 and no run stops with `OutOfGas`. Only for benchmarks that
+/// measure what metering costs; its outcomes are not consensus outcomes.
+#[doc(hidden)]
+pub fn run_unmetered(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Report {
+    match execute(model, inputs, &mut Unmetered) {
+        Ok(outputs) => Report::success(outputs, 0),
+        Err(error) => Report::failure(error, 0),
+    }
+}
+
+/// How the executor pays for a node before running it. Generic rather than dynamic, so the
+/// unmetered executor carries no trace of the charging code.
+trait Meter {
+    /// Pays `gas` for the next node, or fails (without node attribution; the caller adds it).
+    fn charge(&mut self, gas: u64) -> Result<()>;
+}
+
+/// The consensus meter: gas used so far, never above the limit.
+struct GasMeter {
+    limit: u64,
+    used: u64,
+}
+
+impl Meter for GasMeter {
+    fn charge(&mut self, gas: u64) -> Result<()> {
+        let limit = self.limit;
+        self.used = self
+            .used
+            .checked_add(gas)
+            .filter(|&total| total <= limit)
+            .ok_or_else(|| {
+                fail!(
+                    OutOfGas,
+                    "the node costs {gas} gas; {} of the limit {limit} remain",
+                    limit.saturating_sub(self.used)
+                )
+            })?;
+        Ok(())
+    }
+}
+
+/// Charges nothing ([`run_unmetered`]).
+struct Unmetered;
+
+impl Meter for Unmetered {
+    #[inline]
+    fn charge(&mut self, _gas: u64) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -103,11 +161,10 @@ impl<'m> Values<'m> {
     }
 }
 
-fn execute(
+fn execute<M: Meter>(
     model: &ValidatedModel,
     inputs: Vec<InputTensor>,
-    gas_limit: u64,
-    gas_used: &mut u64,
+    meter: &mut M,
 ) -> Result<Vec<(String, Tensor)>> {
     let inputs = check_inputs(model, inputs)?;
     let mut values = Values {
@@ -121,18 +178,7 @@ fn execute(
 
     for (node_index, node) in model.nodes.iter().enumerate() {
         let at_node = |error: Error| error.at_node(node_index as u32, &node.name, node.op.name);
-        let charged = gas_used
-            .checked_add(node.gas)
-            .filter(|&total| total <= gas_limit)
-            .ok_or_else(|| {
-                at_node(fail!(
-                    OutOfGas,
-                    "the node costs {} gas; {} of the limit {gas_limit} remain",
-                    node.gas,
-                    gas_limit.saturating_sub(*gas_used)
-                ))
-            })?;
-        *gas_used = charged;
+        meter.charge(node.gas).map_err(at_node)?;
 
         let mut outputs: Vec<Tensor> = node
             .output_types
@@ -180,4 +226,83 @@ fn execute(
         results.push((name.clone(), tensor));
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec;
+
+    use super::*;
+    use crate::model::{InputDecl, Model, Node, OutputDecl, ValueRef};
+    use crate::outcome::Status;
+
+    /// `relu(relu(x))` on four values: two nodes of 104 gas each.
+    fn two_relus() -> ValidatedModel {
+        let relu = crate::ops::by_name("relu")
+            .map(|op| op.code)
+            .unwrap_or_default();
+        let node = |name: &str, input: ValueRef| Node {
+            name: name.into(),
+            op: relu,
+            inputs: vec![input],
+            attrs: vec![],
+        };
+        let model = Model {
+            inputs: vec![InputDecl {
+                name: "x".into(),
+                shape: vec![4],
+                precision: 8,
+            }],
+            params: vec![],
+            nodes: vec![
+                node("first", ValueRef::Input(0)),
+                node("second", ValueRef::Node { node: 0, output: 0 }),
+            ],
+            outputs: vec![OutputDecl {
+                name: "y".into(),
+                value: ValueRef::Node { node: 1, output: 0 },
+            }],
+        };
+        ValidatedModel::from_bytes(&model.encode()).unwrap()
+    }
+
+    fn input() -> Vec<InputTensor> {
+        vec![InputTensor {
+            shape: vec![4],
+            data: vec![-3, 0, 5, -127],
+        }]
+    }
+
+    #[test]
+    fn unmetered_runs_produce_the_metered_outputs_and_charge_nothing() {
+        let model = two_relus();
+        let metered = run(&model, input(), u64::MAX);
+        assert_eq!(metered.outcome.gas_used, model.total_gas);
+        let unmetered = run_unmetered(&model, input());
+        assert_eq!(unmetered.outcome.gas_used, 0);
+        assert_eq!(unmetered.outcome.status, metered.outcome.status);
+        assert_eq!(unmetered.output_names, metered.output_names);
+        let Status::Ok { outputs } = unmetered.outcome.status else {
+            panic!("{unmetered:?}")
+        };
+        assert_eq!(outputs[0].data, [0, 0, 5, 0]);
+    }
+
+    #[test]
+    fn metered_runs_stop_at_the_first_node_they_cannot_pay_for() {
+        let model = two_relus();
+        let first = model.nodes[0].gas;
+        let report = run(&model, input(), first);
+        assert_eq!(report.outcome.gas_used, first);
+        assert_eq!(
+            report.outcome.status,
+            Status::Error {
+                code: crate::ErrorCode::OutOfGas.number(),
+                node: Some(1)
+            }
+        );
+        // Without a meter the same limit does not apply.
+        let unmetered = run_unmetered(&model, input());
+        assert!(matches!(unmetered.outcome.status, Status::Ok { .. }));
+    }
 }
