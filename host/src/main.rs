@@ -7,16 +7,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cvm_engine::Report;
 use cvm_engine::outcome::Status;
 use cvm_host::cvm::{self, CvmMeta};
 use cvm_host::error::{HostError, read_file};
-use cvm_host::hash::{HashAlgorithm, hex};
+use cvm_host::hash::{HashAlgorithm, hex, outcome_hash};
 use cvm_host::inputs::{InputArg, assign, read_input};
 use cvm_host::runner::{
-    EngineKind, LoadedModel, ModelSource, execute, load_model, validate_natively,
+    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model, phase,
+    validate_natively,
 };
 use cvm_host::{npy, render, wasm};
 
@@ -69,6 +71,12 @@ enum Command {
         /// CVM output bytes.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Print the duration of each phase (reading, compiling or loading the engine, model
+        /// load, run, hashing, …) to stderr, in milliseconds; stdout is unchanged.
+        #[arg(long)]
+        timings: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Print the gas of every node, the total and the peak memory, without running (and for
     /// CVM models the deployed runtime's legacy gas).
@@ -114,6 +122,8 @@ enum Command {
         /// Print one JSON object instead of the table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Print the crate, format, schedule and ABI versions and the engine.wasm hash.
     Version,
@@ -150,6 +160,38 @@ impl ModelArgs {
             // clap enforces one of the two forms.
             _ => ModelSource::File(PathBuf::new()),
         }
+    }
+}
+
+/// Where the compiled `engine.wasm` is kept between runs (commands that run wasm).
+#[derive(Args)]
+struct CacheArgs {
+    /// Module cache directory (default: $CVM_CACHE_DIR, else $XDG_CACHE_HOME/cvm, else
+    /// $HOME/.cache/cvm).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile engine.wasm in this process; neither read nor write the module cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The wasm engine, through the module cache unless it is off. Cache problems never fail
+    /// the command: they are reported on stderr and the module is compiled instead.
+    fn engine(&self) -> Result<wasm::WasmEngine, HostError> {
+        let dir = match (&self.cache_dir, self.no_cache) {
+            (_, true) => None,
+            (Some(dir), false) => Some(dir.clone()),
+            (None, false) => wasm::default_cache_dir(),
+        };
+        let Some(dir) = dir else {
+            return wasm::WasmEngine::new();
+        };
+        let engine = wasm::WasmEngine::with_cache(&dir)?;
+        for problem in engine.cache_problems() {
+            eprintln!("cvm: warning: module cache: {problem}");
+        }
+        Ok(engine)
     }
 }
 
@@ -208,6 +250,8 @@ fn main() -> ExitCode {
             hash,
             json,
             output,
+            timings,
+            cache,
         } => {
             let engine = match engine {
                 EngineArg::Wasm => EngineKind::Wasm,
@@ -225,8 +269,21 @@ fn main() -> ExitCode {
                 input_format,
                 output_format,
                 big_endian,
+                timings,
             };
-            run(&model.source(), &inputs, &options, output.as_deref())
+            let mut recorded = Timings::default();
+            let result = run(
+                &model.source(),
+                &inputs,
+                &options,
+                &cache,
+                output.as_deref(),
+                &mut recorded,
+            );
+            if timings {
+                eprint!("{}", recorded.render());
+            }
+            result
         }
         Command::Estimate { model, json } => estimate(&model.source(), json),
         Command::Inspect { model } => inspect(&model.source()),
@@ -236,7 +293,12 @@ fn main() -> ExitCode {
             output,
             allow_invalid,
         } => build(&model, &output, allow_invalid),
-        Command::Audit { dir, engine, json } => audit(dir.as_deref(), engine, json),
+        Command::Audit {
+            dir,
+            engine,
+            json,
+            cache,
+        } => audit(dir.as_deref(), engine, json, &cache),
         Command::Version => {
             version();
             Ok(())
@@ -269,20 +331,24 @@ struct RunOptions {
     input_format: Format,
     output_format: Format,
     big_endian: bool,
+    /// `--timings`: also time the hashing (which rendering repeats).
+    timings: bool,
 }
 
 fn run(
     source: &ModelSource,
     input_args: &[String],
     options: &RunOptions,
+    cache: &CacheArgs,
     output: Option<&Path>,
+    timings: &mut Timings,
 ) -> Result<(), Failure> {
     let LoadedModel {
         bytes,
         model,
         cvm: meta,
         rejected,
-    } = load_model(source)?;
+    } = timings.time(phase::READ_MODEL, || load_model(source))?;
     if let Some(report) = rejected {
         print_report(&report, options.hash, options.json);
         return Err(Failure::Deterministic);
@@ -295,6 +361,7 @@ fn run(
         )
         .into());
     }
+    let started = Instant::now();
     let inputs = match (&meta, options.input_format) {
         (Some(meta), Format::Cvm) => vec![cvm_input(meta, input_args, options.big_endian)?],
         // A model that does not decode is run anyway: the engine rejects it deterministically.
@@ -315,7 +382,31 @@ fn run(
             None => Vec::new(),
         },
     };
-    let report = execute(options.engine, None, &bytes, &inputs, options.gas_limit)?;
+    timings.record(phase::READ_INPUTS, started.elapsed());
+    let wasm = match options.engine {
+        EngineKind::Wasm => {
+            let started = Instant::now();
+            let engine = cache.engine()?;
+            let name = match engine.origin() {
+                wasm::ModuleOrigin::Compiled => phase::ENGINE_COMPILE,
+                wasm::ModuleOrigin::Cached => phase::ENGINE_CACHE_LOAD,
+            };
+            timings.record(name, started.elapsed());
+            Some(engine)
+        }
+        EngineKind::Native => None,
+    };
+    let report = execute_timed(
+        options.engine,
+        wasm.as_ref(),
+        &bytes,
+        &inputs,
+        options.gas_limit,
+        timings,
+    )?;
+    if options.timings {
+        timings.time(phase::HASHING, || outcome_hash(&report, options.hash));
+    }
     let Status::Ok { outputs } = &report.outcome.status else {
         print_report(&report, options.hash, options.json);
         return Err(Failure::Deterministic);
@@ -548,7 +639,12 @@ fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Fa
     Ok(())
 }
 
-fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), Failure> {
+fn audit(
+    dir: Option<&Path>,
+    engine: AuditEngineArg,
+    json: bool,
+    cache: &CacheArgs,
+) -> Result<(), Failure> {
     use cvm_host::audit::{Engines, audit_case};
     use std::io::IsTerminal;
 
@@ -564,7 +660,7 @@ fn audit(dir: Option<&Path>, engine: AuditEngineArg, json: bool) -> Result<(), F
     };
     let wasm = match engines {
         Engines::Native => None,
-        _ => Some(wasm::WasmEngine::new()?),
+        _ => Some(cache.engine()?),
     };
     let progress = std::io::stderr().is_terminal() && !json;
     let started = std::time::Instant::now();

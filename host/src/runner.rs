@@ -4,6 +4,7 @@
 //! engine code (`cvm_engine::load` + `run_encoded`); the wasm path does it inside wasmtime.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{Model, Report, ValidatedModel};
@@ -11,7 +12,7 @@ use cvm_engine::{Model, Report, ValidatedModel};
 use crate::cvm::{self, CvmMeta, CvmModel};
 use crate::error::{HostError, read_file};
 use crate::text;
-use crate::wasm::WasmEngine;
+use crate::wasm::{WasmEngine, decode_reply};
 
 /// Which engine build executes the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
 }
 
 /// Loads `model` and runs it on `inputs` with `engine`; a load failure is returned as the
-/// (deterministic) failure report.
+/// (deterministic) failure report. Without `wasm`, the wasm path compiles `engine.wasm` first.
 ///
 /// # Errors
 /// [`HostError::Wasm`] for failures of the wasm runtime (never for the model's own errors).
@@ -50,28 +51,136 @@ pub fn execute(
     inputs: &[InputTensor],
     gas_limit: u64,
 ) -> Result<Report, HostError> {
-    let encoded = encode_inputs(inputs);
+    execute_timed(
+        engine,
+        wasm,
+        model,
+        inputs,
+        gas_limit,
+        &mut Timings::default(),
+    )
+}
+
+/// [`execute`], recording the duration of each phase in `timings`: natively `model load`
+/// (decode + validate), `input encoding` and `run`; in wasm `engine compile` (only without
+/// `wasm`), `instantiate`, `model load`, `input encoding`, `run` and `report decoding`.
+///
+/// # Errors
+/// As [`execute`].
+pub fn execute_timed(
+    engine: EngineKind,
+    wasm: Option<&WasmEngine>,
+    model: &[u8],
+    inputs: &[InputTensor],
+    gas_limit: u64,
+    timings: &mut Timings,
+) -> Result<Report, HostError> {
     match engine {
-        EngineKind::Native => Ok(match cvm_engine::load(model) {
-            Ok(validated) => cvm_engine::run_encoded(&validated, &encoded, gas_limit),
-            Err(report) => *report,
-        }),
+        EngineKind::Native => {
+            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(model));
+            let validated = match validated {
+                Ok(validated) => validated,
+                Err(report) => return Ok(*report),
+            };
+            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
+            Ok(timings.time(phase::RUN, || {
+                cvm_engine::run_encoded(&validated, &encoded, gas_limit)
+            }))
+        }
         EngineKind::Wasm => {
             let owned;
             let wasm = match wasm {
                 Some(wasm) => wasm,
                 None => {
-                    owned = WasmEngine::new()?;
+                    owned = timings.time(phase::ENGINE_COMPILE, WasmEngine::new)?;
                     &owned
                 }
             };
-            let mut session = wasm.session()?;
-            match session.load(model)? {
-                Some(report) => Ok(report),
-                None => session.run(&encoded, gas_limit),
+            let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
+            if let Some(report) = timings.time(phase::MODEL_LOAD, || session.load(model))? {
+                return Ok(report);
             }
+            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
+            let reply = timings.time(phase::RUN, || session.run_to_reply(&encoded, gas_limit))?;
+            timings.time(phase::REPORT_DECODING, || decode_reply(&reply))
         }
     }
+}
+
+/// Names of the phases [`Timings`] records.
+pub mod phase {
+    /// Reading the model's files and converting them to canonical bytes.
+    pub const READ_MODEL: &str = "read model";
+    /// Reading the input files.
+    pub const READ_INPUTS: &str = "read inputs";
+    /// Cranelift compilation of `engine.wasm`.
+    pub const ENGINE_COMPILE: &str = "engine compile";
+    /// Loading the compiled module from the module cache.
+    pub const ENGINE_CACHE_LOAD: &str = "engine cache load";
+    /// Instantiating `engine.wasm` (memory, exports, ABI check).
+    pub const INSTANTIATE: &str = "instantiate";
+    /// Decoding and validating the model in the engine.
+    pub const MODEL_LOAD: &str = "model load";
+    /// Borsh-encoding the inputs.
+    pub const INPUT_ENCODING: &str = "input encoding";
+    /// The run (in wasm: up to the reply's bytes).
+    pub const RUN: &str = "run";
+    /// Decoding the engine's reply into a report (wasm only).
+    pub const REPORT_DECODING: &str = "report decoding";
+    /// Hashing the outcome.
+    pub const HASHING: &str = "hashing";
+}
+
+/// Wall-clock durations of the phases of one command, in the order they ran (`cvm run
+/// --timings`). Timings are node-local: they are never part of an outcome or a hash.
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    phases: Vec<(&'static str, Duration)>,
+}
+
+impl Timings {
+    /// Runs `work`, recording its duration under `phase`.
+    pub fn time<T>(&mut self, phase: &'static str, work: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let result = work();
+        self.record(phase, started.elapsed());
+        result
+    }
+
+    /// Records `duration` under `phase`.
+    pub fn record(&mut self, phase: &'static str, duration: Duration) {
+        self.phases.push((phase, duration));
+    }
+
+    /// The phases recorded, in order.
+    pub fn phases(&self) -> &[(&'static str, Duration)] {
+        &self.phases
+    }
+
+    /// One line per phase, `timing: <phase> <milliseconds> ms` with three decimals, then the
+    /// sum of the phases.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (phase, duration) in &self.phases {
+            out.push_str(&format!(
+                "timing: {phase:<18} {:>12} ms\n",
+                millis(*duration)
+            ));
+        }
+        let total: Duration = self.phases.iter().map(|(_, duration)| *duration).sum();
+        out.push_str(&format!(
+            "timing: {:<18} {:>12} ms\n",
+            "total",
+            millis(total)
+        ));
+        out
+    }
+}
+
+/// `duration` in milliseconds with three decimals (integer arithmetic).
+pub fn millis(duration: Duration) -> String {
+    let micros = duration.as_micros();
+    format!("{}.{:03}", micros / 1000, micros % 1000)
 }
 
 /// Where a model comes from.

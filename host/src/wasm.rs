@@ -8,8 +8,18 @@
 //! import nothing. Fuel metering is a
 //! backstop against engine bugs, set from the gas limit ([`FUEL_PER_GAS`]); memory is capped by
 //! [`MEMORY_CAP_BYTES`].
+//!
+//! Compiling `engine.wasm` with Cranelift takes seconds; [`WasmEngine::with_cache`] keeps the
+//! compiled module on disk (see "The compiled-module cache" in `docs/host.md`), so a node pays
+//! it once per engine build, wasmtime release, configuration and CPU.
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cvm_engine::Report;
+use sha3::{Digest, Sha3_256};
 use wasmtime::{
     Config, Engine, Instance, Memory, Module, OptLevel, Store, StoreLimits, StoreLimitsBuilder,
     TypedFunc,
@@ -60,10 +70,30 @@ pub fn config() -> Config {
     config
 }
 
+/// The wasmtime release this host is built against; pinned with `=` in the workspace
+/// `Cargo.toml` (a test checks the two agree). Part of the module cache key.
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+/// Where a [`WasmEngine`]'s compiled module came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleOrigin {
+    /// Compiled by Cranelift in this process.
+    Compiled,
+    /// Loaded from the on-disk module cache.
+    Cached,
+}
+
 /// A compiled engine module, shared by any number of sessions.
 pub struct WasmEngine {
     engine: Engine,
     module: Module,
+    origin: ModuleOrigin,
+    /// Whether sessions meter fuel: always, except for [`WasmEngine::unmetered_for_benchmarks`].
+    metered: bool,
+    /// The cache entry this engine read or wrote, when built with a cache.
+    cache_file: Option<PathBuf>,
+    /// Cache problems met on the way (each fell back to compiling).
+    cache_problems: Vec<String>,
 }
 
 struct Exports {
@@ -81,14 +111,24 @@ pub struct WasmSession {
     exports: Exports,
     /// Fuel granted to the latest call.
     budget: u64,
+    /// Whether the store consumes fuel (see [`WasmEngine::unmetered_for_benchmarks`]).
+    metered: bool,
 }
 
 fn wasm_error(context: &str, error: impl std::fmt::Display) -> HostError {
     HostError::Wasm(format!("{context}: {error}"))
 }
 
+fn new_engine(config: &Config) -> Result<Engine, HostError> {
+    Engine::new(config).map_err(|e| wasm_error("configuring wasmtime", e))
+}
+
+fn compile(engine: &Engine, bytes: &[u8]) -> Result<Module, HostError> {
+    Module::new(engine, bytes).map_err(|e| wasm_error("compiling engine.wasm", e))
+}
+
 impl WasmEngine {
-    /// Compiles the embedded engine module.
+    /// Compiles the embedded engine module (no cache).
     ///
     /// # Errors
     /// [`HostError::Wasm`] if wasmtime rejects the configuration or the module, or the module
@@ -97,14 +137,93 @@ impl WasmEngine {
         WasmEngine::from_module_bytes(ENGINE_WASM)
     }
 
-    /// Compiles an engine module from bytes.
+    /// Compiles an engine module from bytes (no cache).
     ///
     /// # Errors
     /// As [`WasmEngine::new`].
     pub fn from_module_bytes(bytes: &[u8]) -> Result<WasmEngine, HostError> {
-        let engine = Engine::new(&config()).map_err(|e| wasm_error("configuring wasmtime", e))?;
-        let module =
-            Module::new(&engine, bytes).map_err(|e| wasm_error("compiling engine.wasm", e))?;
+        let engine = new_engine(&config())?;
+        let module = compile(&engine, bytes)?;
+        WasmEngine::checked(engine, module, ModuleOrigin::Compiled, true)
+    }
+
+    /// The embedded engine module, loaded from the module cache in `dir` when a valid entry for
+    /// it is there, otherwise compiled and stored there (see [`WasmEngine::from_module_bytes_cached`]).
+    ///
+    /// # Errors
+    /// As [`WasmEngine::new`]; never because of the cache.
+    pub fn with_cache(dir: &Path) -> Result<WasmEngine, HostError> {
+        WasmEngine::from_module_bytes_cached(ENGINE_WASM, dir)
+    }
+
+    /// An engine module from bytes, through the module cache in `dir`.
+    ///
+    /// The entry's file name is [`cache_file_name`] (a key over the module bytes, the wasmtime
+    /// release and the compilation configuration), so a changed engine, wasmtime or
+    /// configuration never reads another's entry. An entry is used only when its stored
+    /// SHA3-256 digest ([`chunked_digest`]) matches its contents and wasmtime accepts it;
+    /// anything else (no entry, an unreadable, corrupt or truncated one, an unwritable
+    /// directory) falls back to compiling, and the fresh module replaces the entry. Problems are
+    /// kept in [`WasmEngine::cache_problems`] rather than failing the run.
+    ///
+    /// # Errors
+    /// As [`WasmEngine::new`]; never because of the cache.
+    pub fn from_module_bytes_cached(bytes: &[u8], dir: &Path) -> Result<WasmEngine, HostError> {
+        let engine = new_engine(&config())?;
+        let path = dir.join(cache_file_name(&engine, bytes));
+        let mut problems = Vec::new();
+        let cached = match std::fs::read(&path) {
+            Ok(entry) => match deserialize_entry(&engine, &entry) {
+                Ok(module) => Some(module),
+                Err(problem) => {
+                    problems.push(format!("{}: {problem}; recompiling", path.display()));
+                    None
+                }
+            },
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => {
+                problems.push(format!("{}: {error}; recompiling", path.display()));
+                None
+            }
+        };
+        let (module, origin) = match cached {
+            Some(module) => (module, ModuleOrigin::Cached),
+            None => {
+                let module = compile(&engine, bytes)?;
+                if let Err(problem) = store_entry(&path, &module) {
+                    problems.push(format!("{}: not cached: {problem}", path.display()));
+                }
+                (module, ModuleOrigin::Compiled)
+            }
+        };
+        let mut wasm = WasmEngine::checked(engine, module, origin, true)?;
+        wasm.cache_file = Some(path);
+        wasm.cache_problems = problems;
+        Ok(wasm)
+    }
+
+    /// The embedded engine compiled with [`config`] except that fuel is not consumed; its
+    /// sessions neither set nor read fuel ([`WasmSession::fuel_used`] fails). Benchmarks use it
+    /// to measure what fuel metering costs. **Never used for consensus**: without fuel the
+    /// backstop against an engine bug that loops is gone, and the CLI never builds it.
+    ///
+    /// # Errors
+    /// As [`WasmEngine::new`].
+    #[doc(hidden)]
+    pub fn unmetered_for_benchmarks() -> Result<WasmEngine, HostError> {
+        let mut unmetered = config();
+        unmetered.consume_fuel(false);
+        let engine = new_engine(&unmetered)?;
+        let module = compile(&engine, ENGINE_WASM)?;
+        WasmEngine::checked(engine, module, ModuleOrigin::Compiled, false)
+    }
+
+    fn checked(
+        engine: Engine,
+        module: Module,
+        origin: ModuleOrigin,
+        metered: bool,
+    ) -> Result<WasmEngine, HostError> {
         if let Some(import) = module.imports().next() {
             return Err(HostError::Wasm(format!(
                 "engine.wasm imports {}::{}; the engine must import nothing",
@@ -112,7 +231,30 @@ impl WasmEngine {
                 import.name()
             )));
         }
-        Ok(WasmEngine { engine, module })
+        Ok(WasmEngine {
+            engine,
+            module,
+            origin,
+            metered,
+            cache_file: None,
+            cache_problems: Vec::new(),
+        })
+    }
+
+    /// Whether the module was compiled here or loaded from the cache.
+    pub fn origin(&self) -> ModuleOrigin {
+        self.origin
+    }
+
+    /// The cache entry this engine read or wrote (`None` without a cache).
+    pub fn cache_file(&self) -> Option<&Path> {
+        self.cache_file.as_deref()
+    }
+
+    /// Cache problems met while building this engine, each already handled by compiling (an
+    /// unreadable or corrupt entry, an unwritable directory). Empty when all went well.
+    pub fn cache_problems(&self) -> &[String] {
+        &self.cache_problems
     }
 
     /// A fresh instance with its own memory.
@@ -128,9 +270,11 @@ impl WasmEngine {
             .build();
         let mut store = Store::new(&self.engine, limits);
         store.limiter(|limits| limits);
-        store
-            .set_fuel(FUEL_BASE)
-            .map_err(|e| wasm_error("setting fuel", e))?;
+        if self.metered {
+            store
+                .set_fuel(FUEL_BASE)
+                .map_err(|e| wasm_error("setting fuel", e))?;
+        }
         let instance = Instance::new(&mut store, &self.module, &[])
             .map_err(|e| wasm_error("instantiating engine.wasm", e))?;
         let exports = Exports::find(&instance, &mut store)?;
@@ -147,8 +291,173 @@ impl WasmEngine {
             store,
             exports,
             budget: FUEL_BASE,
+            metered: self.metered,
         })
     }
+}
+
+/// The default module cache directory: `$CVM_CACHE_DIR` if set, else `$XDG_CACHE_HOME/cvm`
+/// (when absolute, as the XDG specification requires), else `$HOME/.cache/cvm`; `None` when
+/// none of them is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    };
+    var("CVM_CACHE_DIR")
+        .or_else(|| {
+            var("XDG_CACHE_HOME")
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join("cvm"))
+        })
+        .or_else(|| var("HOME").map(|home| home.join(".cache").join("cvm")))
+}
+
+/// Feeds what a [`Hash`] implementation writes into SHA3-256.
+struct Sha3Hasher(Sha3_256);
+
+impl Hasher for Sha3Hasher {
+    fn finish(&self) -> u64 {
+        let digest = self.0.clone().finalize();
+        u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// The module cache key: SHA3-256 over a format tag, the [`chunked_digest`] of the module bytes,
+/// [`WASMTIME_VERSION`], and wasmtime's `precompile_compatibility_hash` of `engine` (target,
+/// Cranelift flags and detected CPU features, tunables such as fuel metering, enabled wasm
+/// features, wasmtime's own module version). The compatibility hash goes through Rust's `Hash`,
+/// which is stable within one build of this program: that is all a local cache key needs.
+pub fn cache_key(engine: &Engine, module_bytes: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha3Hasher(Sha3_256::new());
+    hasher.write(CACHE_MAGIC);
+    hasher.write(&chunked_digest(module_bytes));
+    hasher.write(WASMTIME_VERSION.as_bytes());
+    hasher.write(&[0]);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.0.finalize().into()
+}
+
+/// The cache entry's file name for `module_bytes` compiled by `engine`:
+/// `engine-<key in hex>.cwasm`.
+pub fn cache_file_name(engine: &Engine, module_bytes: &[u8]) -> String {
+    format!(
+        "engine-{}.cwasm",
+        crate::hash::hex(&cache_key(engine, module_bytes))
+    )
+}
+
+/// Bytes per chunk of [`chunked_digest`].
+const DIGEST_CHUNK: usize = 1 << 18;
+
+/// SHA3-256 over the length of `bytes` (`u64`, little endian) and the SHA3-256 digests of its
+/// consecutive 256 KiB chunks, computed on two threads: a cache hit hashes the whole compiled
+/// module (1.4 MB) and the engine module (0.4 MB), and one SHA3 stream over them would take
+/// most of the start-up time. Any change to the bytes changes the digest as a plain SHA3-256
+/// would.
+pub fn chunked_digest(bytes: &[u8]) -> [u8; 32] {
+    fn hash_chunks(chunks: &[&[u8]]) -> Vec<[u8; 32]> {
+        chunks
+            .iter()
+            .map(|chunk| Sha3_256::digest(chunk).into())
+            .collect()
+    }
+    let chunks: Vec<&[u8]> = bytes.chunks(DIGEST_CHUNK).collect();
+    let (first, second) = chunks.split_at(chunks.len() / 2);
+    let digests = std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new().spawn_scoped(scope, || hash_chunks(first));
+        let second_digests = hash_chunks(second);
+        // Should the OS refuse a thread, this one hashes the first half too.
+        let mut digests = match helper {
+            Ok(helper) => helper.join().unwrap_or_else(|_| hash_chunks(first)),
+            Err(_) => hash_chunks(first),
+        };
+        digests.extend(second_digests);
+        digests
+    });
+    let mut outer = Sha3_256::new();
+    outer.update((bytes.len() as u64).to_le_bytes());
+    for digest in &digests {
+        outer.update(digest);
+    }
+    outer.finalize().into()
+}
+
+/// First bytes of a cache entry (format tag and version). An entry is this tag, the
+/// [`chunked_digest`] of the rest, then the bytes of `Module::serialize`.
+const CACHE_MAGIC: &[u8; 8] = b"CVMCWSM1";
+
+/// Length of the entry header: tag and digest.
+const CACHE_HEADER_LEN: usize = CACHE_MAGIC.len() + 32;
+
+/// The serialized module inside a cache entry, if the entry is intact.
+fn verified_payload(entry: &[u8]) -> Result<&[u8], &'static str> {
+    let (header, payload) = entry
+        .split_at_checked(CACHE_HEADER_LEN)
+        .ok_or("truncated cache entry (shorter than its header)")?;
+    let (magic, digest) = header.split_at(CACHE_MAGIC.len());
+    if magic != CACHE_MAGIC {
+        return Err("not a cvm module cache entry");
+    }
+    if chunked_digest(payload).as_slice() != digest {
+        return Err("corrupt cache entry (SHA3-256 digest mismatch)");
+    }
+    Ok(payload)
+}
+
+/// Deserializes a cache entry, after checking its digest.
+#[allow(unsafe_code)]
+fn deserialize_entry(engine: &Engine, entry: &[u8]) -> Result<Module, String> {
+    let payload = verified_payload(entry)?;
+    // SAFETY: `Module::deserialize` requires bytes produced by `Module::serialize` or
+    // `Engine::precompile_module`, unmodified. Cache entries are written only by
+    // `store_entry` (below) from `Module::serialize`, into a temporary file renamed into place,
+    // so a reader never sees a partial write; `verified_payload` has just checked that these
+    // bytes hash to the SHA3-256 digest (`chunked_digest`) stored with them, so a corrupted or
+    // truncated entry is refused before it gets here. The file name keys the module bytes, the
+    // wasmtime release and the configuration, and wasmtime itself rejects an artifact of another
+    // release or an incompatible configuration with an error. The cache directory must be as
+    // trusted as this program's binary: the digest detects accidents, not a forger with write
+    // access there.
+    let module = unsafe { Module::deserialize(engine, payload) };
+    module.map_err(|error| format!("wasmtime refused the cache entry: {error}"))
+}
+
+/// Writes `module` as a cache entry at `path` atomically: a temporary file in the same
+/// directory, synced, then renamed over `path`.
+fn store_entry(path: &Path, module: &Module) -> Result<(), String> {
+    static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+    let payload = module
+        .serialize()
+        .map_err(|error| format!("serializing the module: {error}"))?;
+    let dir = path.parent().ok_or("the cache path has no directory")?;
+    std::fs::create_dir_all(dir).map_err(|error| format!("creating the directory: {error}"))?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TEMPORARY.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = std::fs::File::create_new(&temporary)?;
+        file.write_all(CACHE_MAGIC)?;
+        file.write_all(&chunked_digest(&payload))?;
+        file.write_all(&payload)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    written.map_err(|error| {
+        let _ = std::fs::remove_file(&temporary);
+        format!("writing {}: {error}", temporary.display())
+    })
 }
 
 fn typed<P: wasmtime::WasmParams, R: wasmtime::WasmResults>(
@@ -206,7 +515,8 @@ impl WasmSession {
         Ok((ptr, len))
     }
 
-    fn reply(&mut self) -> Result<Report, HostError> {
+    /// The bytes of the engine's latest reply (a borsh-encoded report).
+    fn reply_bytes(&mut self) -> Result<Vec<u8>, HostError> {
         let ptr = self
             .exports
             .reply_ptr
@@ -222,7 +532,23 @@ impl WasmSession {
             .memory
             .read(&self.store, ptr as usize, &mut bytes)
             .map_err(|e| wasm_error("reading the reply", e))?;
-        borsh::from_slice(&bytes).map_err(|e| wasm_error("decoding the reply", e))
+        Ok(bytes)
+    }
+
+    fn reply(&mut self) -> Result<Report, HostError> {
+        let bytes = self.reply_bytes()?;
+        decode_reply(&bytes)
+    }
+
+    /// Grants `budget` fuel to the next call (nothing when fuel metering is off).
+    fn grant_fuel(&mut self, budget: u64) -> Result<(), HostError> {
+        self.budget = budget;
+        if self.metered {
+            self.store
+                .set_fuel(budget)
+                .map_err(|e| wasm_error("setting fuel", e))?;
+        }
+        Ok(())
     }
 
     /// Loads canonical model bytes. `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
@@ -231,10 +557,7 @@ impl WasmSession {
     /// # Errors
     /// [`HostError::Wasm`] on a trap or fuel exhaustion.
     pub fn load(&mut self, model: &[u8]) -> Result<Option<Report>, HostError> {
-        self.budget = fuel_for(model.len(), 0);
-        self.store
-            .set_fuel(self.budget)
-            .map_err(|e| wasm_error("setting fuel", e))?;
+        self.grant_fuel(fuel_for(model.len(), 0))?;
         let (ptr, len) = self.put(model)?;
         match self
             .exports
@@ -252,10 +575,17 @@ impl WasmSession {
     /// # Errors
     /// [`HostError::Wasm`] on a trap, fuel exhaustion, or when no model is loaded.
     pub fn run(&mut self, inputs: &[u8], gas_limit: u64) -> Result<Report, HostError> {
-        self.budget = fuel_for(inputs.len(), gas_limit);
-        self.store
-            .set_fuel(self.budget)
-            .map_err(|e| wasm_error("setting fuel", e))?;
+        let reply = self.run_to_reply(inputs, gas_limit)?;
+        decode_reply(&reply)
+    }
+
+    /// [`WasmSession::run`] up to the reply's bytes, before decoding them with
+    /// [`decode_reply`] (kept apart so that `cvm run --timings` can time both).
+    ///
+    /// # Errors
+    /// As [`WasmSession::run`].
+    pub fn run_to_reply(&mut self, inputs: &[u8], gas_limit: u64) -> Result<Vec<u8>, HostError> {
+        self.grant_fuel(fuel_for(inputs.len(), gas_limit))?;
         let (ptr, len) = self.put(inputs)?;
         match self
             .exports
@@ -263,7 +593,7 @@ impl WasmSession {
             .call(&mut self.store, (ptr, len, gas_limit))
             .map_err(|e| wasm_error("cvm_run", e))?
         {
-            0 => self.reply(),
+            0 => self.reply_bytes(),
             _ => Err(HostError::Wasm(
                 "cvm_run called with no model loaded".into(),
             )),
@@ -273,12 +603,26 @@ impl WasmSession {
     /// Fuel the latest `load` or `run` burned (for tests of the fuel/gas ratio).
     ///
     /// # Errors
-    /// [`HostError::Wasm`] if fuel metering is off.
+    /// [`HostError::Wasm`] if fuel metering is off (an engine from
+    /// [`WasmEngine::unmetered_for_benchmarks`]).
     pub fn fuel_used(&self) -> Result<u64, HostError> {
+        if !self.metered {
+            return Err(HostError::Wasm(
+                "fuel metering is off in this benchmark-only engine".into(),
+            ));
+        }
         let left = self
             .store
             .get_fuel()
             .map_err(|e| wasm_error("reading fuel", e))?;
         Ok(self.budget.saturating_sub(left))
     }
+}
+
+/// Decodes the engine's reply bytes into a report.
+///
+/// # Errors
+/// [`HostError::Wasm`] if the bytes are not a borsh-encoded report (an engine bug).
+pub fn decode_reply(bytes: &[u8]) -> Result<Report, HostError> {
+    borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
 }
