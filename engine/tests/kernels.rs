@@ -10,6 +10,7 @@ mod common;
 use common::Rng;
 use cvm_engine::kernels::conv::{self, BLOCK, ConvShape};
 use cvm_engine::kernels::gemm::{self, PackedRows};
+use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
 
 impl Rng {
@@ -298,4 +299,103 @@ fn native_backend_equals_portable_lane_for_lane() {
             "{a16:?} {b16:?} {a32:?} {b32:?}"
         );
     }
+}
+
+/// Spec 001 max_pool2d: the maximum of the input elements inside each window.
+fn plain_max_pool(s: &PoolShape, data: &[i32]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for plane in 0..s.planes {
+        for p in 0..s.out_h {
+            for q in 0..s.out_w {
+                let mut best = None;
+                for ki in 0..s.window[0] {
+                    for kj in 0..s.window[1] {
+                        let row = (p * s.strides[0] + ki) as i64 - s.padding[0] as i64;
+                        let col = (q * s.strides[1] + kj) as i64 - s.padding[1] as i64;
+                        if (0..s.height as i64).contains(&row) && (0..s.width as i64).contains(&col)
+                        {
+                            let value =
+                                data[(plane * s.height + row as usize) * s.width + col as usize];
+                            best = Some(best.map_or(value, |b: i32| b.max(value)));
+                        }
+                    }
+                }
+                out.push(best.unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Output extent of pooling, or None when a window would hold only padding.
+fn pool_extent(size: usize, pad: usize, window: usize, stride: usize, ceil: bool) -> Option<usize> {
+    let padded = size + 2 * pad;
+    if window > padded || pad >= window {
+        return None;
+    }
+    let span = padded - window;
+    let steps = if ceil {
+        span.div_ceil(stride)
+    } else {
+        span / stride
+    };
+    (steps * stride < size + pad).then_some(steps + 1)
+}
+
+#[test]
+fn max_pool_kernels_equal_the_formula() {
+    let mut rng = Rng(0x5EED_9001);
+    let (mut vectorised, mut plain) = (0, 0);
+    while vectorised + plain < 500 {
+        let (height, width) = (rng.size(1, 21), rng.size(1, 23));
+        let mut window = [rng.size(1, 4), rng.size(1, 5)];
+        if rng.chance(3) {
+            // Windows and padding far larger than the input take the plain loop.
+            window = [rng.size(60, 120), rng.size(60, 120)];
+        }
+        let strides = [rng.size(1, 3), rng.size(1, 3)];
+        let padding = if window[0] >= 60 {
+            [window[0] - 1 - rng.size(0, 2), window[1] - 1 - rng.size(0, 2)]
+        } else if rng.chance(10) {
+            [rng.size(0, window[0] - 1), rng.size(0, window[1] - 1)]
+        } else {
+            [rng.size(0, 1), rng.size(0, 1)]
+        };
+        let ceil = rng.chance(30);
+        let (Some(out_h), Some(out_w)) = (
+            pool_extent(height, padding[0], window[0], strides[0], ceil),
+            pool_extent(width, padding[1], window[1], strides[1], ceil),
+        ) else {
+            continue;
+        };
+        let shape = PoolShape {
+            planes: rng.size(1, 5),
+            height,
+            width,
+            out_h,
+            out_w,
+            window,
+            strides,
+            padding,
+        };
+        let data: Vec<i32> = (0..shape.planes * height * width)
+            .map(|_| rng.i32().max(i32::MIN + 1))
+            .collect();
+        let expected = plain_max_pool(&shape, &data);
+        let mut native = vec![0; expected.len()];
+        pool::max_pool2d::<Native>(&shape, &data, &mut native);
+        let mut portable = vec![0; expected.len()];
+        pool::max_pool2d::<Portable>(&shape, &data, &mut portable);
+        assert_eq!(native, expected, "native, {shape:?}");
+        assert_eq!(portable, expected, "portable, {shape:?}");
+        if shape.vectorised() {
+            vectorised += 1;
+        } else {
+            plain += 1;
+        }
+    }
+    assert!(
+        vectorised >= 400 && plain >= 1,
+        "{vectorised} vectorised, {plain} plain"
+    );
 }

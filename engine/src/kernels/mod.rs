@@ -10,4 +10,5 @@
 
 pub mod conv;
 pub mod gemm;
+pub mod pool;
 pub mod simd;

@@ -19,6 +19,7 @@ use crate::error::Result;
 use crate::fail;
 use crate::kernels::conv::{self, ConvShape};
 use crate::kernels::gemm::{self, PackedRows};
+use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 
@@ -713,36 +714,31 @@ impl Operator for MaxPool2d {
         Ok(vec![(Param::WindowCompare, window)])
     }
 
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let out_h = self.extent(inputs[0].dims()[2], 0)?;
+        let out_w = self.extent(inputs[0].dims()[3], 1)?;
+        Ok(self.shape(inputs[0].dims(), [out_h, out_w]).scratch_bytes())
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let dims = inputs[0].dims;
-        let (height, width) = (dims[2] as isize, dims[3] as isize);
-        let (out_h, out_w) = (outputs[0].dims[2] as usize, outputs[0].dims[3] as usize);
-        let plane = (height * width) as usize;
-        let data = inputs[0].data;
-        let out = &mut *outputs[0].data;
-        let planes = dims[0] as usize * dims[1] as usize;
-        let mut out_index = 0;
-        for plane_index in 0..planes {
-            let base = plane_index * plane;
-            for p in 0..out_h {
-                let start_h = p as isize * self.strides[0] as isize - self.padding[0] as isize;
-                let rows = start_h.max(0)..(start_h + self.pool_size[0] as isize).min(height);
-                for q in 0..out_w {
-                    let start_w = q as isize * self.strides[1] as isize - self.padding[1] as isize;
-                    let cols = start_w.max(0)..(start_w + self.pool_size[1] as isize).min(width);
-                    let mut best = i32::MIN;
-                    for row in rows.clone() {
-                        let row_base = base + (row * width) as usize;
-                        for col in cols.clone() {
-                            best = best.max(data[row_base + col as usize]);
-                        }
-                    }
-                    out[out_index] = best;
-                    out_index += 1;
-                }
-            }
-        }
+        let shape = self.shape(inputs[0].dims, [outputs[0].dims[2], outputs[0].dims[3]]);
+        pool::max_pool2d::<Native>(&shape, inputs[0].data, outputs[0].data);
         Ok(())
+    }
+}
+
+impl MaxPool2d {
+    fn shape(&self, dims: &[u32], [out_h, out_w]: [u32; 2]) -> PoolShape {
+        PoolShape {
+            planes: dims[0] as usize * dims[1] as usize,
+            height: dims[2] as usize,
+            width: dims[3] as usize,
+            out_h: out_h as usize,
+            out_w: out_w as usize,
+            window: self.pool_size.map(|v| v as usize),
+            strides: self.strides.map(|v| v as usize),
+            padding: self.padding.map(|v| v as usize),
+        }
     }
 }
 
