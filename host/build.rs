@@ -82,6 +82,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     ] {
         command.env_remove(variable);
     }
+    // SIMD128 is part of the consensus build: the kernels use its deterministic integer
+    // instructions (never relaxed SIMD, which the wasmtime configuration also disables).
+    command.env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128");
     let status = command.status()?;
     if !status.success() {
         return Err(

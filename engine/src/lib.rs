@@ -17,6 +17,7 @@ pub mod attrs;
 pub mod error;
 pub mod exec;
 pub mod fixed;
+pub mod kernels;
 pub mod limits;
 pub mod model;
 pub mod ops;

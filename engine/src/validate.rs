@@ -11,9 +11,10 @@
 //! execution-phase codes (4xx), or `MemoryLimit` when an output buffer cannot be allocated.
 
 use alloc::boxed::Box;
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -22,6 +23,7 @@ use cvm_gas::{Param, Schedule};
 use crate::attrs::Attrs;
 use crate::error::{Error, Result};
 use crate::fail;
+use crate::kernels::gemm::PackedRows;
 use crate::limits;
 use crate::model::{Model, ParamData, ValueRef};
 use crate::ops::{self, OpDef, Operator};
@@ -239,6 +241,9 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
     let n_leading = value_types.len();
     let mut node_first_value: Vec<ValueId> = Vec::with_capacity(nodes.len());
     let mut validated_nodes: Vec<ValidatedNode> = Vec::with_capacity(nodes.len());
+    // Weight packings, one per parameter however many nodes use it, and their bytes.
+    let mut packings: BTreeMap<ValueId, Arc<PackedRows>> = BTreeMap::new();
+    let mut packed_bytes: u64 = 0;
     let mut total_gas: u64 = 0;
     for (node_index, node) in nodes.into_iter().enumerate() {
         let index = node_index as u32;
@@ -276,13 +281,44 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 })
                 .collect::<Result<_>>()?;
             let attrs = Attrs::check(&node.attrs, op.attrs)?;
-            let operator = (op.build)(&attrs, node.inputs.len())?;
+            let mut operator = (op.build)(&attrs, node.inputs.len())?;
             let input_types: Vec<TensorType> =
                 inputs.iter().map(|&id| value_types[id].clone()).collect();
             let output_types = operator.infer(&input_types)?;
             for (position, ty) in output_types.iter().enumerate() {
                 ty.shape.check_limits(&format!("output {position}"))?;
                 check_precision(ty.precision, &format!("output {position}"))?;
+            }
+            if let Some(position) = operator.packed_input(&input_types)
+                && let Some(&id) = inputs.get(position)
+                && (n_inputs..n_leading).contains(&id)
+            {
+                let packed = match packings.get(&id) {
+                    Some(packed) => Arc::clone(packed),
+                    None => {
+                        let param = &decoded_params[id - n_inputs].1;
+                        let dims = param.shape.dims();
+                        let rows = dims.first().copied().unwrap_or(1) as u64;
+                        let depth = dims.iter().skip(1).map(|&d| u64::from(d)).product::<u64>();
+                        packed_bytes =
+                            packed_bytes.saturating_add(PackedRows::bytes(rows, depth));
+                        if packed_bytes > limits::MAX_PEAK_MEMORY_BYTES {
+                            return Err(fail!(
+                                MemoryLimit,
+                                "packing the weights of the model's nodes takes {packed_bytes} bytes, more than the memory limit of {}",
+                                limits::MAX_PEAK_MEMORY_BYTES
+                            ));
+                        }
+                        let packed = Arc::new(PackedRows::pack(
+                            &param.data,
+                            rows as usize,
+                            depth as usize,
+                        ));
+                        packings.insert(id, Arc::clone(&packed));
+                        packed
+                    }
+                };
+                operator.set_packed(packed);
             }
             let scratch_bytes = operator.scratch_bytes(&input_types)?;
             let mut usage = operator.usage(&input_types, &output_types)?;
@@ -364,6 +400,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         &value_types,
         n_inputs,
         n_leading,
+        packed_bytes,
     )?;
     Ok(ValidatedModel {
         inputs: validated_inputs,
@@ -434,12 +471,14 @@ fn resolve(
 /// Parameters are alive for the whole run. Inputs and node outputs are freed after their last
 /// use, except model outputs, which live to the end. A node output nobody uses is freed right
 /// after the node. While a node runs, its working memory (`scratch_bytes`) is alive as well.
+/// Weights packed at load time (`packed_bytes`) are alive for the whole run, like parameters.
 fn plan_memory(
     nodes: &mut [ValidatedNode],
     outputs: &[(String, ValueId)],
     value_types: &[TensorType],
     n_inputs: usize,
     n_leading: usize,
+    packed_bytes: u64,
 ) -> Result<u64> {
     const KEEP: usize = usize::MAX;
     // Last node using each value; KEEP for model outputs; None for unused values.
@@ -467,7 +506,9 @@ fn plan_memory(
     }
 
     let bytes = |id: ValueId| tensor_bytes(&value_types[id]);
-    let mut live: u64 = (0..n_leading).map(bytes).fold(0, u64::saturating_add);
+    let mut live: u64 = (0..n_leading)
+        .map(bytes)
+        .fold(packed_bytes, u64::saturating_add);
     let mut peak = live;
     for node in nodes.iter() {
         for output in node.first_output..node.first_output + node.output_types.len() {

@@ -10,6 +10,7 @@
 //! failure as a typed error (never panics).
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use cvm_gas::Param;
@@ -17,6 +18,7 @@ use cvm_gas::Param;
 use crate::attrs::{AttrSpec, Attrs};
 use crate::error::Result;
 use crate::fail;
+use crate::kernels::gemm::PackedRows;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
 pub mod broadcast;
@@ -58,6 +60,18 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     fn scratch_bytes(&self, _inputs: &[TensorType]) -> Result<u64> {
         Ok(0)
     }
+
+    /// The input the operator would like packed into `i16` rows once, when the model is loaded,
+    /// if that input is a parameter: the weights of the multiply-accumulate kernels. The rows
+    /// are the input's first axis and the row length the product of the others. Only called
+    /// after `infer` accepted the types.
+    fn packed_input(&self, _inputs: &[TensorType]) -> Option<usize> {
+        None
+    }
+
+    /// Hands over the packing asked for by [`Operator::packed_input`] (shared by every node
+    /// using the same parameter). Called at most once, before [`Operator::scratch_bytes`].
+    fn set_packed(&mut self, _packed: Arc<PackedRows>) {}
 
     /// Computes the outputs (pre-sized and zeroed) from the inputs.
     ///

@@ -5,18 +5,22 @@
 //! that it fits `i32`; the final narrowing is still checked.
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
 use super::{
-    Arity, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank, narrow,
-    output_precision,
+    Arity, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank, output_precision,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::kernels::conv::{self, ConvShape};
+use crate::kernels::gemm::{self, PackedRows};
+use crate::kernels::pool::{self, PoolShape};
+use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 
 /// `max_attr` of spec 000: attributes such as padding, strides and dilation lie below it.
@@ -75,20 +79,8 @@ pub struct Conv2d {
     dilation: [u32; 2],
     groups: u32,
     use_bias: bool,
-}
-
-/// Geometry of one convolution, derived from validated types.
-struct ConvGeometry {
-    batch: usize,
-    in_channels: usize,
-    height: usize,
-    width: usize,
-    out_channels: usize,
-    group_in_channels: usize,
-    kernel_h: usize,
-    kernel_w: usize,
-    out_h: usize,
-    out_w: usize,
+    /// The weights packed at load time, when they are a parameter.
+    packed: Option<Arc<PackedRows>>,
 }
 
 impl Conv2d {
@@ -143,10 +135,11 @@ impl Conv2d {
             )?,
             groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
             use_bias,
+            packed: None,
         }))
     }
 
-    fn geometry(&self, data: &[u32], weight: &[u32]) -> Result<ConvGeometry> {
+    fn geometry(&self, data: &[u32], weight: &[u32]) -> Result<ConvShape> {
         let [batch, in_channels, height, width] = [data[0], data[1], data[2], data[3]];
         let [out_channels, group_in_channels, kernel_h, kernel_w] =
             [weight[0], weight[1], weight[2], weight[3]];
@@ -210,17 +203,20 @@ impl Conv2d {
             self.strides[1],
             "width",
         )?;
-        Ok(ConvGeometry {
+        Ok(ConvShape {
             batch: batch as usize,
             in_channels: in_channels as usize,
             height: height as usize,
             width: width as usize,
             out_channels: out_channels as usize,
-            group_in_channels: group_in_channels as usize,
+            groups: self.groups as usize,
             kernel_h: kernel_h as usize,
             kernel_w: kernel_w as usize,
             out_h: out_h as usize,
             out_w: out_w as usize,
+            strides: self.strides.map(|v| v as usize),
+            padding: self.padding.map(|v| v as usize),
+            dilation: self.dilation.map(|v| v as usize),
         })
     }
 }
@@ -307,7 +303,7 @@ impl Operator for Conv2d {
         check_mac_precision(data, "data")?;
         check_mac_precision(weight, "weight")?;
         let reduction = count(&[
-            geometry.group_in_channels as u64,
+            geometry.group_in() as u64,
             geometry.kernel_h as u64,
             geometry.kernel_w as u64,
         ])?;
@@ -338,60 +334,58 @@ impl Operator for Conv2d {
         ])
     }
 
+    fn packed_input(&self, inputs: &[TensorType]) -> Option<usize> {
+        let shape = self.geometry(inputs[0].dims(), inputs[1].dims()).ok()?;
+        (!shape.uses_depthwise()).then_some(1)
+    }
+
+    fn set_packed(&mut self, packed: Arc<PackedRows>) {
+        self.packed = Some(packed);
+    }
+
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let shape = self.geometry(inputs[0].dims(), inputs[1].dims())?;
+        Ok(shape.scratch_bytes(self.packed.is_some()))
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let g = self.geometry(inputs[0].dims, inputs[1].dims)?;
-        let (data, weight) = (inputs[0].data, inputs[1].data);
-        let bias = if self.use_bias {
-            Some(inputs[2].data)
-        } else {
-            None
-        };
+        let shape = self.geometry(inputs[0].dims, inputs[1].dims)?;
         let out = &mut *outputs[0].data;
-        let out_per_group = g.out_channels / self.groups as usize;
-        let [stride_h, stride_w] = self.strides.map(|s| s as isize);
-        let [pad_h, pad_w] = self.padding.map(|p| p as isize);
-        let [dil_h, dil_w] = self.dilation.map(|d| d as isize);
-        let plane = g.height * g.width;
-        let kernel_plane = g.kernel_h * g.kernel_w;
-        let mut out_index = 0;
-        for n in 0..g.batch {
-            for oc in 0..g.out_channels {
-                let first_channel = (oc / out_per_group) * g.group_in_channels;
-                let weight_base = oc * g.group_in_channels * kernel_plane;
-                let bias_value = bias.map_or(0, |b| i64::from(b[oc]));
-                for p in 0..g.out_h {
-                    let row0 = p as isize * stride_h - pad_h;
-                    for q in 0..g.out_w {
-                        let col0 = q as isize * stride_w - pad_w;
-                        let mut acc = bias_value;
-                        for ic in 0..g.group_in_channels {
-                            let data_base = (n * g.in_channels + first_channel + ic) * plane;
-                            let w_base = weight_base + ic * kernel_plane;
-                            for ki in 0..g.kernel_h {
-                                let row = row0 + ki as isize * dil_h;
-                                if row < 0 || row >= g.height as isize {
-                                    continue; // zero padding (spec 001 `pad`)
-                                }
-                                let data_row = data_base + row as usize * g.width;
-                                let w_row = w_base + ki * g.kernel_w;
-                                for kj in 0..g.kernel_w {
-                                    let col = col0 + kj as isize * dil_w;
-                                    if col < 0 || col >= g.width as isize {
-                                        continue;
-                                    }
-                                    acc += i64::from(data[data_row + col as usize])
-                                        * i64::from(weight[w_row + kj]);
-                                }
-                            }
-                        }
-                        out[out_index] = narrow(acc)?;
-                        out_index += 1;
-                    }
-                }
-            }
+        conv::conv2d::<Native>(
+            &shape,
+            inputs[0].data,
+            inputs[1].data,
+            self.packed.as_deref(),
+            out,
+        );
+        if self.use_bias {
+            add_bias(
+                out,
+                inputs[2].data,
+                shape.out_h * shape.out_w,
+                shape.out_channels,
+            )?;
         }
         Ok(())
     }
+}
+
+/// Adds `bias[c]` to every element of channel `c` of an (N, C, plane) tensor, checked. Precision
+/// inference makes the sums fit (output precision max(pXW, pB) + 1 ≤ 32); an overflow would be
+/// an engine bug and is reported as one.
+fn add_bias(out: &mut [i32], bias: &[i32], plane: usize, channels: usize) -> Result<()> {
+    if plane == 0 || channels == 0 {
+        return Ok(());
+    }
+    for (index, values) in out.chunks_exact_mut(plane).enumerate() {
+        let b = bias[index % channels];
+        for value in values {
+            *value = value.checked_add(b).ok_or_else(|| {
+                fail!(IntegerOverflow, "bias addition overflows i32 (engine bug)")
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Row of the operator table for [`Dense`].
@@ -422,6 +416,8 @@ pub const DENSE: OpDef = OpDef {
 pub struct Dense {
     units: Option<u32>,
     use_bias: bool,
+    /// The weights packed at load time, when they are a parameter.
+    packed: Option<Arc<PackedRows>>,
 }
 
 impl Dense {
@@ -440,7 +436,11 @@ impl Dense {
             Some(value) => Some(in_range("units", value, 1, i64::from(u32::MAX))?),
             None => None,
         };
-        Ok(Box::new(Dense { units, use_bias }))
+        Ok(Box::new(Dense {
+            units,
+            use_bias,
+            packed: None,
+        }))
     }
 }
 
@@ -495,36 +495,48 @@ impl Operator for Dense {
         ])
     }
 
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let depth = inputs[0].dims[1] as usize;
-        let units = inputs[1].dims[0] as usize;
-        let (data, weight) = (inputs[0].data, inputs[1].data);
-        let bias = if self.use_bias {
-            Some(inputs[2].data)
+    fn packed_input(&self, _inputs: &[TensorType]) -> Option<usize> {
+        Some(1)
+    }
+
+    fn set_packed(&mut self, packed: Arc<PackedRows>) {
+        self.packed = Some(packed);
+    }
+
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let [rows, depth] = [inputs[0].dims()[0], inputs[0].dims()[1]].map(u64::from);
+        let weights = if self.packed.is_some() {
+            0
         } else {
-            None
+            PackedRows::bytes(u64::from(inputs[1].dims()[0]), depth)
         };
-        if depth == 0 {
-            // Empty reduction: Y = B (or 0).
-            for row in outputs[0].data.chunks_exact_mut(units.max(1)) {
-                for (unit, value) in row.iter_mut().enumerate() {
-                    *value = bias.map_or(0, |b| b[unit]);
-                }
+        Ok(PackedRows::bytes(rows, depth).saturating_add(weights))
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        let [rows, depth] = [inputs[0].dims[0], inputs[0].dims[1]].map(|d| d as usize);
+        let units = inputs[1].dims[0] as usize;
+        let data = PackedRows::pack(inputs[0].data, rows, depth);
+        let packed;
+        let weights = match &self.packed {
+            Some(weights) => weights,
+            None => {
+                packed = PackedRows::pack(inputs[1].data, units, depth);
+                &packed
             }
-            return Ok(());
-        }
-        for (x_row, y_row) in data
-            .chunks_exact(depth)
-            .zip(outputs[0].data.chunks_exact_mut(units.max(1)))
-        {
-            for (unit, (w_row, y)) in weight.chunks_exact(depth).zip(y_row.iter_mut()).enumerate() {
-                let dot: i64 = x_row
-                    .iter()
-                    .zip(w_row)
-                    .map(|(&x, &w)| i64::from(x) * i64::from(w))
-                    .sum();
-                *y = narrow(dot + bias.map_or(0, |b| i64::from(b[unit])))?;
-            }
+        };
+        let out = &mut *outputs[0].data;
+        gemm::dot_products::<Native>(
+            data.values(),
+            rows,
+            weights.values(),
+            units,
+            data.stride(),
+            |i, j, sum| out[i * units + j] = sum,
+        );
+        if self.use_bias {
+            // Y is (M, N): one "channel" per unit, planes of one element.
+            add_bias(out, inputs[2].data, 1, units)?;
         }
         Ok(())
     }
@@ -702,36 +714,31 @@ impl Operator for MaxPool2d {
         Ok(vec![(Param::WindowCompare, window)])
     }
 
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let out_h = self.extent(inputs[0].dims()[2], 0)?;
+        let out_w = self.extent(inputs[0].dims()[3], 1)?;
+        Ok(self.shape(inputs[0].dims(), [out_h, out_w]).scratch_bytes())
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let dims = inputs[0].dims;
-        let (height, width) = (dims[2] as isize, dims[3] as isize);
-        let (out_h, out_w) = (outputs[0].dims[2] as usize, outputs[0].dims[3] as usize);
-        let plane = (height * width) as usize;
-        let data = inputs[0].data;
-        let out = &mut *outputs[0].data;
-        let planes = dims[0] as usize * dims[1] as usize;
-        let mut out_index = 0;
-        for plane_index in 0..planes {
-            let base = plane_index * plane;
-            for p in 0..out_h {
-                let start_h = p as isize * self.strides[0] as isize - self.padding[0] as isize;
-                let rows = start_h.max(0)..(start_h + self.pool_size[0] as isize).min(height);
-                for q in 0..out_w {
-                    let start_w = q as isize * self.strides[1] as isize - self.padding[1] as isize;
-                    let cols = start_w.max(0)..(start_w + self.pool_size[1] as isize).min(width);
-                    let mut best = i32::MIN;
-                    for row in rows.clone() {
-                        let row_base = base + (row * width) as usize;
-                        for col in cols.clone() {
-                            best = best.max(data[row_base + col as usize]);
-                        }
-                    }
-                    out[out_index] = best;
-                    out_index += 1;
-                }
-            }
-        }
+        let shape = self.shape(inputs[0].dims, [outputs[0].dims[2], outputs[0].dims[3]]);
+        pool::max_pool2d::<Native>(&shape, inputs[0].data, outputs[0].data);
         Ok(())
+    }
+}
+
+impl MaxPool2d {
+    fn shape(&self, dims: &[u32], [out_h, out_w]: [u32; 2]) -> PoolShape {
+        PoolShape {
+            planes: dims[0] as usize * dims[1] as usize,
+            height: dims[2] as usize,
+            width: dims[3] as usize,
+            out_h: out_h as usize,
+            out_w: out_w as usize,
+            window: self.pool_size.map(|v| v as usize),
+            strides: self.strides.map(|v| v as usize),
+            padding: self.padding.map(|v| v as usize),
+        }
     }
 }
 

@@ -1,0 +1,281 @@
+//! `conv2d` kernels: grouped convolution as blocks of im2col patches times packed weights
+//! ([`super::gemm`]), and a direct vector kernel for depthwise convolution.
+//!
+//! Both produce the raw sums `Σ x·w` (no bias) into an NCHW output; `conv2d` adds the bias with
+//! checked arithmetic afterwards. Exactness rests on the bounds of spec 001 for conv2d: data and
+//! weights within 8 bits and an output precision of at most 32 bits (see [`super::gemm`]), so
+//! 32-bit lanes hold every partial sum exactly.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::gemm::{self, LANES, PackedRows, narrow16};
+use super::simd::Simd;
+
+/// Output pixels per im2col block: the patch block (`BLOCK` × padded depth `i16`) stays in
+/// the first-level cache next to four rows of weights.
+pub const BLOCK: usize = 16;
+
+/// Geometry of one convolution (NCHW data, OIHW weights), validated by the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvShape {
+    /// N.
+    pub batch: usize,
+    /// C.
+    pub in_channels: usize,
+    /// H.
+    pub height: usize,
+    /// W.
+    pub width: usize,
+    /// OC.
+    pub out_channels: usize,
+    /// Groups (divides C and OC).
+    pub groups: usize,
+    /// KH.
+    pub kernel_h: usize,
+    /// KW.
+    pub kernel_w: usize,
+    /// Output height.
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+    /// (SH, SW), each ≥ 1.
+    pub strides: [usize; 2],
+    /// (PH, PW).
+    pub padding: [usize; 2],
+    /// (DH, DW), each ≥ 1.
+    pub dilation: [usize; 2],
+}
+
+impl ConvShape {
+    /// Input channels per group.
+    pub fn group_in(&self) -> usize {
+        self.in_channels / self.groups
+    }
+
+    /// Output channels per group.
+    pub fn group_out(&self) -> usize {
+        self.out_channels / self.groups
+    }
+
+    /// Reduction length per output: C/groups · KH · KW.
+    pub fn depth(&self) -> usize {
+        self.group_in() * self.kernel_h * self.kernel_w
+    }
+
+    /// Whether the depthwise kernel applies: one input channel per group, and padding small
+    /// enough that a padded copy of one channel stays within twice the channel's size (plus a
+    /// constant). Other depthwise shapes use the im2col kernel.
+    pub fn uses_depthwise(&self) -> bool {
+        self.group_in() == 1
+            && self.depthwise_plane_len() <= 2 * (self.height * self.width) as u64 + 4096
+    }
+
+    /// Length of one phase row of the depthwise kernel: every output vector (rounded up to
+    /// whole vectors) plus the largest tap offset.
+    fn phase_row_len(&self) -> usize {
+        let max_offset = (self.kernel_w - 1) * self.dilation[1] / self.strides[1];
+        // One more than the reads need: every padded column x < W + 2PW lands at x / SW,
+        // which is at most out_w + max_offset.
+        self.out_w.div_ceil(LANES) * LANES + max_offset + 1
+    }
+
+    /// `i16` elements of the depthwise kernel's padded, phase-split channel plane.
+    fn depthwise_plane_len(&self) -> u64 {
+        let padded_h = (self.height + 2 * self.padding[0]) as u64;
+        padded_h
+            .saturating_mul(self.strides[1] as u64)
+            .saturating_mul(self.phase_row_len() as u64)
+    }
+
+    /// Working memory of [`conv2d`] in bytes; `weights_prepared` when the weights were packed
+    /// at load time.
+    pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
+        if self.uses_depthwise() {
+            // The phase-split plane and one output vector.
+            return self
+                .depthwise_plane_len()
+                .saturating_mul(2)
+                .saturating_add(32);
+        }
+        let patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
+        let weights = if weights_prepared {
+            0
+        } else {
+            PackedRows::bytes(self.out_channels as u64, self.depth() as u64)
+        };
+        patches.saturating_add(weights)
+    }
+}
+
+/// Packs conv2d weights (OC rows of C/groups · KH · KW values) for [`conv2d`].
+pub fn pack_weights(shape: &ConvShape, weights: &[i32]) -> PackedRows {
+    PackedRows::pack(weights, shape.out_channels, shape.depth())
+}
+
+/// Writes `Σ_ic Σ_ki Σ_kj pad(X)[n, g·C/groups + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW] ·
+/// W[oc, ic, ki, kj]` into `out[n, oc, p, q]` for every output position.
+///
+/// `prepared` is the packing of `weights` by [`pack_weights`], if the weights are constant.
+pub fn conv2d<S: Simd>(
+    shape: &ConvShape,
+    data: &[i32],
+    weights: &[i32],
+    prepared: Option<&PackedRows>,
+    out: &mut [i32],
+) {
+    if shape.uses_depthwise() {
+        depthwise::<S>(shape, data, weights, out);
+    } else {
+        let packed;
+        let weights = match prepared {
+            Some(weights) => weights,
+            None => {
+                packed = pack_weights(shape, weights);
+                &packed
+            }
+        };
+        im2col::<S>(shape, data, weights, out);
+    }
+}
+
+/// Grouped convolution: for each image, group and block of [`BLOCK`] output pixels, gathers
+/// the patches into packed rows and takes their dot products with the group's weight rows.
+fn im2col<S: Simd>(shape: &ConvShape, data: &[i32], weights: &PackedRows, out: &mut [i32]) {
+    let s = *shape;
+    let stride = weights.stride();
+    let (group_in, group_out) = (s.group_in(), s.group_out());
+    let plane = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    if pixels == 0 || group_out == 0 {
+        return;
+    }
+    let [stride_h, stride_w] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    let [dil_h, dil_w] = s.dilation;
+    // Window extents: a pixel whose window lies inside the image needs no bounds checks.
+    let (span_h, span_w) = ((s.kernel_h - 1) * dil_h, (s.kernel_w - 1) * dil_w);
+    let mut patches: Vec<i16> = vec![0; BLOCK * stride];
+    for n in 0..s.batch {
+        for g in 0..s.groups {
+            let group_data = &data[(n * s.in_channels + g * group_in) * plane..];
+            let group_weights =
+                &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
+            let out_base = (n * s.out_channels + g * group_out) * pixels;
+            for start in (0..pixels).step_by(BLOCK) {
+                let len = BLOCK.min(pixels - start);
+                for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
+                    let (p, q) = ((start + i) / s.out_w, (start + i) % s.out_w);
+                    // Top-left corner of the window in unpadded coordinates (may be negative).
+                    let (top, left) = (p * stride_h, q * stride_w);
+                    let inside = top >= pad_h
+                        && left >= pad_w
+                        && top - pad_h + span_h < s.height
+                        && left - pad_w + span_w < s.width;
+                    let mut r = 0;
+                    if inside {
+                        let origin = (top - pad_h) * s.width + (left - pad_w);
+                        for ic in 0..group_in {
+                            let channel = &group_data[ic * plane + origin..];
+                            for ki in 0..s.kernel_h {
+                                let line = &channel[ki * dil_h * s.width..];
+                                for kj in 0..s.kernel_w {
+                                    patch[r] = narrow16(line[kj * dil_w]);
+                                    r += 1;
+                                }
+                            }
+                        }
+                    } else {
+                        for ic in 0..group_in {
+                            let channel = &group_data[ic * plane..(ic + 1) * plane];
+                            for ki in 0..s.kernel_h {
+                                let row = (top + ki * dil_h).wrapping_sub(pad_h);
+                                for kj in 0..s.kernel_w {
+                                    let col = (left + kj * dil_w).wrapping_sub(pad_w);
+                                    // Padding rows and columns wrap to huge indices: zero.
+                                    patch[r] = if row < s.height && col < s.width {
+                                        narrow16(channel[row * s.width + col])
+                                    } else {
+                                        0
+                                    };
+                                    r += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                let out = &mut out[out_base..];
+                gemm::dot_products::<S>(
+                    &patches[..len * stride],
+                    len,
+                    group_weights,
+                    group_out,
+                    stride,
+                    |i, j, sum| out[j * pixels + start + i] = sum,
+                );
+            }
+        }
+    }
+}
+
+/// Depthwise convolution (one input channel per group, any channel multiplier): per input
+/// channel, a zero-padded `i16` copy split into SW column phases, so that every tap of eight
+/// consecutive outputs is one contiguous vector; eight outputs accumulate in two registers.
+fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mut [i32]) {
+    let s = *shape;
+    let [stride_h, stride_w] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    let [dil_h, dil_w] = s.dilation;
+    let padded_h = s.height + 2 * pad_h;
+    let row_len = s.phase_row_len();
+    let phase_len = padded_h * row_len;
+    let plane = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    let multiplier = s.group_out();
+    let taps = s.kernel_h * s.kernel_w;
+    let mut phases: Vec<i16> = vec![0; phase_len * stride_w];
+    let zero = S::splat32(0);
+    for n in 0..s.batch {
+        for c in 0..s.in_channels {
+            // Padded column x (x = col + PW) goes to phase x % SW, position x / SW.
+            let channel =
+                &data[(n * s.in_channels + c) * plane..(n * s.in_channels + c + 1) * plane];
+            for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
+                for (col, &value) in line.iter().enumerate() {
+                    let x = col + pad_w;
+                    phases[(x % stride_w) * phase_len + (h + pad_h) * row_len + x / stride_w] =
+                        narrow16(value);
+                }
+            }
+            for m in 0..multiplier {
+                let oc = c * multiplier + m;
+                let kernel = &weights[oc * taps..(oc + 1) * taps];
+                let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
+                for (p, out_row) in out_plane.chunks_exact_mut(s.out_w.max(1)).enumerate() {
+                    for q0 in (0..s.out_w).step_by(LANES) {
+                        let (mut lo, mut hi) = (zero, zero);
+                        for ki in 0..s.kernel_h {
+                            let row = (p * stride_h + ki * dil_h) * row_len;
+                            for kj in 0..s.kernel_w {
+                                let x = kj * dil_w;
+                                let start = (x % stride_w) * phase_len + row + q0 + x / stride_w;
+                                let Ok(lanes) =
+                                    <&[i16; LANES]>::try_from(&phases[start..start + LANES])
+                                else {
+                                    continue; // a slice of LANES elements always converts
+                                };
+                                let w = S::splat16(narrow16(kernel[ki * s.kernel_w + kj]));
+                                (lo, hi) = S::mul_add_wide(lo, hi, S::load16(lanes), w);
+                            }
+                        }
+                        let mut sums = [[0i32; 4]; 2];
+                        S::store32(&mut sums[0], lo);
+                        S::store32(&mut sums[1], hi);
+                        let valid = LANES.min(s.out_w - q0);
+                        out_row[q0..q0 + valid].copy_from_slice(&sums.as_flattened()[..valid]);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `max_pool2d`: a direct vector kernel over a padded, phase-split copy of each plane.
+//!
+//! Padding is filled with `i32::MIN`, which never wins a maximum against an input element, and
+//! every window holds at least one input element (validation guarantees it), so the result is
+//! exactly the maximum over the window's input elements. No arithmetic, so no precision bound.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::simd::Simd;
+
+/// Lanes of one output vector.
+const LANES: usize = 4;
+
+/// Geometry of one pooling (NCHW), validated by the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolShape {
+    /// N · C.
+    pub planes: usize,
+    /// H.
+    pub height: usize,
+    /// W.
+    pub width: usize,
+    /// Output height.
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+    /// (PSH, PSW), each ≥ 1.
+    pub window: [usize; 2],
+    /// (SH, SW), each ≥ 1.
+    pub strides: [usize; 2],
+    /// (PH, PW): leading padding (trailing padding is implied by the output extent).
+    pub padding: [usize; 2],
+}
+
+impl PoolShape {
+    /// Rows of the padded plane: every row a window touches.
+    fn padded_h(&self) -> usize {
+        (self.height + self.padding[0])
+            .max(self.out_h.saturating_sub(1) * self.strides[0] + self.window[0])
+    }
+
+    /// Length of one phase row: every output vector plus the largest tap offset, plus one.
+    fn phase_row_len(&self) -> usize {
+        self.out_w.div_ceil(LANES) * LANES
+            + (self.window[1] - 1) / self.strides[1]
+            + (self.width + self.padding[1]).div_ceil(self.strides[1])
+    }
+
+    /// Elements of the padded, phase-split plane.
+    fn plane_len(&self) -> u64 {
+        (self.padded_h() as u64)
+            .saturating_mul(self.strides[1] as u64)
+            .saturating_mul(self.phase_row_len() as u64)
+    }
+
+    /// Whether the vector kernel applies: the padded copy stays within twice the plane (plus a
+    /// constant). Other shapes (padding far larger than the input) take the plain loop.
+    pub fn vectorised(&self) -> bool {
+        self.plane_len() <= 2 * (self.height * self.width) as u64 + 4096
+    }
+
+    /// Working memory of [`max_pool2d`] in bytes.
+    pub fn scratch_bytes(&self) -> u64 {
+        if self.vectorised() {
+            self.plane_len().saturating_mul(4)
+        } else {
+            0
+        }
+    }
+}
+
+/// Writes the maximum of every window into `out` (N, C, OH, OW).
+pub fn max_pool2d<S: Simd>(shape: &PoolShape, data: &[i32], out: &mut [i32]) {
+    if shape.vectorised() {
+        vectorised::<S>(shape, data, out);
+    } else {
+        plain(shape, data, out);
+    }
+}
+
+/// The formula, window by window, clipping each window to the input.
+fn plain(s: &PoolShape, data: &[i32], out: &mut [i32]) {
+    let plane = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    for index in 0..s.planes {
+        let input = &data[index * plane..(index + 1) * plane];
+        let output = &mut out[index * pixels..(index + 1) * pixels];
+        for p in 0..s.out_h {
+            let top = p * s.strides[0];
+            let first_row = top.max(s.padding[0]) - s.padding[0];
+            let rows = first_row
+                ..((top + s.window[0]).min(s.height + s.padding[0]) - s.padding[0]).max(first_row);
+            for q in 0..s.out_w {
+                let left = q * s.strides[1];
+                let first_col = left.max(s.padding[1]) - s.padding[1];
+                let cols = first_col
+                    ..((left + s.window[1]).min(s.width + s.padding[1]) - s.padding[1])
+                        .max(first_col);
+                let mut best = i32::MIN;
+                for row in rows.clone() {
+                    for &value in &input[row * s.width + cols.start..row * s.width + cols.end] {
+                        best = best.max(value);
+                    }
+                }
+                output[p * s.out_w + q] = best;
+            }
+        }
+    }
+}
+
+/// Padded column x goes to phase x % SW at position x / SW, so the taps of four consecutive
+/// outputs are one contiguous vector.
+fn vectorised<S: Simd>(s: &PoolShape, data: &[i32], out: &mut [i32]) {
+    let [stride_h, stride_w] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    let row_len = s.phase_row_len();
+    let phase_len = s.padded_h() * row_len;
+    let plane = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    let mut phases: Vec<i32> = vec![i32::MIN; phase_len * stride_w];
+    for index in 0..s.planes {
+        let input = &data[index * plane..(index + 1) * plane];
+        for (h, line) in input.chunks_exact(s.width.max(1)).enumerate() {
+            for (col, &value) in line.iter().enumerate() {
+                let x = col + pad_w;
+                phases[(x % stride_w) * phase_len + (h + pad_h) * row_len + x / stride_w] = value;
+            }
+        }
+        let output = &mut out[index * pixels..(index + 1) * pixels];
+        for (p, out_row) in output.chunks_exact_mut(s.out_w.max(1)).enumerate() {
+            for q0 in (0..s.out_w).step_by(LANES) {
+                let mut best = S::splat32(i32::MIN);
+                for ki in 0..s.window[0] {
+                    let row = (p * stride_h + ki) * row_len;
+                    for kj in 0..s.window[1] {
+                        let start = (kj % stride_w) * phase_len + row + q0 + kj / stride_w;
+                        let Ok(lanes) = <&[i32; LANES]>::try_from(&phases[start..start + LANES])
+                        else {
+                            continue; // a slice of LANES elements always converts
+                        };
+                        best = S::max32(best, S::load32(lanes));
+                    }
+                }
+                let mut lanes = [0i32; LANES];
+                S::store32(&mut lanes, best);
+                let valid = LANES.min(s.out_w - q0);
+                out_row[q0..q0 + valid].copy_from_slice(&lanes[..valid]);
+            }
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! 128-bit integer vector backends: one small trait ([`Simd`]) with a portable implementation
+//! and two accelerated ones, wasm SIMD128 and x86-64 SSE2, that compute exactly the same values.
+//!
+//! Every operation is fully specified integer arithmetic with wrap-around on overflow (the same
+//! in all three backends); the kernels only use them where precision bounds rule overflow out.
+//! Relaxed SIMD is never used: its results may differ between hosts.
+//!
+//! The accelerated backends need `unsafe` only for unaligned loads and stores through pointers
+//! derived from references to `[T; N]` arrays, which are always valid for the access.
+
+/// Vectors of eight `i16` and four `i32` lanes and the operations the kernels need.
+///
+/// Lane order is memory order. Every method is pure and total.
+pub trait Simd: Copy {
+    /// Eight 16-bit lanes.
+    type I16x8: Copy;
+    /// Four 32-bit lanes.
+    type I32x4: Copy;
+
+    /// Loads eight `i16`.
+    fn load16(values: &[i16; 8]) -> Self::I16x8;
+    /// Eight copies of `value`.
+    fn splat16(value: i16) -> Self::I16x8;
+    /// Loads four `i32`.
+    fn load32(values: &[i32; 4]) -> Self::I32x4;
+    /// Stores four `i32`.
+    fn store32(target: &mut [i32; 4], value: Self::I32x4);
+    /// Four copies of `value`.
+    fn splat32(value: i32) -> Self::I32x4;
+    /// Lane-wise wrapping addition.
+    fn add32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
+    /// Lane-wise signed maximum.
+    fn max32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
+    /// `acc + [a0·b0 + a1·b1, a2·b2 + a3·b3, a4·b4 + a5·b5, a6·b6 + a7·b7]`, products in 32
+    /// bits, sums wrapping (wasm `i32x4.dot_i16x8_s`, x86 `pmaddwd`).
+    fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4;
+    /// The eight full 32-bit products `a·b`, added lane-wise (wrapping) to `lo` (lanes 0–3)
+    /// and `hi` (lanes 4–7).
+    fn mul_add_wide(
+        lo: Self::I32x4,
+        hi: Self::I32x4,
+        a: Self::I16x8,
+        b: Self::I16x8,
+    ) -> (Self::I32x4, Self::I32x4);
+    /// Wrapping sum of the four lanes.
+    fn sum32(value: Self::I32x4) -> i32;
+}
+
+/// Scalar lanes: the reference the accelerated backends are tested against, and the backend
+/// of targets without one.
+#[derive(Clone, Copy, Debug)]
+pub struct Portable;
+
+impl Simd for Portable {
+    type I16x8 = [i16; 8];
+    type I32x4 = [i32; 4];
+
+    #[inline(always)]
+    fn load16(values: &[i16; 8]) -> [i16; 8] {
+        *values
+    }
+
+    #[inline(always)]
+    fn splat16(value: i16) -> [i16; 8] {
+        [value; 8]
+    }
+
+    #[inline(always)]
+    fn load32(values: &[i32; 4]) -> [i32; 4] {
+        *values
+    }
+
+    #[inline(always)]
+    fn store32(target: &mut [i32; 4], value: [i32; 4]) {
+        *target = value;
+    }
+
+    #[inline(always)]
+    fn splat32(value: i32) -> [i32; 4] {
+        [value; 4]
+    }
+
+    #[inline(always)]
+    fn add32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
+        core::array::from_fn(|lane| a[lane].wrapping_add(b[lane]))
+    }
+
+    #[inline(always)]
+    fn max32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
+        core::array::from_fn(|lane| a[lane].max(b[lane]))
+    }
+
+    #[inline(always)]
+    fn dot_add(acc: [i32; 4], a: [i16; 8], b: [i16; 8]) -> [i32; 4] {
+        core::array::from_fn(|lane| {
+            let even = i32::from(a[2 * lane]) * i32::from(b[2 * lane]);
+            let odd = i32::from(a[2 * lane + 1]) * i32::from(b[2 * lane + 1]);
+            acc[lane].wrapping_add(even.wrapping_add(odd))
+        })
+    }
+
+    #[inline(always)]
+    fn mul_add_wide(lo: [i32; 4], hi: [i32; 4], a: [i16; 8], b: [i16; 8]) -> ([i32; 4], [i32; 4]) {
+        let product = |lane: usize| i32::from(a[lane]) * i32::from(b[lane]);
+        (
+            core::array::from_fn(|lane| lo[lane].wrapping_add(product(lane))),
+            core::array::from_fn(|lane| hi[lane].wrapping_add(product(lane + 4))),
+        )
+    }
+
+    #[inline(always)]
+    fn sum32(value: [i32; 4]) -> i32 {
+        value.iter().fold(0i32, |sum, &lane| sum.wrapping_add(lane))
+    }
+}
+
+/// wasm SIMD128 (`core::arch::wasm32`, target feature `simd128`): only deterministic integer
+/// instructions.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[derive(Clone, Copy, Debug)]
+pub struct Wasm128;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[allow(unsafe_code)]
+impl Simd for Wasm128 {
+    type I16x8 = core::arch::wasm32::v128;
+    type I32x4 = core::arch::wasm32::v128;
+
+    #[inline(always)]
+    fn load16(values: &[i16; 8]) -> Self::I16x8 {
+        // SAFETY: `values` is a valid, readable 16-byte array; `v128_load` has no alignment
+        // requirement.
+        unsafe { core::arch::wasm32::v128_load(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn splat16(value: i16) -> Self::I16x8 {
+        core::arch::wasm32::i16x8_splat(value)
+    }
+
+    #[inline(always)]
+    fn load32(values: &[i32; 4]) -> Self::I32x4 {
+        // SAFETY: as in `load16`: 16 readable bytes, no alignment requirement.
+        unsafe { core::arch::wasm32::v128_load(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn store32(target: &mut [i32; 4], value: Self::I32x4) {
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 16-byte array;
+        // `v128_store` has no alignment requirement.
+        unsafe { core::arch::wasm32::v128_store(target.as_mut_ptr().cast(), value) }
+    }
+
+    #[inline(always)]
+    fn splat32(value: i32) -> Self::I32x4 {
+        core::arch::wasm32::i32x4_splat(value)
+    }
+
+    #[inline(always)]
+    fn add32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        core::arch::wasm32::i32x4_add(a, b)
+    }
+
+    #[inline(always)]
+    fn max32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        core::arch::wasm32::i32x4_max(a, b)
+    }
+
+    #[inline(always)]
+    fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4 {
+        use core::arch::wasm32::{i32x4_add, i32x4_dot_i16x8};
+        i32x4_add(acc, i32x4_dot_i16x8(a, b))
+    }
+
+    #[inline(always)]
+    fn mul_add_wide(
+        lo: Self::I32x4,
+        hi: Self::I32x4,
+        a: Self::I16x8,
+        b: Self::I16x8,
+    ) -> (Self::I32x4, Self::I32x4) {
+        use core::arch::wasm32::{i32x4_add, i32x4_extmul_high_i16x8, i32x4_extmul_low_i16x8};
+        (
+            i32x4_add(lo, i32x4_extmul_low_i16x8(a, b)),
+            i32x4_add(hi, i32x4_extmul_high_i16x8(a, b)),
+        )
+    }
+
+    #[inline(always)]
+    fn sum32(value: Self::I32x4) -> i32 {
+        use core::arch::wasm32::{i32x4_add, i32x4_extract_lane, i32x4_shuffle};
+        let pairs = i32x4_add(value, i32x4_shuffle::<2, 3, 0, 1>(value, value));
+        let total = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
+        i32x4_extract_lane::<0>(total)
+    }
+}
+
+/// x86-64 SSE2 (part of the x86-64 baseline, so always available): the native counterpart of
+/// the wasm SIMD128 backend, instruction for instruction where SSE2 has one. Its intrinsics are
+/// `unsafe` to call only because they require SSE2, which every x86-64 processor has.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub struct Sse2;
+
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+impl Simd for Sse2 {
+    type I16x8 = core::arch::x86_64::__m128i;
+    type I32x4 = core::arch::x86_64::__m128i;
+
+    #[inline(always)]
+    fn load16(values: &[i16; 8]) -> Self::I16x8 {
+        // SAFETY: `values` is a valid, readable 16-byte array; `loadu` has no alignment
+        // requirement.
+        unsafe { core::arch::x86_64::_mm_loadu_si128(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn splat16(value: i16) -> Self::I16x8 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_set1_epi16(value) }
+    }
+
+    #[inline(always)]
+    fn load32(values: &[i32; 4]) -> Self::I32x4 {
+        // SAFETY: as in `load16`: 16 readable bytes, no alignment requirement.
+        unsafe { core::arch::x86_64::_mm_loadu_si128(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn store32(target: &mut [i32; 4], value: Self::I32x4) {
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 16-byte array; `storeu`
+        // has no alignment requirement.
+        unsafe { core::arch::x86_64::_mm_storeu_si128(target.as_mut_ptr().cast(), value) }
+    }
+
+    #[inline(always)]
+    fn splat32(value: i32) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_set1_epi32(value) }
+    }
+
+    #[inline(always)]
+    fn add32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_add_epi32(a, b) }
+    }
+
+    #[inline(always)]
+    fn max32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{
+                _mm_and_si128, _mm_andnot_si128, _mm_cmpgt_epi32, _mm_or_si128,
+            };
+            // SSE2 has no `pmaxsd`: select with the comparison mask.
+            let a_greater = _mm_cmpgt_epi32(a, b);
+            _mm_or_si128(_mm_and_si128(a_greater, a), _mm_andnot_si128(a_greater, b))
+        }
+    }
+
+    #[inline(always)]
+    fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{_mm_add_epi32, _mm_madd_epi16};
+            _mm_add_epi32(acc, _mm_madd_epi16(a, b))
+        }
+    }
+
+    #[inline(always)]
+    fn mul_add_wide(
+        lo: Self::I32x4,
+        hi: Self::I32x4,
+        a: Self::I16x8,
+        b: Self::I16x8,
+    ) -> (Self::I32x4, Self::I32x4) {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{
+                _mm_add_epi32, _mm_mulhi_epi16, _mm_mullo_epi16, _mm_unpackhi_epi16,
+                _mm_unpacklo_epi16,
+            };
+            let low_halves = _mm_mullo_epi16(a, b);
+            let high_halves = _mm_mulhi_epi16(a, b);
+            (
+                _mm_add_epi32(lo, _mm_unpacklo_epi16(low_halves, high_halves)),
+                _mm_add_epi32(hi, _mm_unpackhi_epi16(low_halves, high_halves)),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn sum32(value: Self::I32x4) -> i32 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{_mm_add_epi32, _mm_cvtsi128_si32, _mm_shuffle_epi32};
+            let pairs = _mm_add_epi32(value, _mm_shuffle_epi32::<0b01_00_11_10>(value));
+            let total = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
+            _mm_cvtsi128_si32(total)
+        }
+    }
+}
+
+/// The backend the engine runs with on this target.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub type Native = Wasm128;
+
+/// The backend the engine runs with on this target.
+#[cfg(target_arch = "x86_64")]
+pub type Native = Sse2;
+
+/// The backend the engine runs with on this target.
+#[cfg(not(any(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    target_arch = "x86_64"
+)))]
+pub type Native = Portable;

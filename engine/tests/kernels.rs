@@ -1,0 +1,401 @@
+//! Bit-exactness of the vector kernels (`cvm_engine::kernels`) against plain implementations of
+//! their formulas, under the native backend (SSE2 on x86-64) and the portable one, on random
+//! shapes chosen to hit every tile, tail and fallback path. The wasm SIMD128 backend runs the
+//! same kernel code; `host/tests/kernels_wasm.rs` compares it with the native build.
+
+#![allow(clippy::unwrap_used)] // a failed conversion is a failed test
+
+mod common;
+
+use common::Rng;
+use cvm_engine::kernels::conv::{self, BLOCK, ConvShape};
+use cvm_engine::kernels::gemm::{self, PackedRows};
+use cvm_engine::kernels::pool::{self, PoolShape};
+use cvm_engine::kernels::simd::{Native, Portable, Simd};
+
+impl Rng {
+    /// A value within 8-bit precision, with the extremes often.
+    fn int8(&mut self) -> i32 {
+        match self.below(8) {
+            0 => 127,
+            1 => -127,
+            _ => self.range(-127, 127) as i32,
+        }
+    }
+
+    fn int8s(&mut self, n: usize) -> Vec<i32> {
+        (0..n).map(|_| self.int8()).collect()
+    }
+
+    fn i16(&mut self) -> i16 {
+        match self.below(6) {
+            0 => i16::MIN,
+            1 => i16::MAX,
+            _ => self.next() as i16,
+        }
+    }
+
+    fn i32(&mut self) -> i32 {
+        match self.below(6) {
+            0 => i32::MIN,
+            1 => i32::MAX,
+            _ => self.next() as i32,
+        }
+    }
+}
+
+/// Spec 001 conv2d without bias: the plain sum over the zero-padded window, in i64.
+fn plain_conv2d(s: &ConvShape, data: &[i32], weights: &[i32]) -> Vec<i32> {
+    let (group_in, group_out) = (s.in_channels / s.groups, s.out_channels / s.groups);
+    let mut out = Vec::new();
+    for n in 0..s.batch {
+        for oc in 0..s.out_channels {
+            let g = oc / group_out;
+            for p in 0..s.out_h {
+                for q in 0..s.out_w {
+                    let mut sum = 0i64;
+                    for ic in 0..group_in {
+                        for ki in 0..s.kernel_h {
+                            for kj in 0..s.kernel_w {
+                                let row = (p * s.strides[0] + ki * s.dilation[0]) as i64
+                                    - s.padding[0] as i64;
+                                let col = (q * s.strides[1] + kj * s.dilation[1]) as i64
+                                    - s.padding[1] as i64;
+                                if row < 0
+                                    || col < 0
+                                    || row >= s.height as i64
+                                    || col >= s.width as i64
+                                {
+                                    continue;
+                                }
+                                let c = g * group_in + ic;
+                                let x = data[((n * s.in_channels + c) * s.height + row as usize)
+                                    * s.width
+                                    + col as usize];
+                                let w = weights
+                                    [((oc * group_in + ic) * s.kernel_h + ki) * s.kernel_w + kj];
+                                sum += i64::from(x) * i64::from(w);
+                            }
+                        }
+                    }
+                    out.push(i32::try_from(sum).unwrap());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn extent(size: usize, pad: usize, dilation: usize, kernel: usize, stride: usize) -> Option<usize> {
+    let padded = size + 2 * pad;
+    let span = dilation * (kernel - 1) + 1;
+    (padded >= span).then(|| (padded - span) / stride + 1)
+}
+
+/// A random valid convolution; `kind` 0 = general, 1 = depthwise, 2 = grouped.
+fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
+    loop {
+        let groups = match kind {
+            0 => 1,
+            _ => rng.size(1, 6),
+        };
+        let group_in = if kind == 1 { 1 } else { rng.size(1, 9) };
+        let group_out = rng.size(1, 7);
+        let (kernel_h, kernel_w) = (rng.size(1, 5), rng.size(1, 5));
+        let (height, width) = (rng.size(1, 19), rng.size(1, 27));
+        let strides = [rng.size(1, 3), rng.size(1, 3)];
+        let dilation = [rng.size(1, 2), rng.size(1, 3)];
+        let padding = if rng.chance(10) {
+            // Large enough padding sends depthwise shapes to the im2col kernel.
+            [rng.size(0, 40), rng.size(20, 60)]
+        } else {
+            [rng.size(0, 3), rng.size(0, 3)]
+        };
+        let (Some(out_h), Some(out_w)) = (
+            extent(height, padding[0], dilation[0], kernel_h, strides[0]),
+            extent(width, padding[1], dilation[1], kernel_w, strides[1]),
+        ) else {
+            continue;
+        };
+        return ConvShape {
+            batch: rng.size(1, 2),
+            in_channels: groups * group_in,
+            height,
+            width,
+            out_channels: groups * group_out,
+            groups,
+            kernel_h,
+            kernel_w,
+            out_h,
+            out_w,
+            strides,
+            padding,
+            dilation,
+        };
+    }
+}
+
+fn run_conv<S: Simd>(s: &ConvShape, data: &[i32], weights: &[i32], prepared: bool) -> Vec<i32> {
+    let packed = conv::pack_weights(s, weights);
+    let mut out = vec![i32::MIN; s.batch * s.out_channels * s.out_h * s.out_w];
+    conv::conv2d::<S>(s, data, weights, prepared.then_some(&packed), &mut out);
+    out
+}
+
+#[test]
+fn conv2d_kernels_equal_the_formula() {
+    let mut rng = Rng(0x5EED_C0DE);
+    let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
+    for case in 0..600 {
+        let shape = random_shape(&mut rng, case % 3);
+        let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
+        let weights = rng.int8s(shape.out_channels * shape.depth());
+        let expected = plain_conv2d(&shape, &data, &weights);
+        let prepared = rng.chance(50);
+        assert_eq!(
+            run_conv::<Native>(&shape, &data, &weights, prepared),
+            expected,
+            "native, {shape:?}"
+        );
+        assert_eq!(
+            run_conv::<Portable>(&shape, &data, &weights, prepared),
+            expected,
+            "portable, {shape:?}"
+        );
+        if shape.uses_depthwise() {
+            depthwise += 1;
+        } else if shape.group_in() == 1 {
+            fallback += 1;
+        }
+        if !(shape.out_h * shape.out_w).is_multiple_of(BLOCK) && shape.out_h * shape.out_w > BLOCK {
+            blocks_with_tail += 1;
+        }
+    }
+    // Every path ran many times.
+    assert!(depthwise >= 150, "{depthwise} depthwise cases");
+    assert!(
+        fallback >= 5,
+        "{fallback} depthwise shapes on the im2col kernel"
+    );
+    assert!(
+        blocks_with_tail >= 100,
+        "{blocks_with_tail} cases with a partial block"
+    );
+}
+
+#[test]
+fn conv2d_kernels_reach_the_precision_bound() {
+    // All data and weights at ±127 with the longest reduction 8-bit operands allow within 32
+    // bits: the sums reach K·127² and must not wrap.
+    let k_max = (1usize << (32 - 8 - 8)) - 1; // bits(K) ≤ 16
+    for &(value, weight) in &[(127, 127), (-127, 127), (127, -127)] {
+        let shape = ConvShape {
+            batch: 1,
+            in_channels: k_max / 9,
+            height: 3,
+            width: 3,
+            out_channels: 5,
+            groups: 1,
+            kernel_h: 3,
+            kernel_w: 3,
+            out_h: 1,
+            out_w: 1,
+            strides: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+        };
+        let data = vec![value; shape.in_channels * 9];
+        let weights = vec![weight; shape.out_channels * shape.depth()];
+        let expected = plain_conv2d(&shape, &data, &weights);
+        assert_eq!(
+            expected[0].unsigned_abs(),
+            (shape.depth() * 127 * 127) as u32
+        );
+        assert_eq!(run_conv::<Native>(&shape, &data, &weights, true), expected);
+        assert_eq!(
+            run_conv::<Portable>(&shape, &data, &weights, false),
+            expected
+        );
+    }
+}
+
+#[test]
+fn dot_products_equal_the_formula() {
+    let mut rng = Rng(0x05EE_DD07);
+    for _ in 0..400 {
+        let (m, n, depth) = (rng.size(0, 13), rng.size(0, 14), rng.size(0, 70));
+        let a = rng.int8s(m * depth);
+        let b = rng.int8s(n * depth);
+        let (pa, pb) = (
+            PackedRows::pack(&a, m, depth),
+            PackedRows::pack(&b, n, depth),
+        );
+        assert_eq!(pa.stride(), depth.div_ceil(8) * 8);
+        let mut expected = vec![0i32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let sum: i64 = (0..depth)
+                    .map(|k| i64::from(a[i * depth + k]) * i64::from(b[j * depth + k]))
+                    .sum();
+                expected[i * n + j] = i32::try_from(sum).unwrap();
+            }
+        }
+        for native in [true, false] {
+            let mut out = vec![i32::MIN; m * n];
+            let mut stores = 0;
+            let store = |i: usize, j: usize, sum: i32| {
+                out[i * n + j] = sum;
+                stores += 1;
+            };
+            if native {
+                gemm::dot_products::<Native>(pa.values(), m, pb.values(), n, pa.stride(), store);
+            } else {
+                gemm::dot_products::<Portable>(pa.values(), m, pb.values(), n, pa.stride(), store);
+            }
+            assert_eq!(
+                stores,
+                m * n,
+                "every pair stored once ({m}×{n}, K = {depth})"
+            );
+            assert_eq!(out, expected, "{m}×{n}, K = {depth}, native {native}");
+        }
+    }
+}
+
+/// Runs every backend operation on the same lanes under `S` and returns the results as
+/// plain arrays.
+fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32; 4]) -> Vec<i32> {
+    let unpack = |v: S::I32x4| {
+        let mut lanes = [0i32; 4];
+        S::store32(&mut lanes, v);
+        lanes
+    };
+    let (x16, y16) = (S::load16(&a16), S::load16(&b16));
+    let (x32, y32) = (S::load32(&a32), S::load32(&b32));
+    let (lo, hi) = S::mul_add_wide(x32, y32, x16, y16);
+    let mut results = Vec::new();
+    results.extend(unpack(S::add32(x32, y32)));
+    results.extend(unpack(S::max32(x32, y32)));
+    results.extend(unpack(S::dot_add(x32, x16, y16)));
+    results.extend(unpack(lo));
+    results.extend(unpack(hi));
+    results.extend(unpack(S::splat32(a32[0])));
+    results.extend(unpack(S::dot_add(S::splat32(0), S::splat16(a16[0]), y16)));
+    results.push(S::sum32(x32));
+    results
+}
+
+#[test]
+fn native_backend_equals_portable_lane_for_lane() {
+    let mut rng = Rng(0x5EED_1A7E);
+    for _ in 0..20_000 {
+        let a16: [i16; 8] = std::array::from_fn(|_| rng.i16());
+        let b16: [i16; 8] = std::array::from_fn(|_| rng.i16());
+        let a32: [i32; 4] = std::array::from_fn(|_| rng.i32());
+        let b32: [i32; 4] = std::array::from_fn(|_| rng.i32());
+        assert_eq!(
+            lane_results::<Native>(a16, b16, a32, b32),
+            lane_results::<Portable>(a16, b16, a32, b32),
+            "{a16:?} {b16:?} {a32:?} {b32:?}"
+        );
+    }
+}
+
+/// Spec 001 max_pool2d: the maximum of the input elements inside each window.
+fn plain_max_pool(s: &PoolShape, data: &[i32]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for plane in 0..s.planes {
+        for p in 0..s.out_h {
+            for q in 0..s.out_w {
+                let mut best = None;
+                for ki in 0..s.window[0] {
+                    for kj in 0..s.window[1] {
+                        let row = (p * s.strides[0] + ki) as i64 - s.padding[0] as i64;
+                        let col = (q * s.strides[1] + kj) as i64 - s.padding[1] as i64;
+                        if (0..s.height as i64).contains(&row) && (0..s.width as i64).contains(&col)
+                        {
+                            let value =
+                                data[(plane * s.height + row as usize) * s.width + col as usize];
+                            best = Some(best.map_or(value, |b: i32| b.max(value)));
+                        }
+                    }
+                }
+                out.push(best.unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Output extent of pooling, or None when a window would hold only padding.
+fn pool_extent(size: usize, pad: usize, window: usize, stride: usize, ceil: bool) -> Option<usize> {
+    let padded = size + 2 * pad;
+    if window > padded || pad >= window {
+        return None;
+    }
+    let span = padded - window;
+    let steps = if ceil {
+        span.div_ceil(stride)
+    } else {
+        span / stride
+    };
+    (steps * stride < size + pad).then_some(steps + 1)
+}
+
+#[test]
+fn max_pool_kernels_equal_the_formula() {
+    let mut rng = Rng(0x5EED_9001);
+    let (mut vectorised, mut plain) = (0, 0);
+    while vectorised + plain < 500 {
+        let (height, width) = (rng.size(1, 21), rng.size(1, 23));
+        let mut window = [rng.size(1, 4), rng.size(1, 5)];
+        if rng.chance(3) {
+            // Windows and padding far larger than the input take the plain loop.
+            window = [rng.size(60, 120), rng.size(60, 120)];
+        }
+        let strides = [rng.size(1, 3), rng.size(1, 3)];
+        let padding = if window[0] >= 60 {
+            [window[0] - 1 - rng.size(0, 2), window[1] - 1 - rng.size(0, 2)]
+        } else if rng.chance(10) {
+            [rng.size(0, window[0] - 1), rng.size(0, window[1] - 1)]
+        } else {
+            [rng.size(0, 1), rng.size(0, 1)]
+        };
+        let ceil = rng.chance(30);
+        let (Some(out_h), Some(out_w)) = (
+            pool_extent(height, padding[0], window[0], strides[0], ceil),
+            pool_extent(width, padding[1], window[1], strides[1], ceil),
+        ) else {
+            continue;
+        };
+        let shape = PoolShape {
+            planes: rng.size(1, 5),
+            height,
+            width,
+            out_h,
+            out_w,
+            window,
+            strides,
+            padding,
+        };
+        let data: Vec<i32> = (0..shape.planes * height * width)
+            .map(|_| rng.i32().max(i32::MIN + 1))
+            .collect();
+        let expected = plain_max_pool(&shape, &data);
+        let mut native = vec![0; expected.len()];
+        pool::max_pool2d::<Native>(&shape, &data, &mut native);
+        let mut portable = vec![0; expected.len()];
+        pool::max_pool2d::<Portable>(&shape, &data, &mut portable);
+        assert_eq!(native, expected, "native, {shape:?}");
+        assert_eq!(portable, expected, "portable, {shape:?}");
+        if shape.vectorised() {
+            vectorised += 1;
+        } else {
+            plain += 1;
+        }
+    }
+    assert!(
+        vectorised >= 400 && plain >= 1,
+        "{vectorised} vectorised, {plain} plain"
+    );
+}
