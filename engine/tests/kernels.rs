@@ -355,7 +355,10 @@ fn max_pool_kernels_equal_the_formula() {
         }
         let strides = [rng.size(1, 3), rng.size(1, 3)];
         let padding = if window[0] >= 60 {
-            [window[0] - 1 - rng.size(0, 2), window[1] - 1 - rng.size(0, 2)]
+            [
+                window[0] - 1 - rng.size(0, 2),
+                window[1] - 1 - rng.size(0, 2),
+            ]
         } else if rng.chance(10) {
             [rng.size(0, window[0] - 1), rng.size(0, window[1] - 1)]
         } else {

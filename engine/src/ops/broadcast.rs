@@ -170,6 +170,14 @@ pub fn broadcast_apply(
     })
 }
 
+/// `y[i] = op(x[i], z[i])`: an infallible loop the compiler can vectorise.
+#[inline(always)]
+fn zip_map(y: &mut [i32], x: &[i32], z: &[i32], op: impl Fn(i32, i32) -> i32) {
+    for ((y, &x), &z) in y.iter_mut().zip(x).zip(z) {
+        *y = op(x, z);
+    }
+}
+
 impl Operator for Broadcast {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -192,6 +200,33 @@ impl Operator for Broadcast {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let out = &mut outputs[0];
         let (a, b) = (&inputs[0], &inputs[1]);
+        if a.dims == out.dims && b.dims == out.dims {
+            // Same shapes: a loop without early exit, which the compiler vectorises. Precision
+            // inference bounds the exact result within the output precision ≤ 32 (Add, Sub:
+            // max(pA, pB) + 1; Mul: pA + pB), so the wrapping operations never wrap.
+            let (y, x, z) = (&mut *out.data, a.data, b.data);
+            match self.kind {
+                BroadcastKind::Add => zip_map(y, x, z, i32::wrapping_add),
+                BroadcastKind::Sub => zip_map(y, x, z, i32::wrapping_sub),
+                BroadcastKind::Mul => zip_map(y, x, z, i32::wrapping_mul),
+                BroadcastKind::Max => zip_map(y, x, z, i32::max),
+                BroadcastKind::Greater => zip_map(y, x, z, |x, z| i32::from(x > z)),
+                BroadcastKind::Div => return self.run_broadcast(a, b, out),
+            }
+            return Ok(());
+        }
+        self.run_broadcast(a, b, out)
+    }
+}
+
+impl Broadcast {
+    /// The general path: any broadcast, every result checked.
+    fn run_broadcast(
+        &self,
+        a: &TensorRef<'_>,
+        b: &TensorRef<'_>,
+        out: &mut TensorMut<'_>,
+    ) -> Result<()> {
         match self.kind {
             BroadcastKind::Add => broadcast_apply(a, b, out.dims, out.data, |x, y| {
                 narrow(i64::from(x) + i64::from(y))
