@@ -1,108 +1,264 @@
-//! The conv2d and dense kernels alone, called through the operator table as the executor calls
-//! them. Throughput is reported in multiply-accumulates. Run:
-//! `cargo bench -p cvm-benches --bench kernels`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up should stop loudly
+//! Per-kernel throughput. Every kernel is a single-node model (the data operand an input, the
+//! weights parameters) timed three ways:
+//!
+//! - `kernels/<kernel>`: the operator alone, called through the operator table on pre-allocated
+//!   outputs as the executor calls it;
+//! - `kernels/<kernel>/native`: one run of the single-node model natively (input checks, output
+//!   allocation, gas charging included);
+//! - `kernels/<kernel>/wasm`: the same run in `engine.wasm`, the model loaded once in a session.
+//!
+//! Throughput is the operator's work count from its gas usage: multiply-accumulates for conv2d
+//! and dense, window elements for max_pool2d, output elements for broadcast_add, input elements
+//! for sum. Run: `cargo bench -p cvm-benches --bench kernels`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench that cannot set up should stop loudly
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use cvm_benches::int8_values;
-use cvm_engine::attrs::Attrs;
-use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops::{self, Operator};
-use cvm_engine::tensor::{Tensor, TensorMut, TensorType};
+use cvm_benches::{BenchModel, GraphBuilder, attr, check, int8_values, loaded_session, pair, work};
+use cvm_engine::exec::InputTensor;
+use cvm_engine::gas::Param;
+use cvm_engine::model::AttrValue;
+use cvm_engine::tensor::{Tensor, TensorMut};
+use cvm_host::runner::encode_inputs;
+use cvm_host::wasm::WasmEngine;
 
-fn build(op: &str, mut attrs: Vec<Attr>, n_inputs: usize) -> Box<dyn Operator> {
-    let def = ops::by_name(op).expect("operator");
-    attrs.sort_by(|a, b| a.name.cmp(&b.name));
-    (def.build)(&Attrs::check(&attrs, def.attrs).expect("attrs"), n_inputs).expect("build")
-}
-
-fn attr(name: &str, value: AttrValue) -> Attr {
-    Attr {
-        name: name.into(),
-        value,
-    }
-}
-
-fn tensor(dims: &[u32], seed: u64) -> Tensor {
-    let n = dims.iter().map(|&d| d as usize).product();
-    Tensor {
-        shape: cvm_engine::Shape::new(dims),
-        precision: 8,
-        data: int8_values(n, seed),
-    }
-}
-
-fn bench_op(c: &mut Criterion, name: &str, operator: &dyn Operator, inputs: &[Tensor], macs: u64) {
-    let types: Vec<TensorType> = inputs
+/// A single-node model: input `x` of `shape` (int8, seed 1), `op` applied to it and to int8
+/// parameters of `param_shapes`, output of `out_shape`.
+fn single_node(
+    name: &'static str,
+    op: &str,
+    shape: &[u32],
+    param_shapes: &[&[u32]],
+    attrs: Vec<cvm_engine::model::Attr>,
+    out_shape: &[u32],
+) -> BenchModel {
+    let mut graph = GraphBuilder::new();
+    let x = graph.input("x", shape, 8);
+    let params: Vec<_> = param_shapes
         .iter()
-        .map(|t| TensorType {
-            shape: t.shape.clone(),
-            precision: t.precision,
+        .enumerate()
+        .map(|(index, shape)| graph.int8_param(&format!("p{index}"), shape))
+        .collect();
+    let mut operands = vec![&x];
+    operands.extend(params.iter());
+    let y = graph.node(name, op, &operands, attrs, out_shape.to_vec());
+    graph.output("y", &y);
+    let n = shape.iter().map(|&d| d as usize).product();
+    BenchModel {
+        name,
+        bytes: graph.finish().encode(),
+        inputs: vec![InputTensor {
+            shape: shape.to_vec(),
+            data: int8_values(n, 1),
+        }],
+    }
+}
+
+/// A square convolution without bias, zero padding `kernel / 2`.
+fn conv(
+    name: &'static str,
+    in_shape: [u32; 4],
+    out_channels: u32,
+    kernel: u32,
+    stride: u32,
+    groups: u32,
+) -> BenchModel {
+    let [n, c, h, w] = in_shape;
+    let padding = kernel / 2;
+    let out = |extent: u32| (extent + 2 * padding - kernel) / stride + 1;
+    single_node(
+        name,
+        "conv2d",
+        &in_shape,
+        &[&[out_channels, c / groups, kernel, kernel]],
+        vec![
+            attr("groups", AttrValue::Int(i64::from(groups))),
+            pair("padding", padding),
+            pair("strides", stride),
+            attr("use_bias", AttrValue::Bool(false)),
+        ],
+        &[n, out_channels, out(h), out(w)],
+    )
+}
+
+/// Dense without bias: (M, K) by (N, K).
+fn dense(name: &'static str, m: u32, k: u32, n: u32) -> BenchModel {
+    single_node(
+        name,
+        "dense",
+        &[m, k],
+        &[&[n, k]],
+        vec![attr("use_bias", AttrValue::Bool(false))],
+        &[m, n],
+    )
+}
+
+/// Max pooling of 1×64×32×32, stride 2.
+fn max_pool(name: &'static str, pool: u32, padding: u32) -> BenchModel {
+    let out = (32 + 2 * padding - pool) / 2 + 1;
+    single_node(
+        name,
+        "max_pool2d",
+        &[1, 64, 32, 32],
+        &[],
+        vec![
+            pair("padding", padding),
+            pair("pool_size", pool),
+            pair("strides", 2),
+        ],
+        &[1, 64, out, out],
+    )
+}
+
+/// Times `bench` three ways (see the file comment); throughput in counts of `param`.
+fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, bench: &BenchModel, param: Param) {
+    let checked = check(bench).unwrap_or_else(|message| panic!("{message}"));
+    let count = work(&checked.model, param);
+    let mut session =
+        loaded_session(wasm, bench, &checked).unwrap_or_else(|message| panic!("{message}"));
+    let encoded = encode_inputs(&bench.inputs);
+
+    // The operator alone: operands as the executor hands them over, outputs pre-allocated.
+    let model = &checked.model;
+    let node = &model.nodes[0];
+    let input = Tensor {
+        shape: cvm_engine::Shape::new(bench.inputs[0].shape.clone()),
+        precision: model.inputs[0].ty.precision,
+        data: bench.inputs[0].data.clone(),
+    };
+    let operands: Vec<_> = node
+        .inputs
+        .iter()
+        .map(|&id| {
+            if id == 0 {
+                input.view()
+            } else {
+                model.params[id - model.inputs.len()].1.view()
+            }
         })
         .collect();
-    let out_types = operator.infer(&types).expect("types");
-    let mut outputs: Vec<Tensor> = out_types
+    let mut outputs: Vec<Tensor> = node
+        .output_types
         .iter()
         .map(|ty| Tensor::zeroed(ty).expect("alloc"))
         .collect();
-    let views: Vec<_> = inputs.iter().map(Tensor::view).collect();
+
+    let name = bench.name;
     let mut group = c.benchmark_group("kernels");
-    group.throughput(Throughput::Elements(macs));
+    group.throughput(Throughput::Elements(count));
     group.bench_function(name, |b| {
         b.iter(|| {
             let mut results: Vec<TensorMut<'_>> =
                 outputs.iter_mut().map(Tensor::view_mut).collect();
-            operator.run(&views, &mut results).expect("run");
+            node.operator.run(&operands, &mut results).expect("run");
         })
+    });
+    group.bench_function(format!("{name}/native"), |b| {
+        b.iter(|| cvm_engine::run(model, bench.inputs.clone(), u64::MAX))
+    });
+    group.bench_function(format!("{name}/wasm"), |b| {
+        b.iter(|| session.run(&encoded, u64::MAX).expect("run"))
     });
     group.finish();
 }
 
 fn conv2d(c: &mut Criterion) {
-    // 3x3 convolution, 32 -> 64 channels on 14x14 (the second layer of a digits CNN).
-    let operator = build(
-        "conv2d",
-        vec![
-            attr("padding", AttrValue::Ints(vec![1, 1])),
-            attr("use_bias", AttrValue::Bool(false)),
-        ],
-        2,
-    );
-    let inputs = [tensor(&[1, 32, 14, 14], 1), tensor(&[64, 32, 3, 3], 2)];
-    bench_op(
-        c,
-        "conv2d_3x3_32to64_14x14",
-        operator.as_ref(),
-        &inputs,
-        64 * 14 * 14 * 32 * 9,
-    );
+    let wasm = WasmEngine::new().expect("engine.wasm compiles");
+    let shapes = [
+        // 3x3 convolutions of a ResNet-20's three stages and of a digits CNN.
+        conv("conv2d_3x3_16to16_32x32", [1, 16, 32, 32], 16, 3, 1, 1),
+        conv("conv2d_3x3_32to64_14x14", [1, 32, 14, 14], 64, 3, 1, 1),
+        conv("conv2d_3x3_64to64_8x8", [1, 64, 8, 8], 64, 3, 1, 1),
+        // A MobileNet pointwise convolution.
+        conv("conv2d_1x1_64to128_16x16", [1, 64, 16, 16], 128, 1, 1, 1),
+        // MobileNet depthwise convolutions (groups = channels).
+        conv(
+            "conv2d_depthwise_3x3_64_28x28",
+            [1, 64, 28, 28],
+            64,
+            3,
+            1,
+            64,
+        ),
+        conv(
+            "conv2d_depthwise_3x3_64_28x28_stride2",
+            [1, 64, 28, 28],
+            64,
+            3,
+            2,
+            64,
+        ),
+    ];
+    for bench in &shapes {
+        bench_kernel(c, &wasm, bench, Param::MultiplyAccumulate);
+    }
+}
 
-    // Depthwise 3x3 on 64 channels of 28x28.
-    let operator = build(
-        "conv2d",
-        vec![
-            attr("groups", AttrValue::Int(64)),
-            attr("padding", AttrValue::Ints(vec![1, 1])),
-            attr("use_bias", AttrValue::Bool(false)),
-        ],
-        2,
-    );
-    let inputs = [tensor(&[1, 64, 28, 28], 3), tensor(&[64, 1, 3, 3], 4)];
-    bench_op(
+fn dense_kernels(c: &mut Criterion) {
+    let wasm = WasmEngine::new().expect("engine.wasm compiles");
+    // The first dense layer of the digits CNN, one image; a square layer on a batch of 8.
+    for bench in [
+        dense("dense_1152to256", 1, 1152, 256),
+        dense("dense_512to512_m8", 8, 512, 512),
+    ] {
+        bench_kernel(c, &wasm, &bench, Param::MultiplyAccumulate);
+    }
+}
+
+fn other_kernels(c: &mut Criterion) {
+    let wasm = WasmEngine::new().expect("engine.wasm compiles");
+    bench_kernel(
         c,
-        "conv2d_depthwise_3x3_64_28x28",
-        operator.as_ref(),
-        &inputs,
-        64 * 28 * 28 * 9,
+        &wasm,
+        &max_pool("max_pool2d_2x2_64_32x32", 2, 0),
+        Param::WindowCompare,
+    );
+    bench_kernel(
+        c,
+        &wasm,
+        &max_pool("max_pool2d_3x3_pad1_64_32x32", 3, 1),
+        Param::WindowCompare,
+    );
+    let shape = [1, 64, 32, 32];
+    bench_kernel(
+        c,
+        &wasm,
+        &single_node(
+            "broadcast_add_64x32x32",
+            "broadcast_add",
+            &shape,
+            &[&shape],
+            vec![],
+            &shape,
+        ),
+        Param::ElementArith,
+    );
+    bench_kernel(
+        c,
+        &wasm,
+        &single_node(
+            "sum_axis1_64x32x32",
+            "sum",
+            &shape,
+            &[],
+            vec![attr("axis", AttrValue::Ints(vec![1]))],
+            &[1, 32, 32],
+        ),
+        Param::ElementArith,
+    );
+    bench_kernel(
+        c,
+        &wasm,
+        &single_node(
+            "sum_axes23_64x32x32",
+            "sum",
+            &shape,
+            &[],
+            vec![attr("axis", AttrValue::Ints(vec![2, 3]))],
+            &[1, 64],
+        ),
+        Param::ElementArith,
     );
 }
 
-fn dense(c: &mut Criterion) {
-    // 1152 -> 256, the first dense layer of a digits CNN.
-    let operator = build("dense", vec![attr("use_bias", AttrValue::Bool(false))], 2);
-    let inputs = [tensor(&[1, 1152], 5), tensor(&[256, 1152], 6)];
-    bench_op(c, "dense_1152to256", operator.as_ref(), &inputs, 256 * 1152);
-}
-
-criterion_group!(benches, conv2d, dense);
+criterion_group!(benches, conv2d, dense_kernels, other_kernels);
 criterion_main!(benches);

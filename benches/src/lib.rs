@@ -1,13 +1,39 @@
-//! Shared inputs of the criterion benches: the fixture models and reproducible int8 data.
+//! Shared inputs of the criterion benches: the models they run (fixture models, and networks
+//! built here in code with reproducible int8 weights), single-operator models for the kernel
+//! benches, and the checks every bench makes before it times anything.
+//!
+//! The networks built here follow the CVM quantization pattern: every convolution and dense
+//! layer takes 8-bit operands, and its wide accumulator is brought back to 8 bits by
+//! `cvm_right_shift` with `precision` 8 (a rounding right shift, then a clip to ±127) before the
+//! next one. Their weights are synthetic (`int8_values`), so their outputs mean nothing; their
+//! shapes, operators, gas and work are those of the real networks.
 
 use std::path::{Path, PathBuf};
 
 use cvm_engine::exec::InputTensor;
+use cvm_engine::gas::Param;
+use cvm_engine::model::{
+    Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
+};
+use cvm_engine::{Status, ValidatedModel};
 use cvm_host::HostError;
+use cvm_host::runner::encode_inputs;
+use cvm_host::wasm::{WasmEngine, WasmSession};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A model ready to bench: canonical bytes and the inputs of one run, in declared order.
+#[derive(Clone, Debug)]
+pub struct BenchModel {
+    /// Name used in bench ids (`<name>/wasm`, `<name>/native`).
+    pub name: &'static str,
+    /// Canonical model bytes.
+    pub bytes: Vec<u8>,
+    /// Inputs of one run.
+    pub inputs: Vec<InputTensor>,
 }
 
 /// Canonical bytes of the README CNN fixture.
@@ -24,6 +50,18 @@ pub fn cnn_model() -> Result<Vec<u8>, HostError> {
 /// If the fixture cannot be read.
 pub fn cnn_input() -> Result<InputTensor, HostError> {
     cvm_host::inputs::read_input(&workspace().join("fixtures/models/cnn/input.npy"))
+}
+
+/// The README CNN (`fixtures/models/cnn`) with its input.
+///
+/// # Errors
+/// If a fixture file cannot be read or converted.
+pub fn cnn() -> Result<BenchModel, HostError> {
+    Ok(BenchModel {
+        name: "cnn",
+        bytes: cnn_model()?,
+        inputs: vec![cnn_input()?],
+    })
 }
 
 /// Canonical bytes of the realistic `generate_proposals_v2` fixture (N = 2, H = 54, W = 40,
@@ -50,6 +88,35 @@ pub fn proposals_inputs() -> Result<Vec<InputTensor>, HostError> {
         .collect()
 }
 
+/// The realistic `generate_proposals_v2` case (`fixtures/models/proposals`).
+///
+/// # Errors
+/// If a fixture file cannot be read or converted.
+pub fn proposals() -> Result<BenchModel, HostError> {
+    Ok(BenchModel {
+        name: "proposals",
+        bytes: proposals_model()?,
+        inputs: proposals_inputs()?,
+    })
+}
+
+/// The handwritten-digit CNN of `fixtures/models/digits`, imported from its CVM `symbol` and
+/// `params` files, on the image of a 2 (`input_2.npy`).
+///
+/// # Errors
+/// If a fixture file cannot be read, or the CVM import fails.
+pub fn digits() -> Result<BenchModel, HostError> {
+    let dir = workspace().join("fixtures/models/digits");
+    let (symbol, params) = cvm_host::cvm::read_dir(&dir)?;
+    let imported = cvm_host::cvm::import(&symbol, &params)
+        .map_err(|error| HostError::Input(format!("importing the digits model: {error}")))?;
+    Ok(BenchModel {
+        name: "digits",
+        bytes: imported.model.encode(),
+        inputs: vec![cvm_host::inputs::read_input(&dir.join("input_2.npy"))?],
+    })
+}
+
 /// `n` reproducible values in −127..=127 (xorshift; the same on every machine).
 pub fn int8_values(n: usize, seed: u64) -> Vec<i32> {
     let mut state = seed | 1;
@@ -61,4 +128,474 @@ pub fn int8_values(n: usize, seed: u64) -> Vec<i32> {
             (state % 255) as i32 - 127
         })
         .collect()
+}
+
+/// A value of a graph under construction: its reference and shape.
+#[derive(Clone, Debug)]
+pub struct Value {
+    /// Where the value comes from.
+    pub reference: ValueRef,
+    /// Its shape.
+    pub shape: Vec<u32>,
+}
+
+/// An attribute of a node being built.
+pub fn attr(name: &str, value: AttrValue) -> Attr {
+    Attr {
+        name: name.into(),
+        value,
+    }
+}
+
+/// A pair attribute (`strides`, `padding`, `pool_size`, ...).
+pub fn pair(name: &str, value: u32) -> Attr {
+    attr(
+        name,
+        AttrValue::Ints(vec![i64::from(value), i64::from(value)]),
+    )
+}
+
+/// Builds a model node by node, tracking shapes, with reproducible int8 parameters (each
+/// parameter draws from its own seed, the order of creation).
+#[derive(Debug)]
+pub struct GraphBuilder {
+    model: Model,
+    next_seed: u64,
+}
+
+impl Default for GraphBuilder {
+    fn default() -> GraphBuilder {
+        GraphBuilder::new()
+    }
+}
+
+impl GraphBuilder {
+    /// An empty graph.
+    pub fn new() -> GraphBuilder {
+        GraphBuilder {
+            model: Model {
+                inputs: Vec::new(),
+                params: Vec::new(),
+                nodes: Vec::new(),
+                outputs: Vec::new(),
+            },
+            next_seed: 1,
+        }
+    }
+
+    /// Declares an input.
+    pub fn input(&mut self, name: &str, shape: &[u32], precision: u8) -> Value {
+        let index = self.model.inputs.len() as u32;
+        self.model.inputs.push(InputDecl {
+            name: name.into(),
+            shape: shape.to_vec(),
+            precision,
+        });
+        Value {
+            reference: ValueRef::Input(index),
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// Adds a parameter holding `values`.
+    pub fn param(&mut self, name: &str, shape: &[u32], precision: u8, values: Vec<i32>) -> Value {
+        let index = self.model.params.len() as u32;
+        self.model.params.push(ParamDecl {
+            name: name.into(),
+            shape: shape.to_vec(),
+            precision,
+            data: ParamData::narrowest(values),
+        });
+        Value {
+            reference: ValueRef::Param(index),
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// Adds a parameter of reproducible int8 values (precision 8).
+    pub fn int8_param(&mut self, name: &str, shape: &[u32]) -> Value {
+        let n = shape.iter().map(|&d| d as usize).product();
+        let seed = self.next_seed;
+        self.next_seed += 1;
+        self.param(name, shape, 8, int8_values(n, seed))
+    }
+
+    /// Adds a node of operator `op` whose (only) output has shape `shape`. Attributes may come
+    /// in any order; they are sorted here as the canonical form requires.
+    ///
+    /// # Panics
+    /// If `op` is not an operator name of the engine's table (a bug of the bench).
+    #[allow(clippy::expect_used)] // operator names are constants of this crate
+    pub fn node(
+        &mut self,
+        name: &str,
+        op: &str,
+        inputs: &[&Value],
+        mut attrs: Vec<Attr>,
+        shape: Vec<u32>,
+    ) -> Value {
+        attrs.sort_by(|a, b| a.name.cmp(&b.name));
+        let index = self.model.nodes.len() as u32;
+        self.model.nodes.push(Node {
+            name: name.into(),
+            op: cvm_engine::ops::by_name(op).expect("operator name").code,
+            inputs: inputs.iter().map(|value| value.reference).collect(),
+            attrs,
+        });
+        Value {
+            reference: ValueRef::Node {
+                node: index,
+                output: 0,
+            },
+            shape,
+        }
+    }
+
+    /// A square `kernel`×`kernel` convolution of NCHW `x` with `out_channels` filters, zero
+    /// padding `kernel / 2`, stride `stride` and `groups` groups, with a bias; its output is
+    /// requantized to 8 bits by `shift`. The bias is of the accumulator's scale: int8 values
+    /// times 2^(shift − 3), at most ±16 after the shift, as a folded batch norm would give.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_requant(
+        &mut self,
+        name: &str,
+        x: &Value,
+        out_channels: u32,
+        kernel: u32,
+        stride: u32,
+        groups: u32,
+        shift: u32,
+    ) -> Value {
+        let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+        let padding = kernel / 2;
+        let weight = self.int8_param(
+            &format!("{name}_weight"),
+            &[out_channels, c / groups, kernel, kernel],
+        );
+        let bias_scale = shift.saturating_sub(3);
+        let seed = self.next_seed;
+        self.next_seed += 1;
+        let bias_values = int8_values(out_channels as usize, seed)
+            .into_iter()
+            .map(|v| v << bias_scale)
+            .collect();
+        let bias = self.param(
+            &format!("{name}_bias"),
+            &[out_channels],
+            8 + bias_scale as u8,
+            bias_values,
+        );
+        let out = |extent: u32| (extent + 2 * padding - kernel) / stride + 1;
+        let conv = self.node(
+            name,
+            "conv2d",
+            &[x, &weight, &bias],
+            vec![
+                attr("channels", AttrValue::Int(i64::from(out_channels))),
+                attr("groups", AttrValue::Int(i64::from(groups))),
+                pair("kernel_size", kernel),
+                pair("padding", padding),
+                pair("strides", stride),
+            ],
+            vec![n, out_channels, out(h), out(w)],
+        );
+        self.requantize(&format!("{name}_requant"), &conv, shift)
+    }
+
+    /// `cvm_right_shift` by `shift` with precision 8: round, then clip to ±127.
+    pub fn requantize(&mut self, name: &str, x: &Value, shift: u32) -> Value {
+        self.node(
+            name,
+            "cvm_right_shift",
+            &[x],
+            vec![
+                attr("precision", AttrValue::Int(8)),
+                attr("shift_bit", AttrValue::Int(i64::from(shift))),
+            ],
+            x.shape.clone(),
+        )
+    }
+
+    /// `relu`.
+    pub fn relu(&mut self, name: &str, x: &Value) -> Value {
+        self.node(name, "relu", &[x], vec![], x.shape.clone())
+    }
+
+    /// `broadcast_add` of two values of the same shape.
+    pub fn add(&mut self, name: &str, a: &Value, b: &Value) -> Value {
+        self.node(name, "broadcast_add", &[a, b], vec![], a.shape.clone())
+    }
+
+    /// Global average pooling of NCHW `x` whose planes hold 2^`log2_area` elements: `sum` over
+    /// H and W, then a right shift by `log2_area` (the mean, requantized to 8 bits).
+    pub fn global_average(&mut self, name: &str, x: &Value, log2_area: u32) -> Value {
+        let sum = self.node(
+            name,
+            "sum",
+            &[x],
+            vec![attr("axis", AttrValue::Ints(vec![2, 3]))],
+            vec![x.shape[0], x.shape[1]],
+        );
+        self.requantize(&format!("{name}_mean"), &sum, log2_area)
+    }
+
+    /// `dense` of (M, K) `x` to `units` outputs, with int8 weights and a bias.
+    pub fn dense(&mut self, name: &str, x: &Value, units: u32) -> Value {
+        let depth = x.shape[1];
+        let weight = self.int8_param(&format!("{name}_weight"), &[units, depth]);
+        let bias = self.int8_param(&format!("{name}_bias"), &[units]);
+        self.node(
+            name,
+            "dense",
+            &[x, &weight, &bias],
+            vec![attr("units", AttrValue::Int(i64::from(units)))],
+            vec![x.shape[0], units],
+        )
+    }
+
+    /// Declares `value` a model output.
+    pub fn output(&mut self, name: &str, value: &Value) {
+        self.model.outputs.push(OutputDecl {
+            name: name.into(),
+            value: value.reference,
+        });
+    }
+
+    /// The model built so far.
+    pub fn finish(self) -> Model {
+        self.model
+    }
+}
+
+/// The right shift that brings a convolution's accumulator back to 8 bits, for a fan-in of
+/// `fan_in` = IC·KH·KW products of int8 weights (uniform, standard deviation ≈ 74) with
+/// post-`relu` 8-bit activations (root mean square ≈ 28). The accumulator's standard
+/// deviation is then ≈ 2,060·√fan_in; the shift brings it to ≈ 40, so that a clip at ±127 cuts
+/// about three standard deviations out: round(log2(51.5·√fan_in)) = ⌊log2(2·2652·fan_in)⌋ / 2.
+pub fn requant_shift(fan_in: u32) -> u32 {
+    (2 * 2652 * u64::from(fan_in)).ilog2() / 2
+}
+
+/// A reproducible int8 image batch of `shape` (seed 7).
+fn int8_input(shape: &[u32]) -> InputTensor {
+    let n = shape.iter().map(|&d| d as usize).product();
+    InputTensor {
+        shape: shape.to_vec(),
+        data: int8_values(n, 7),
+    }
+}
+
+/// A ResNet-20 for CIFAR-10, quantized to CVM form: input 1×3×32×32 (int8); a 3×3 stem to 16
+/// channels; three stages of three basic blocks (16, 32, 64 channels; the first block of stages
+/// 2 and 3 has stride 2 and a 1×1 stride-2 projection shortcut); residual sums by
+/// `broadcast_add`, requantized (shift 1) and rectified; global average pooling (`sum` over H
+/// and W, shift 6); `dense` 64 → 10. 19 convolutions, ~41 M multiply-accumulates.
+pub fn resnet20() -> BenchModel {
+    let mut graph = GraphBuilder::new();
+    let data = graph.input("data", &[1, 3, 32, 32], 8);
+    // The stem's input is the raw image (rms ≈ 73, not ≈ 28): one bit more of shift.
+    let stem = graph.conv_requant("stem", &data, 16, 3, 1, 1, requant_shift(27) + 1);
+    let mut x = graph.relu("stem_relu", &stem);
+    for (stage, &channels) in [16u32, 32, 64].iter().enumerate() {
+        for block in 0..3 {
+            let name = format!("stage{}_block{}", stage + 1, block + 1);
+            let in_channels = x.shape[1];
+            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
+            let conv1 = graph.conv_requant(
+                &format!("{name}_conv1"),
+                &x,
+                channels,
+                3,
+                stride,
+                1,
+                requant_shift(in_channels * 9),
+            );
+            let relu1 = graph.relu(&format!("{name}_relu1"), &conv1);
+            let conv2 = graph.conv_requant(
+                &format!("{name}_conv2"),
+                &relu1,
+                channels,
+                3,
+                1,
+                1,
+                requant_shift(channels * 9),
+            );
+            let shortcut = if stride == 1 {
+                x.clone()
+            } else {
+                graph.conv_requant(
+                    &format!("{name}_project"),
+                    &x,
+                    channels,
+                    1,
+                    2,
+                    1,
+                    requant_shift(in_channels),
+                )
+            };
+            let sum = graph.add(&format!("{name}_add"), &conv2, &shortcut);
+            let requantized = graph.requantize(&format!("{name}_add_requant"), &sum, 1);
+            x = graph.relu(&format!("{name}_relu2"), &requantized);
+        }
+    }
+    let pooled = graph.global_average("pool", &x, 6);
+    let logits = graph.dense("fc", &pooled, 10);
+    graph.output("logits", &logits);
+    BenchModel {
+        name: "resnet20",
+        bytes: graph.finish().encode(),
+        inputs: vec![int8_input(&[1, 3, 32, 32])],
+    }
+}
+
+/// A MobileNet-style network, quantized to CVM form: input 1×3×64×64 (int8); a 3×3 stride-2
+/// stem to 32 channels; eight depthwise-separable blocks (3×3 depthwise convolution with
+/// groups = channels, requantize, `relu`, 1×1 pointwise convolution, requantize, `relu`), three
+/// of them with stride 2, channels 32 → 64 → 128 → 128 → 256 → 256 → 256 → 256 → 256 on planes
+/// of 32 → 16 → 8 → 4; global average pooling; `dense` 256 → 10. ~20 M multiply-accumulates.
+pub fn mobilenet() -> BenchModel {
+    let mut graph = GraphBuilder::new();
+    let data = graph.input("data", &[1, 3, 64, 64], 8);
+    let stem = graph.conv_requant("stem", &data, 32, 3, 2, 1, requant_shift(27) + 1);
+    let mut x = graph.relu("stem_relu", &stem);
+    let blocks: [(u32, u32); 8] = [
+        (64, 1),
+        (128, 2),
+        (128, 1),
+        (256, 2),
+        (256, 1),
+        (256, 2),
+        (256, 1),
+        (256, 1),
+    ];
+    for (index, &(out_channels, stride)) in blocks.iter().enumerate() {
+        let name = format!("block{}", index + 1);
+        let channels = x.shape[1];
+        let depthwise = graph.conv_requant(
+            &format!("{name}_dw"),
+            &x,
+            channels,
+            3,
+            stride,
+            channels,
+            requant_shift(9),
+        );
+        let depthwise = graph.relu(&format!("{name}_dw_relu"), &depthwise);
+        let pointwise = graph.conv_requant(
+            &format!("{name}_pw"),
+            &depthwise,
+            out_channels,
+            1,
+            1,
+            1,
+            requant_shift(channels),
+        );
+        x = graph.relu(&format!("{name}_pw_relu"), &pointwise);
+    }
+    let pooled = graph.global_average("pool", &x, 4);
+    let logits = graph.dense("fc", &pooled, 10);
+    graph.output("logits", &logits);
+    BenchModel {
+        name: "mobilenet",
+        bytes: graph.finish().encode(),
+        inputs: vec![int8_input(&[1, 3, 64, 64])],
+    }
+}
+
+/// Multiply-accumulates of one run: the `multiply_accumulate` counts of every node's usage
+/// (conv2d, dense, CINN `Dot`).
+pub fn multiply_accumulates(model: &ValidatedModel) -> u64 {
+    work(model, Param::MultiplyAccumulate)
+}
+
+/// The total count of one gas parameter over every node's usage (before pricing).
+pub fn work(model: &ValidatedModel, param: Param) -> u64 {
+    model
+        .nodes
+        .iter()
+        .map(|node| {
+            let inputs: Vec<_> = node
+                .inputs
+                .iter()
+                .map(|&id| model.value_types[id].clone())
+                .collect();
+            node.operator
+                .usage(&inputs, &node.output_types)
+                .map_or(0, |usage| {
+                    usage
+                        .iter()
+                        .filter(|(counted, _)| *counted == param)
+                        .map(|&(_, count)| count)
+                        .sum()
+                })
+        })
+        .sum()
+}
+
+/// What a bench checked of its model before timing it.
+#[derive(Debug)]
+pub struct Checked {
+    /// The validated model.
+    pub model: ValidatedModel,
+    /// Gas of one run.
+    pub gas: u64,
+    /// Multiply-accumulates of one run.
+    pub macs: u64,
+    /// The native run's report.
+    pub report: cvm_engine::Report,
+}
+
+/// Loads `bench` natively and runs it once; fails unless the run succeeds and charges the
+/// model's static gas.
+///
+/// # Errors
+/// A message naming the model and what went wrong.
+pub fn check(bench: &BenchModel) -> Result<Checked, String> {
+    let model = cvm_engine::load(&bench.bytes)
+        .map_err(|report| format!("{}: the model does not load: {report:?}", bench.name))?;
+    let report = cvm_engine::run(&model, bench.inputs.clone(), u64::MAX);
+    if !matches!(report.outcome.status, Status::Ok { .. }) {
+        return Err(format!("{}: the run failed: {report:?}", bench.name));
+    }
+    if report.outcome.gas_used != model.total_gas {
+        return Err(format!(
+            "{}: the run charged {} gas, the estimate is {}",
+            bench.name, report.outcome.gas_used, model.total_gas
+        ));
+    }
+    Ok(Checked {
+        gas: model.total_gas,
+        macs: multiply_accumulates(&model),
+        model,
+        report,
+    })
+}
+
+/// A session of `engine` with `bench`'s model loaded, after one run whose report must equal the
+/// native one of [`check`].
+///
+/// # Errors
+/// A message naming the model: a wasm failure, a rejected model, or reports that differ.
+pub fn loaded_session(
+    engine: &WasmEngine,
+    bench: &BenchModel,
+    checked: &Checked,
+) -> Result<WasmSession, String> {
+    let name = bench.name;
+    let mut session = engine.session().map_err(|e| format!("{name}: {e}"))?;
+    if let Some(report) = session
+        .load(&bench.bytes)
+        .map_err(|e| format!("{name}: {e}"))?
+    {
+        return Err(format!("{name}: engine.wasm rejects the model: {report:?}"));
+    }
+    let report = session
+        .run(&encode_inputs(&bench.inputs), u64::MAX)
+        .map_err(|e| format!("{name}: {e}"))?;
+    if report != checked.report {
+        return Err(format!(
+            "{name}: the wasm report differs from the native one: {report:?}"
+        ));
+    }
+    Ok(session)
 }
