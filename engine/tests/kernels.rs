@@ -230,7 +230,7 @@ fn dot_products_equal_the_formula() {
             PackedRows::pack(&a, m, depth),
             PackedRows::pack(&b, n, depth),
         );
-        assert_eq!(pa.stride(), depth.div_ceil(8) * 8);
+        assert_eq!(pa.stride(), depth.div_ceil(16) * 16);
         let mut expected = vec![0i32; m * n];
         for i in 0..m {
             for j in 0..n {
@@ -282,6 +282,11 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(S::splat32(a32[0])));
     results.extend(unpack(S::dot_add(S::splat32(0), S::splat16(a16[0]), y16)));
     results.push(S::sum32(x32));
+    let joined: [i16; 16] =
+        std::array::from_fn(|lane| if lane < 8 { a16[lane] } else { b16[lane - 8] });
+    let (first, second) = S::load16x2(&joined);
+    results.extend(unpack(S::dot_add(S::splat32(0), first, y16)));
+    results.extend(unpack(S::dot_add(S::splat32(0), second, x16)));
     results
 }
 

@@ -1,8 +1,8 @@
 //! Dot products of packed `i16` rows: the multiply-accumulate core of `dense` and `conv2d`.
 //!
-//! Both operands are rows of `i16` zero-padded to a multiple of eight lanes ([`PackedRows`]),
-//! so the inner loop is whole vectors of [`Simd::dot_add`] (eight multiply-accumulates each)
-//! with no tail. A 2 × 4 tile (two rows of `a` against four of `b`) keeps eight accumulators
+//! Both operands are rows of `i16` zero-padded to a multiple of sixteen lanes ([`PackedRows`]),
+//! so the inner loop is pairs of whole vectors of [`Simd::dot_add`] (eight multiply-accumulates
+//! each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`) keeps eight accumulators
 //! in registers and loads each vector once per tile.
 //!
 //! Exactness: the callers guarantee |a|, |b| ≤ 127 (spec 001 bounds data and weights of dense
@@ -15,12 +15,15 @@ use alloc::vec::Vec;
 
 use super::simd::Simd;
 
-/// Lanes per vector: rows are padded to a multiple of this.
+/// Lanes per vector.
 pub const LANES: usize = 8;
+
+/// Rows are padded to a multiple of this: two vectors, the step of the inner loop.
+pub const ROW_ALIGN: usize = 2 * LANES;
 
 /// The padded row length for `depth` values.
 pub const fn padded_depth(depth: usize) -> usize {
-    depth.div_ceil(LANES) * LANES
+    depth.div_ceil(ROW_ALIGN) * ROW_ALIGN
 }
 
 /// Converts a value known to lie within 8-bit precision (|v| ≤ 127) to `i16`. Saturating, so
@@ -87,14 +90,20 @@ impl PackedRows {
     }
 }
 
-/// One packed row as whole vectors.
+/// One packed row as blocks of two vectors.
 #[inline(always)]
-fn row(values: &[[i16; LANES]], index: usize, vectors: usize) -> &[[i16; LANES]] {
-    &values[index * vectors..(index + 1) * vectors]
+fn row(values: &[[i16; ROW_ALIGN]], index: usize, blocks: usize) -> &[[i16; ROW_ALIGN]] {
+    &values[index * blocks..(index + 1) * blocks]
+}
+
+/// `acc + x·w` over two vectors.
+#[inline(always)]
+fn dot2<S: Simd>(acc: S::I32x4, x: (S::I16x8, S::I16x8), w: (S::I16x8, S::I16x8)) -> S::I32x4 {
+    S::dot_add(S::dot_add(acc, x.0, w.0), x.1, w.1)
 }
 
 /// Calls `store(i, j, Σ_k a[i][k]·b[j][k])` for every row `i` of `a` (`m` rows) and `j` of `b`
-/// (`n` rows), both of `stride` lanes (a multiple of [`LANES`]). Each pair is stored once.
+/// (`n` rows), both of `stride` lanes (a multiple of [`ROW_ALIGN`]). Each pair is stored once.
 ///
 /// The sums are exact under the bounds in the module documentation.
 #[inline]
@@ -106,40 +115,40 @@ pub fn dot_products<S: Simd>(
     stride: usize,
     mut store: impl FnMut(usize, usize, i32),
 ) {
-    let vectors = stride / LANES;
-    let (a, _) = a.as_chunks::<LANES>();
-    let (b, _) = b.as_chunks::<LANES>();
-    if a.len() < m * vectors || b.len() < n * vectors {
+    let blocks = stride / ROW_ALIGN;
+    let (a, _) = a.as_chunks::<ROW_ALIGN>();
+    let (b, _) = b.as_chunks::<ROW_ALIGN>();
+    if a.len() < m * blocks || b.len() < n * blocks {
         return; // callers pass full matrices; never reached
     }
     let zero = S::splat32(0);
     let mut j = 0;
     while j + 4 <= n {
-        let b0 = row(b, j, vectors);
-        let b1 = row(b, j + 1, vectors);
-        let b2 = row(b, j + 2, vectors);
-        let b3 = row(b, j + 3, vectors);
+        let b0 = row(b, j, blocks);
+        let b1 = row(b, j + 1, blocks);
+        let b2 = row(b, j + 2, blocks);
+        let b3 = row(b, j + 3, blocks);
         let mut i = 0;
         while i + 2 <= m {
-            let a0 = row(a, i, vectors);
-            let a1 = row(a, i + 1, vectors);
+            let a0 = row(a, i, blocks);
+            let a1 = row(a, i + 1, blocks);
             let (mut c00, mut c01, mut c02, mut c03) = (zero, zero, zero, zero);
             let (mut c10, mut c11, mut c12, mut c13) = (zero, zero, zero, zero);
-            for v in 0..vectors {
-                let x0 = S::load16(&a0[v]);
-                let x1 = S::load16(&a1[v]);
-                let w = S::load16(&b0[v]);
-                c00 = S::dot_add(c00, x0, w);
-                c10 = S::dot_add(c10, x1, w);
-                let w = S::load16(&b1[v]);
-                c01 = S::dot_add(c01, x0, w);
-                c11 = S::dot_add(c11, x1, w);
-                let w = S::load16(&b2[v]);
-                c02 = S::dot_add(c02, x0, w);
-                c12 = S::dot_add(c12, x1, w);
-                let w = S::load16(&b3[v]);
-                c03 = S::dot_add(c03, x0, w);
-                c13 = S::dot_add(c13, x1, w);
+            for v in 0..blocks {
+                let x0 = S::load16x2(&a0[v]);
+                let x1 = S::load16x2(&a1[v]);
+                let w = S::load16x2(&b0[v]);
+                c00 = dot2::<S>(c00, x0, w);
+                c10 = dot2::<S>(c10, x1, w);
+                let w = S::load16x2(&b1[v]);
+                c01 = dot2::<S>(c01, x0, w);
+                c11 = dot2::<S>(c11, x1, w);
+                let w = S::load16x2(&b2[v]);
+                c02 = dot2::<S>(c02, x0, w);
+                c12 = dot2::<S>(c12, x1, w);
+                let w = S::load16x2(&b3[v]);
+                c03 = dot2::<S>(c03, x0, w);
+                c13 = dot2::<S>(c13, x1, w);
             }
             store(i, j, S::sum32(c00));
             store(i, j + 1, S::sum32(c01));
@@ -152,14 +161,14 @@ pub fn dot_products<S: Simd>(
             i += 2;
         }
         if i < m {
-            let a0 = row(a, i, vectors);
+            let a0 = row(a, i, blocks);
             let (mut c0, mut c1, mut c2, mut c3) = (zero, zero, zero, zero);
-            for v in 0..vectors {
-                let x0 = S::load16(&a0[v]);
-                c0 = S::dot_add(c0, x0, S::load16(&b0[v]));
-                c1 = S::dot_add(c1, x0, S::load16(&b1[v]));
-                c2 = S::dot_add(c2, x0, S::load16(&b2[v]));
-                c3 = S::dot_add(c3, x0, S::load16(&b3[v]));
+            for v in 0..blocks {
+                let x0 = S::load16x2(&a0[v]);
+                c0 = dot2::<S>(c0, x0, S::load16x2(&b0[v]));
+                c1 = dot2::<S>(c1, x0, S::load16x2(&b1[v]));
+                c2 = dot2::<S>(c2, x0, S::load16x2(&b2[v]));
+                c3 = dot2::<S>(c3, x0, S::load16x2(&b3[v]));
             }
             store(i, j, S::sum32(c0));
             store(i, j + 1, S::sum32(c1));
@@ -169,26 +178,26 @@ pub fn dot_products<S: Simd>(
         j += 4;
     }
     while j < n {
-        let b0 = row(b, j, vectors);
+        let b0 = row(b, j, blocks);
         let mut i = 0;
         while i + 2 <= m {
-            let a0 = row(a, i, vectors);
-            let a1 = row(a, i + 1, vectors);
+            let a0 = row(a, i, blocks);
+            let a1 = row(a, i + 1, blocks);
             let (mut c0, mut c1) = (zero, zero);
-            for v in 0..vectors {
-                let w = S::load16(&b0[v]);
-                c0 = S::dot_add(c0, S::load16(&a0[v]), w);
-                c1 = S::dot_add(c1, S::load16(&a1[v]), w);
+            for v in 0..blocks {
+                let w = S::load16x2(&b0[v]);
+                c0 = dot2::<S>(c0, S::load16x2(&a0[v]), w);
+                c1 = dot2::<S>(c1, S::load16x2(&a1[v]), w);
             }
             store(i, j, S::sum32(c0));
             store(i + 1, j, S::sum32(c1));
             i += 2;
         }
         if i < m {
-            let a0 = row(a, i, vectors);
+            let a0 = row(a, i, blocks);
             let mut c0 = zero;
-            for v in 0..vectors {
-                c0 = S::dot_add(c0, S::load16(&a0[v]), S::load16(&b0[v]));
+            for v in 0..blocks {
+                c0 = dot2::<S>(c0, S::load16x2(&a0[v]), S::load16x2(&b0[v]));
             }
             store(i, j, S::sum32(c0));
         }

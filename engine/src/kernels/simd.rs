@@ -19,6 +19,8 @@ pub trait Simd: Copy {
 
     /// Loads eight `i16`.
     fn load16(values: &[i16; 8]) -> Self::I16x8;
+    /// Loads sixteen `i16` as two vectors (lanes 0–7, 8–15).
+    fn load16x2(values: &[i16; 16]) -> (Self::I16x8, Self::I16x8);
     /// Eight copies of `value`.
     fn splat16(value: i16) -> Self::I16x8;
     /// Loads four `i32`.
@@ -58,6 +60,14 @@ impl Simd for Portable {
     #[inline(always)]
     fn load16(values: &[i16; 8]) -> [i16; 8] {
         *values
+    }
+
+    #[inline(always)]
+    fn load16x2(values: &[i16; 16]) -> ([i16; 8], [i16; 8]) {
+        (
+            core::array::from_fn(|lane| values[lane]),
+            core::array::from_fn(|lane| values[lane + 8]),
+        )
     }
 
     #[inline(always)]
@@ -131,6 +141,15 @@ impl Simd for Wasm128 {
         // SAFETY: `values` is a valid, readable 16-byte array; `v128_load` has no alignment
         // requirement.
         unsafe { core::arch::wasm32::v128_load(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn load16x2(values: &[i16; 16]) -> (Self::I16x8, Self::I16x8) {
+        use core::arch::wasm32::v128_load;
+        let first: *const core::arch::wasm32::v128 = values.as_ptr().cast();
+        // SAFETY: `values` is a valid, readable 32-byte array: both 16-byte halves are in it;
+        // `v128_load` has no alignment requirement.
+        unsafe { (v128_load(first), v128_load(first.wrapping_add(1))) }
     }
 
     #[inline(always)]
@@ -213,6 +232,20 @@ impl Simd for Sse2 {
         // SAFETY: `values` is a valid, readable 16-byte array; `loadu` has no alignment
         // requirement.
         unsafe { core::arch::x86_64::_mm_loadu_si128(values.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    fn load16x2(values: &[i16; 16]) -> (Self::I16x8, Self::I16x8) {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128};
+        let first: *const __m128i = values.as_ptr().cast();
+        // SAFETY: `values` is a valid, readable 32-byte array: both 16-byte halves are in it;
+        // `loadu` has no alignment requirement.
+        unsafe {
+            (
+                _mm_loadu_si128(first),
+                _mm_loadu_si128(first.wrapping_add(1)),
+            )
+        }
     }
 
     #[inline(always)]
