@@ -48,7 +48,9 @@
 //! (see `calibrate/fit.rs`). The ratio table under the proposal follows, with the configurations
 //! it still leaves outside the band, their growth exponent and the weight that would centre them.
 //!
-//! Exit status: 0 on success, 2 on bad arguments, 1 when a case fails to build, validate or run.
+//! Exit status: 0 on success, 2 on bad arguments, 1 when a case fails to build, validate or run
+//! (the other cases are still measured and reported, the failures listed at the end and in the
+//! markdown and JSON outputs).
 
 // Calibration is off-chain statistics (medians, logarithms, least squares) over measurements;
 // floating point never reaches the engine or the gas crate.

@@ -197,15 +197,18 @@ pub struct Calibration {
     pub rows: Vec<Row>,
     /// Classes not measured, and why.
     pub skipped: Vec<String>,
+    /// Cases that failed to build, validate or run (the configuration's larger classes are not
+    /// attempted).
+    pub failures: Vec<String>,
     /// Wall time of the whole measurement.
     pub elapsed: Duration,
 }
 
-/// Measures every configuration of the selected operators.
+/// Measures every configuration of the selected operators. A case that fails is recorded in
+/// [`Calibration::failures`] and the others go on.
 ///
 /// # Errors
-/// When the configurations do not cover the operator table, a model fails to build, validate
-/// or run, or wasm and native disagree.
+/// When the configurations do not cover the operator table, or wasmtime cannot start.
 pub fn measure_all(options: &Options) -> Result<Calibration, String> {
     let started = Instant::now();
     let configs: Vec<Config> = cases::configs()?
@@ -230,6 +233,7 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
     let engine = WasmEngine::new().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let mut failures = Vec::new();
     for (index, config) in configs.iter().enumerate() {
         let measured_classes: Vec<(&'static str, u64)> = match config.fixed_class {
             Some(name) => vec![(name, 0)],
@@ -239,80 +243,121 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
                 .collect(),
         };
         let mut previous: Option<Previous> = None;
-        for (class, mut target) in measured_classes {
-            let mut prepared = prepare(config, class, target)?;
-            if let Some(below) = &previous {
-                // Fuel grows about as the class's gas under v1 does.
-                let predict = |work: u128| below.fuel as f64 * work as f64 / below.work as f64;
-                while predict(prepared.work) > cap as f64 && target / 2 > below.target {
-                    target /= 2;
-                    prepared = prepare(config, class, target)?;
-                }
-                if prepared.usage == below.usage {
-                    skipped.push(format!(
-                        "{} {class}: the same model as the class below",
-                        config.label()
-                    ));
-                    continue;
-                }
-                if predict(prepared.work) > cap as f64 {
-                    skipped.push(format!(
-                        "{} {class}: a run would burn more than {cap} fuel",
-                        config.label()
-                    ));
-                    continue;
-                }
-            }
-            eprint!(
-                "[{:>3}/{}] {} {class} (target {target})… ",
-                index + 1,
-                configs.len(),
-                config.label()
-            );
-            let node = measure::node_cost(
+        for (class, target) in measured_classes {
+            let progress = format!("[{:>3}/{}]", index + 1, configs.len());
+            let context = |e: String| format!("{} {class}: {e}", config.label());
+            match measure_class(
                 &engine,
-                &prepared.built.model,
-                &prepared.built.inputs,
-                &timing,
-            )
-            .map_err(|e| format!("{} {class}: {e}", config.label()))?;
-            let validated = &prepared.validated;
-            let row = Row {
-                op: config.op,
-                config: config.name,
+                config,
                 class,
                 target,
-                operand_shapes: validated.nodes[0]
-                    .inputs
-                    .iter()
-                    .map(|&id| validated.value_types[id].dims().to_vec())
-                    .collect(),
-                output_shapes: validated.nodes[0]
-                    .output_types
-                    .iter()
-                    .map(|t| t.dims().to_vec())
-                    .collect(),
-                usage: prepared.usage,
-                node,
-            };
-            eprintln!(
-                "node: fuel {:.0}, wasm {:.0} ns, native {:.0} ns ({} copies)",
-                row.node.fuel, row.node.wasm_ns, row.node.native_ns, row.node.copies
-            );
-            previous = Some(Previous {
-                target,
-                work: prepared.work,
-                fuel: row.node.single.fuel,
-                usage: row.usage,
-            });
-            rows.push(row);
+                previous.as_ref(),
+                cap,
+                &timing,
+                &progress,
+            ) {
+                Ok(Measured::Row(row, measured)) => {
+                    rows.push(*row);
+                    previous = Some(measured);
+                }
+                Ok(Measured::Skipped(why)) => skipped.push(context(why)),
+                Err(error) => {
+                    // The larger classes of this configuration would fail the same way.
+                    eprintln!("failed: {error}");
+                    failures.push(context(error));
+                    break;
+                }
+            }
         }
     }
     Ok(Calibration {
         rows,
         skipped,
+        failures,
         elapsed: started.elapsed(),
     })
+}
+
+/// What measuring one class gave.
+enum Measured {
+    /// A row, and what the next class predicts its fuel from.
+    Row(Box<Row>, Previous),
+    /// Not measured, and why.
+    Skipped(String),
+}
+
+/// Builds the case of `config` at `class` (shrinking it below the fuel cap, predicted from the
+/// class measured `below`) and measures it.
+///
+/// # Errors
+/// The case does not build, validate or run, or the engines disagree.
+#[allow(clippy::too_many_arguments)]
+fn measure_class(
+    engine: &WasmEngine,
+    config: &Config,
+    class: &'static str,
+    mut target: u64,
+    below: Option<&Previous>,
+    cap: u64,
+    timing: &Timing,
+    progress: &str,
+) -> Result<Measured, String> {
+    let mut prepared = prepare(config, class, target)?;
+    if let Some(below) = below {
+        // Fuel grows about as the class's gas under v1 does.
+        let predict = |work: u128| below.fuel as f64 * work as f64 / below.work as f64;
+        while predict(prepared.work) > cap as f64 && target / 2 > below.target {
+            target /= 2;
+            prepared = prepare(config, class, target)?;
+        }
+        if prepared.usage == below.usage {
+            return Ok(Measured::Skipped(
+                "the same model as the class below".into(),
+            ));
+        }
+        if predict(prepared.work) > cap as f64 {
+            return Ok(Measured::Skipped(format!(
+                "a run would burn more than {cap} fuel"
+            )));
+        }
+    }
+    eprint!("{progress} {} {class} (target {target})… ", config.label());
+    let node = measure::node_cost(
+        engine,
+        &prepared.built.model,
+        &prepared.built.inputs,
+        timing,
+    )?;
+    let validated = &prepared.validated;
+    let row = Row {
+        op: config.op,
+        config: config.name,
+        class,
+        target,
+        operand_shapes: validated.nodes[0]
+            .inputs
+            .iter()
+            .map(|&id| validated.value_types[id].dims().to_vec())
+            .collect(),
+        output_shapes: validated.nodes[0]
+            .output_types
+            .iter()
+            .map(|t| t.dims().to_vec())
+            .collect(),
+        usage: prepared.usage,
+        node,
+    };
+    eprintln!(
+        "node: fuel {:.0}, wasm {:.0} ns, native {:.0} ns ({} copies)",
+        row.node.fuel, row.node.wasm_ns, row.node.native_ns, row.node.copies
+    );
+    let measured = Previous {
+        target,
+        work: prepared.work,
+        fuel: row.node.single.fuel,
+        usage: row.usage,
+    };
+    Ok(Measured::Row(Box::new(row), measured))
 }
 
 /// Measured cost per gas of every row under one price list, for each measure.
@@ -481,7 +526,8 @@ pub fn propose(rows: &[Row], measure: Measure, start: &[u64; PARAMS]) -> Option<
 /// requested files.
 ///
 /// # Errors
-/// Measurement failures (see [`measure_all`]) and files that cannot be written.
+/// Measurement failures (see [`measure_all`]), files that cannot be written, and, after the
+/// tables and files, any case that failed.
 pub fn run(options: &Options) -> Result<(), String> {
     let calibration = measure_all(options)?;
     let rows = &calibration.rows;
@@ -543,5 +589,13 @@ pub fn run(options: &Options) -> Result<(), String> {
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    Ok(())
+    if calibration.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} case(s) failed, their operators are missing from the tables:\n  {}",
+            calibration.failures.len(),
+            calibration.failures.join("\n  ")
+        ))
+    }
 }

@@ -342,6 +342,13 @@ pub fn markdown(
         "\nOutside [0.5, 2]: {} of {} rows in fuel/gas, {} in wasm time/gas, {} in native time/gas.",
         fuel.outside, fuel.rows, wasm.outside, native.outside
     );
+    if !calibration.failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCases that failed (missing above): {}.",
+            calibration.failures.join("; ")
+        );
+    }
     if let Some((proposal, proposed)) = proposal {
         let _ = writeln!(
             out,
@@ -512,6 +519,16 @@ pub fn json(
         ("elapsed_s", Json::Num(calibration.elapsed.as_secs_f64())),
         ("evaluated", evaluation_json(evaluation)),
         ("rows", Json::Arr(rows)),
+        (
+            "failures",
+            Json::Arr(
+                calibration
+                    .failures
+                    .iter()
+                    .map(|s| Json::str(s.clone()))
+                    .collect(),
+            ),
+        ),
         (
             "skipped",
             Json::Arr(
