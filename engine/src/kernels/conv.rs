@@ -10,6 +10,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::gemm::{self, LANES, PackedRows, narrow16};
+use super::scatter_row;
 use super::simd::Simd;
 
 /// Output pixels per im2col block: the patch block (`BLOCK` × padded depth `i16`) stays in
@@ -92,10 +93,13 @@ impl ConvShape {
     /// at load time.
     pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
         if self.uses_depthwise() {
-            // The phase-split plane and one output vector.
+            // The phase-split plane, each tap's offset and splatted weight (at most 32
+            // bytes), and one output vector.
+            let taps = (self.kernel_h * self.kernel_w) as u64;
             return self
                 .depthwise_plane_len()
                 .saturating_mul(2)
+                .saturating_add(taps.saturating_mul(32))
                 .saturating_add(32);
         }
         let patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
@@ -234,6 +238,7 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
     let mut phases: Vec<i16> = vec![0; phase_len * stride_w];
+    let mut taps_of_channel: Vec<(usize, S::I16x8)> = Vec::with_capacity(taps);
     let zero = S::splat32(0);
     for n in 0..s.batch {
         for c in 0..s.in_channels {
@@ -241,32 +246,45 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
             let channel =
                 &data[(n * s.in_channels + c) * plane..(n * s.in_channels + c + 1) * plane];
             for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
-                for (col, &value) in line.iter().enumerate() {
-                    let x = col + pad_w;
-                    phases[(x % stride_w) * phase_len + (h + pad_h) * row_len + x / stride_w] =
-                        narrow16(value);
-                }
+                let row_offset = (h + pad_h) * row_len;
+                scatter_row(
+                    line,
+                    pad_w,
+                    stride_w,
+                    phase_len,
+                    row_offset,
+                    &mut phases,
+                    narrow16,
+                );
             }
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
+                // Each tap's position relative to an output vector's first element, and its
+                // weight in every lane, computed once per channel (no division in the loop).
+                taps_of_channel.clear();
+                for ki in 0..s.kernel_h {
+                    for kj in 0..s.kernel_w {
+                        let x = kj * dil_w;
+                        let offset =
+                            (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w;
+                        taps_of_channel
+                            .push((offset, S::splat16(narrow16(kernel[ki * s.kernel_w + kj]))));
+                    }
+                }
                 let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
                 for (p, out_row) in out_plane.chunks_exact_mut(s.out_w.max(1)).enumerate() {
+                    let row = p * stride_h * row_len;
                     for q0 in (0..s.out_w).step_by(LANES) {
                         let (mut lo, mut hi) = (zero, zero);
-                        for ki in 0..s.kernel_h {
-                            let row = (p * stride_h + ki * dil_h) * row_len;
-                            for kj in 0..s.kernel_w {
-                                let x = kj * dil_w;
-                                let start = (x % stride_w) * phase_len + row + q0 + x / stride_w;
-                                let Ok(lanes) =
-                                    <&[i16; LANES]>::try_from(&phases[start..start + LANES])
-                                else {
-                                    continue; // a slice of LANES elements always converts
-                                };
-                                let w = S::splat16(narrow16(kernel[ki * s.kernel_w + kj]));
-                                (lo, hi) = S::mul_add_wide(lo, hi, S::load16(lanes), w);
-                            }
+                        for &(offset, w) in &taps_of_channel {
+                            let start = row + q0 + offset;
+                            let Ok(lanes) =
+                                <&[i16; LANES]>::try_from(&phases[start..start + LANES])
+                            else {
+                                continue; // a slice of LANES elements always converts
+                            };
+                            (lo, hi) = S::mul_add_wide(lo, hi, S::load16(lanes), w);
                         }
                         let mut sums = [[0i32; 4]; 2];
                         S::store32(&mut sums[0], lo);

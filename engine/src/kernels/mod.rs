@@ -12,3 +12,31 @@ pub mod conv;
 pub mod gemm;
 pub mod pool;
 pub mod simd;
+
+/// Copies one input row into its phase rows, converted: padded column x = col + `pad` goes to
+/// phase x % `stride` (at `phases[phase · phase_len ..]`) and position `row_offset` + x / `stride`.
+/// Division-free per element: each phase is a strided walk of the row.
+fn scatter_row<T: Copy>(
+    line: &[i32],
+    pad: usize,
+    stride: usize,
+    phase_len: usize,
+    row_offset: usize,
+    phases: &mut [T],
+    convert: impl Fn(i32) -> T,
+) {
+    for phase in 0..stride {
+        // The first column whose padded position falls in this phase.
+        let first = (phase + stride - pad % stride) % stride;
+        if first >= line.len() {
+            continue;
+        }
+        let start = phase * phase_len + row_offset + (first + pad) / stride;
+        for (slot, &value) in phases[start..]
+            .iter_mut()
+            .zip(line[first..].iter().step_by(stride))
+        {
+            *slot = convert(value);
+        }
+    }
+}

@@ -7,6 +7,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::scatter_row;
 use super::simd::Simd;
 
 /// Lanes of one output vector.
@@ -63,7 +64,10 @@ impl PoolShape {
     /// Working memory of [`max_pool2d`] in bytes.
     pub fn scratch_bytes(&self) -> u64 {
         if self.vectorised() {
-            self.plane_len().saturating_mul(4)
+            let taps = (self.window[0] * self.window[1]) as u64;
+            self.plane_len()
+                .saturating_mul(4)
+                .saturating_add(taps.saturating_mul(8))
         } else {
             0
         }
@@ -119,28 +123,38 @@ fn vectorised<S: Simd>(s: &PoolShape, data: &[i32], out: &mut [i32]) {
     let plane = s.height * s.width;
     let pixels = s.out_h * s.out_w;
     let mut phases: Vec<i32> = vec![i32::MIN; phase_len * stride_w];
+    // Each tap's position relative to an output vector's first element.
+    let mut taps = Vec::with_capacity(s.window[0] * s.window[1]);
+    for ki in 0..s.window[0] {
+        for kj in 0..s.window[1] {
+            taps.push((kj % stride_w) * phase_len + ki * row_len + kj / stride_w);
+        }
+    }
     for index in 0..s.planes {
         let input = &data[index * plane..(index + 1) * plane];
         for (h, line) in input.chunks_exact(s.width.max(1)).enumerate() {
-            for (col, &value) in line.iter().enumerate() {
-                let x = col + pad_w;
-                phases[(x % stride_w) * phase_len + (h + pad_h) * row_len + x / stride_w] = value;
-            }
+            let row_offset = (h + pad_h) * row_len;
+            scatter_row(
+                line,
+                pad_w,
+                stride_w,
+                phase_len,
+                row_offset,
+                &mut phases,
+                |v| v,
+            );
         }
         let output = &mut out[index * pixels..(index + 1) * pixels];
         for (p, out_row) in output.chunks_exact_mut(s.out_w.max(1)).enumerate() {
+            let row = p * stride_h * row_len;
             for q0 in (0..s.out_w).step_by(LANES) {
                 let mut best = S::splat32(i32::MIN);
-                for ki in 0..s.window[0] {
-                    let row = (p * stride_h + ki) * row_len;
-                    for kj in 0..s.window[1] {
-                        let start = (kj % stride_w) * phase_len + row + q0 + kj / stride_w;
-                        let Ok(lanes) = <&[i32; LANES]>::try_from(&phases[start..start + LANES])
-                        else {
-                            continue; // a slice of LANES elements always converts
-                        };
-                        best = S::max32(best, S::load32(lanes));
-                    }
+                for &offset in &taps {
+                    let start = row + q0 + offset;
+                    let Ok(lanes) = <&[i32; LANES]>::try_from(&phases[start..start + LANES]) else {
+                        continue; // a slice of LANES elements always converts
+                    };
+                    best = S::max32(best, S::load32(lanes));
                 }
                 let mut lanes = [0i32; LANES];
                 S::store32(&mut lanes, best);
