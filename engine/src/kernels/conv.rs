@@ -154,11 +154,6 @@ fn im2col<S: Simd>(shape: &ConvShape, data: &[i32], weights: &PackedRows, out: &
     if pixels == 0 || group_out == 0 {
         return;
     }
-    let [stride_h, stride_w] = s.strides;
-    let [pad_h, pad_w] = s.padding;
-    let [dil_h, dil_w] = s.dilation;
-    // Window extents: a pixel whose window lies inside the image needs no bounds checks.
-    let (span_h, span_w) = ((s.kernel_h - 1) * dil_h, (s.kernel_w - 1) * dil_w);
     let mut patches: Vec<i16> = vec![0; BLOCK * stride];
     for n in 0..s.batch {
         for g in 0..s.groups {
@@ -169,44 +164,8 @@ fn im2col<S: Simd>(shape: &ConvShape, data: &[i32], weights: &PackedRows, out: &
             for start in (0..pixels).step_by(BLOCK) {
                 let len = BLOCK.min(pixels - start);
                 for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
-                    let (p, q) = ((start + i) / s.out_w, (start + i) % s.out_w);
-                    // Top-left corner of the window in unpadded coordinates (may be negative).
-                    let (top, left) = (p * stride_h, q * stride_w);
-                    let inside = top >= pad_h
-                        && left >= pad_w
-                        && top - pad_h + span_h < s.height
-                        && left - pad_w + span_w < s.width;
-                    let mut r = 0;
-                    if inside {
-                        let origin = (top - pad_h) * s.width + (left - pad_w);
-                        for ic in 0..group_in {
-                            let channel = &group_data[ic * plane + origin..];
-                            for ki in 0..s.kernel_h {
-                                let line = &channel[ki * dil_h * s.width..];
-                                for kj in 0..s.kernel_w {
-                                    patch[r] = narrow16(line[kj * dil_w]);
-                                    r += 1;
-                                }
-                            }
-                        }
-                    } else {
-                        for ic in 0..group_in {
-                            let channel = &group_data[ic * plane..(ic + 1) * plane];
-                            for ki in 0..s.kernel_h {
-                                let row = (top + ki * dil_h).wrapping_sub(pad_h);
-                                for kj in 0..s.kernel_w {
-                                    let col = (left + kj * dil_w).wrapping_sub(pad_w);
-                                    // Padding rows and columns wrap to huge indices: zero.
-                                    patch[r] = if row < s.height && col < s.width {
-                                        narrow16(channel[row * s.width + col])
-                                    } else {
-                                        0
-                                    };
-                                    r += 1;
-                                }
-                            }
-                        }
-                    }
+                    let pixel = start + i;
+                    gather_patch(&s, group_data, pixel / s.out_w, pixel % s.out_w, patch);
                 }
                 let out = &mut out[out_base..];
                 gemm::dot_products::<S>(
@@ -217,6 +176,59 @@ fn im2col<S: Simd>(shape: &ConvShape, data: &[i32], weights: &PackedRows, out: &
                     stride,
                     |i, j, sum| out[j * pixels + start + i] = sum,
                 );
+            }
+        }
+    }
+}
+
+/// Writes the patch of output pixel (p, q): the window of every input channel of the group,
+/// in weight order (channel, row, column), zero where the window covers padding. Lanes past
+/// the patch keep their zeros. Not inlined, so that it compiles to a small, register-friendly
+/// function also in wasm.
+#[inline(never)]
+fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &mut [i16]) {
+    let [stride_h, stride_w] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    let [dil_h, dil_w] = s.dilation;
+    let plane = s.height * s.width;
+    // Top-left corner of the window in padded coordinates.
+    let (top, left) = (p * stride_h, q * stride_w);
+    let inside = top >= pad_h
+        && left >= pad_w
+        && top - pad_h + (s.kernel_h - 1) * dil_h < s.height
+        && left - pad_w + (s.kernel_w - 1) * dil_w < s.width;
+    if inside {
+        // The whole window lies in the image: each window row is a strided run of the input.
+        let origin = (top - pad_h) * s.width + (left - pad_w);
+        let mut rows = patch.chunks_exact_mut(s.kernel_w);
+        for ic in 0..s.group_in() {
+            let channel = &group_data[ic * plane + origin..];
+            for ki in 0..s.kernel_h {
+                let Some(target) = rows.next() else {
+                    return; // the patch holds every window row; never reached
+                };
+                let line = &channel[ki * dil_h * s.width..];
+                for (slot, &value) in target.iter_mut().zip(line.iter().step_by(dil_w)) {
+                    *slot = narrow16(value);
+                }
+            }
+        }
+        return;
+    }
+    let mut r = 0;
+    for ic in 0..s.group_in() {
+        let channel = &group_data[ic * plane..(ic + 1) * plane];
+        for ki in 0..s.kernel_h {
+            let row = (top + ki * dil_h).wrapping_sub(pad_h);
+            for kj in 0..s.kernel_w {
+                let col = (left + kj * dil_w).wrapping_sub(pad_w);
+                // Padding rows and columns wrap to huge indices: zero.
+                patch[r] = if row < s.height && col < s.width {
+                    narrow16(channel[row * s.width + col])
+                } else {
+                    0
+                };
+                r += 1;
             }
         }
     }

@@ -90,16 +90,90 @@ impl PackedRows {
     }
 }
 
-/// One packed row as blocks of two vectors.
-#[inline(always)]
-fn row(values: &[[i16; ROW_ALIGN]], index: usize, blocks: usize) -> &[[i16; ROW_ALIGN]] {
-    &values[index * blocks..(index + 1) * blocks]
-}
-
 /// `acc + x·w` over two vectors.
 #[inline(always)]
 fn dot2<S: Simd>(acc: S::I32x4, x: (S::I16x8, S::I16x8), w: (S::I16x8, S::I16x8)) -> S::I32x4 {
     S::dot_add(S::dot_add(acc, x.0, w.0), x.1, w.1)
+}
+
+// The tiles are separate functions (never inlined into their callers): a small function
+// keeps its accumulators and pointers in registers, also after Cranelift compiles the wasm.
+
+/// Two rows of `a` against four of `b` (all of the same length): eight sums, row-major.
+#[inline(never)]
+fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [i32; 8] {
+    let zero = S::splat32(0);
+    let (mut c00, mut c01, mut c02, mut c03) = (zero, zero, zero, zero);
+    let (mut c10, mut c11, mut c12, mut c13) = (zero, zero, zero, zero);
+    for ((((x0, x1), w0), w1), (w2, w3)) in a[0]
+        .iter()
+        .zip(a[1])
+        .zip(b[0])
+        .zip(b[1])
+        .zip(b[2].iter().zip(b[3]))
+    {
+        let (x0, x1) = (S::load16x2(x0), S::load16x2(x1));
+        let w = S::load16x2(w0);
+        c00 = dot2::<S>(c00, x0, w);
+        c10 = dot2::<S>(c10, x1, w);
+        let w = S::load16x2(w1);
+        c01 = dot2::<S>(c01, x0, w);
+        c11 = dot2::<S>(c11, x1, w);
+        let w = S::load16x2(w2);
+        c02 = dot2::<S>(c02, x0, w);
+        c12 = dot2::<S>(c12, x1, w);
+        let w = S::load16x2(w3);
+        c03 = dot2::<S>(c03, x0, w);
+        c13 = dot2::<S>(c13, x1, w);
+    }
+    [c00, c01, c02, c03, c10, c11, c12, c13].map(S::sum32)
+}
+
+/// One row of `a` against four of `b`.
+#[inline(never)]
+fn tile_1x4<S: Simd>(a: &[Block], b: [&[Block]; 4]) -> [i32; 4] {
+    let zero = S::splat32(0);
+    let (mut c0, mut c1, mut c2, mut c3) = (zero, zero, zero, zero);
+    for (((x, w0), w1), (w2, w3)) in a.iter().zip(b[0]).zip(b[1]).zip(b[2].iter().zip(b[3])) {
+        let x = S::load16x2(x);
+        c0 = dot2::<S>(c0, x, S::load16x2(w0));
+        c1 = dot2::<S>(c1, x, S::load16x2(w1));
+        c2 = dot2::<S>(c2, x, S::load16x2(w2));
+        c3 = dot2::<S>(c3, x, S::load16x2(w3));
+    }
+    [c0, c1, c2, c3].map(S::sum32)
+}
+
+/// Two rows of `a` against one of `b`.
+#[inline(never)]
+fn tile_2x1<S: Simd>(a: [&[Block]; 2], b: &[Block]) -> [i32; 2] {
+    let zero = S::splat32(0);
+    let (mut c0, mut c1) = (zero, zero);
+    for ((x0, x1), w) in a[0].iter().zip(a[1]).zip(b) {
+        let w = S::load16x2(w);
+        c0 = dot2::<S>(c0, S::load16x2(x0), w);
+        c1 = dot2::<S>(c1, S::load16x2(x1), w);
+    }
+    [c0, c1].map(S::sum32)
+}
+
+/// One row of `a` against one of `b`.
+#[inline(never)]
+fn tile_1x1<S: Simd>(a: &[Block], b: &[Block]) -> i32 {
+    let mut c = S::splat32(0);
+    for (x, w) in a.iter().zip(b) {
+        c = dot2::<S>(c, S::load16x2(x), S::load16x2(w));
+    }
+    S::sum32(c)
+}
+
+/// Sixteen lanes: the step of the inner loops.
+type Block = [i16; ROW_ALIGN];
+
+/// Row `index` of rows of `blocks` blocks.
+#[inline(always)]
+fn nth_row(values: &[Block], index: usize, blocks: usize) -> &[Block] {
+    &values[index * blocks..(index + 1) * blocks]
 }
 
 /// Calls `store(i, j, Σ_k a[i][k]·b[j][k])` for every row `i` of `a` (`m` rows) and `j` of `b`
@@ -121,85 +195,47 @@ pub fn dot_products<S: Simd>(
     if a.len() < m * blocks || b.len() < n * blocks {
         return; // callers pass full matrices; never reached
     }
-    let zero = S::splat32(0);
     let mut j = 0;
     while j + 4 <= n {
-        let b0 = row(b, j, blocks);
-        let b1 = row(b, j + 1, blocks);
-        let b2 = row(b, j + 2, blocks);
-        let b3 = row(b, j + 3, blocks);
+        let quad = [
+            nth_row(b, j, blocks),
+            nth_row(b, j + 1, blocks),
+            nth_row(b, j + 2, blocks),
+            nth_row(b, j + 3, blocks),
+        ];
         let mut i = 0;
         while i + 2 <= m {
-            let a0 = row(a, i, blocks);
-            let a1 = row(a, i + 1, blocks);
-            let (mut c00, mut c01, mut c02, mut c03) = (zero, zero, zero, zero);
-            let (mut c10, mut c11, mut c12, mut c13) = (zero, zero, zero, zero);
-            for v in 0..blocks {
-                let x0 = S::load16x2(&a0[v]);
-                let x1 = S::load16x2(&a1[v]);
-                let w = S::load16x2(&b0[v]);
-                c00 = dot2::<S>(c00, x0, w);
-                c10 = dot2::<S>(c10, x1, w);
-                let w = S::load16x2(&b1[v]);
-                c01 = dot2::<S>(c01, x0, w);
-                c11 = dot2::<S>(c11, x1, w);
-                let w = S::load16x2(&b2[v]);
-                c02 = dot2::<S>(c02, x0, w);
-                c12 = dot2::<S>(c12, x1, w);
-                let w = S::load16x2(&b3[v]);
-                c03 = dot2::<S>(c03, x0, w);
-                c13 = dot2::<S>(c13, x1, w);
+            let sums = tile_2x4::<S>([nth_row(a, i, blocks), nth_row(a, i + 1, blocks)], quad);
+            for (k, &sum) in sums.iter().enumerate() {
+                store(i + k / 4, j + k % 4, sum);
             }
-            store(i, j, S::sum32(c00));
-            store(i, j + 1, S::sum32(c01));
-            store(i, j + 2, S::sum32(c02));
-            store(i, j + 3, S::sum32(c03));
-            store(i + 1, j, S::sum32(c10));
-            store(i + 1, j + 1, S::sum32(c11));
-            store(i + 1, j + 2, S::sum32(c12));
-            store(i + 1, j + 3, S::sum32(c13));
             i += 2;
         }
         if i < m {
-            let a0 = row(a, i, blocks);
-            let (mut c0, mut c1, mut c2, mut c3) = (zero, zero, zero, zero);
-            for v in 0..blocks {
-                let x0 = S::load16x2(&a0[v]);
-                c0 = dot2::<S>(c0, x0, S::load16x2(&b0[v]));
-                c1 = dot2::<S>(c1, x0, S::load16x2(&b1[v]));
-                c2 = dot2::<S>(c2, x0, S::load16x2(&b2[v]));
-                c3 = dot2::<S>(c3, x0, S::load16x2(&b3[v]));
+            let sums = tile_1x4::<S>(nth_row(a, i, blocks), quad);
+            for (k, &sum) in sums.iter().enumerate() {
+                store(i, j + k, sum);
             }
-            store(i, j, S::sum32(c0));
-            store(i, j + 1, S::sum32(c1));
-            store(i, j + 2, S::sum32(c2));
-            store(i, j + 3, S::sum32(c3));
         }
         j += 4;
     }
     while j < n {
-        let b0 = row(b, j, blocks);
         let mut i = 0;
         while i + 2 <= m {
-            let a0 = row(a, i, blocks);
-            let a1 = row(a, i + 1, blocks);
-            let (mut c0, mut c1) = (zero, zero);
-            for v in 0..blocks {
-                let w = S::load16x2(&b0[v]);
-                c0 = dot2::<S>(c0, S::load16x2(&a0[v]), w);
-                c1 = dot2::<S>(c1, S::load16x2(&a1[v]), w);
-            }
-            store(i, j, S::sum32(c0));
-            store(i + 1, j, S::sum32(c1));
+            let [first, second] = tile_2x1::<S>(
+                [nth_row(a, i, blocks), nth_row(a, i + 1, blocks)],
+                nth_row(b, j, blocks),
+            );
+            store(i, j, first);
+            store(i + 1, j, second);
             i += 2;
         }
         if i < m {
-            let a0 = row(a, i, blocks);
-            let mut c0 = zero;
-            for v in 0..blocks {
-                c0 = dot2::<S>(c0, S::load16x2(&a0[v]), S::load16x2(&b0[v]));
-            }
-            store(i, j, S::sum32(c0));
+            store(
+                i,
+                j,
+                tile_1x1::<S>(nth_row(a, i, blocks), nth_row(b, j, blocks)),
+            );
         }
         j += 1;
     }
