@@ -23,7 +23,7 @@ use cvm_gas::{Param, Schedule};
 use crate::attrs::Attrs;
 use crate::error::{Error, Result};
 use crate::fail;
-use crate::kernels::gemm::PackedRows;
+use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::limits;
 use crate::model::{Model, ParamData, ValueRef};
 use crate::ops::{self, OpDef, Operator};
@@ -241,8 +241,8 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
     let n_leading = value_types.len();
     let mut node_first_value: Vec<ValueId> = Vec::with_capacity(nodes.len());
     let mut validated_nodes: Vec<ValidatedNode> = Vec::with_capacity(nodes.len());
-    // Weight packings, one per parameter however many nodes use it, and their bytes.
-    let mut packings: BTreeMap<ValueId, Arc<PackedRows>> = BTreeMap::new();
+    // Weight packings, one per parameter and order however many nodes use it, and their bytes.
+    let mut packings: BTreeMap<(ValueId, PackOrder), Arc<PackedRows>> = BTreeMap::new();
     let mut packed_bytes: u64 = 0;
     let mut total_gas: u64 = 0;
     for (node_index, node) in nodes.into_iter().enumerate() {
@@ -289,11 +289,11 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 ty.shape.check_limits(&format!("output {position}"))?;
                 check_precision(ty.precision, &format!("output {position}"))?;
             }
-            if let Some(position) = operator.packed_input(&input_types)
+            if let Some((position, order)) = operator.packed_input(&input_types)
                 && let Some(&id) = inputs.get(position)
                 && (n_inputs..n_leading).contains(&id)
             {
-                let packed = match packings.get(&id) {
+                let packed = match packings.get(&(id, order)) {
                     Some(packed) => Arc::clone(packed),
                     None => {
                         let param = &decoded_params[id - n_inputs].1;
@@ -309,12 +309,13 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                                 limits::MAX_PEAK_MEMORY_BYTES
                             ));
                         }
-                        let packed = Arc::new(PackedRows::pack(
+                        let packed = Arc::new(PackedRows::pack_in(
                             &param.data,
                             rows as usize,
                             depth as usize,
+                            order,
                         ));
-                        packings.insert(id, Arc::clone(&packed));
+                        packings.insert((id, order), Arc::clone(&packed));
                         packed
                     }
                 };

@@ -146,6 +146,7 @@ fn run_conv<S: Simd>(s: &ConvShape, data: &[i32], weights: &[i32], prepared: boo
 fn conv2d_kernels_equal_the_formula() {
     let mut rng = Rng(0x5EED_C0DE);
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
+    let (mut channels_last, mut checked_gather) = (0, 0);
     for case in 0..600 {
         let shape = random_shape(&mut rng, case % 3);
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
@@ -162,6 +163,11 @@ fn conv2d_kernels_equal_the_formula() {
             expected,
             "portable, {shape:?}"
         );
+        if shape.uses_channels_last() {
+            channels_last += 1;
+        } else if !shape.uses_depthwise() {
+            checked_gather += 1;
+        }
         if shape.uses_depthwise() {
             depthwise += 1;
         } else if shape.group_in() == 1 {
@@ -181,6 +187,11 @@ fn conv2d_kernels_equal_the_formula() {
         blocks_with_tail >= 100,
         "{blocks_with_tail} cases with a partial block"
     );
+    assert!(
+        channels_last >= 200,
+        "{channels_last} channels-last gathers"
+    );
+    assert!(checked_gather >= 20, "{checked_gather} checked gathers");
 }
 
 #[test]

@@ -9,7 +9,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::gemm::{self, LANES, PackedRows, narrow16};
+use super::gemm::{self, LANES, PackOrder, PackedRows, narrow16};
 use super::scatter_row;
 use super::simd::Simd;
 
@@ -72,6 +72,32 @@ impl ConvShape {
             && self.depthwise_plane_len() <= 2 * (self.height * self.width) as u64 + 4096
     }
 
+    /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
+    /// window row one contiguous run): when the padding keeps that copy within twice the input
+    /// (plus a constant). Otherwise it gathers from the input with bounds checks.
+    pub fn uses_channels_last(&self) -> bool {
+        !self.uses_depthwise()
+            && self.padded_plane() <= 2 * (self.height * self.width) as u64 + 4096
+    }
+
+    /// Elements of one zero-padded input plane.
+    fn padded_plane(&self) -> u64 {
+        ((self.height + 2 * self.padding[0]) as u64)
+            .saturating_mul((self.width + 2 * self.padding[1]) as u64)
+    }
+
+    /// The order the im2col kernel needs its weight rows in.
+    pub fn pack_order(&self) -> PackOrder {
+        if self.uses_channels_last() {
+            PackOrder::ChannelsLast {
+                channels: self.group_in(),
+                taps: self.kernel_h * self.kernel_w,
+            }
+        } else {
+            PackOrder::Source
+        }
+    }
+
     /// Length of one phase row of the depthwise kernel: every output vector (rounded up to
     /// whole vectors) plus the largest tap offset.
     fn phase_row_len(&self) -> usize {
@@ -102,7 +128,11 @@ impl ConvShape {
                 .saturating_add(taps.saturating_mul(32))
                 .saturating_add(32);
         }
-        let patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
+        let mut patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
+        if self.uses_channels_last() {
+            let copy = self.padded_plane().saturating_mul(self.group_in() as u64);
+            patches = patches.saturating_add(copy.saturating_mul(2));
+        }
         let weights = if weights_prepared {
             0
         } else {
@@ -114,7 +144,12 @@ impl ConvShape {
 
 /// Packs conv2d weights (OC rows of C/groups · KH · KW values) for [`conv2d`].
 pub fn pack_weights(shape: &ConvShape, weights: &[i32]) -> PackedRows {
-    PackedRows::pack(weights, shape.out_channels, shape.depth())
+    PackedRows::pack_in(
+        weights,
+        shape.out_channels,
+        shape.depth(),
+        shape.pack_order(),
+    )
 }
 
 /// Writes `Σ_ic Σ_ki Σ_kj pad(X)[n, g·C/groups + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW] ·
@@ -139,7 +174,97 @@ pub fn conv2d<S: Simd>(
                 &packed
             }
         };
-        im2col::<S>(shape, data, weights, out);
+        if shape.uses_channels_last() {
+            im2col_channels_last::<S>(shape, data, weights, out);
+        } else {
+            im2col::<S>(shape, data, weights, out);
+        }
+    }
+}
+
+/// Grouped convolution through a zero-padded channels-last copy of each image's group: a window
+/// row (KW taps of C/groups channels) is then one contiguous run when DW = 1, and KW runs of
+/// C/groups values otherwise, copied without bounds checks. Weights are packed in the same
+/// (row, column, channel) order ([`PackOrder::ChannelsLast`]).
+fn im2col_channels_last<S: Simd>(
+    shape: &ConvShape,
+    data: &[i32],
+    weights: &PackedRows,
+    out: &mut [i32],
+) {
+    let s = *shape;
+    let stride = weights.stride();
+    let (group_in, group_out) = (s.group_in(), s.group_out());
+    let plane = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    if pixels == 0 || group_out == 0 || group_in == 0 {
+        return;
+    }
+    let padded_w = s.width + 2 * s.padding[1];
+    let padded_h = s.height + 2 * s.padding[0];
+    let mut copy: Vec<i16> = vec![0; padded_h * padded_w * group_in];
+    let mut patches: Vec<i16> = vec![0; BLOCK * stride];
+    let run = s.kernel_w * group_in;
+    for n in 0..s.batch {
+        for g in 0..s.groups {
+            let group_data =
+                &data[(n * s.in_channels + g * group_in) * plane..][..group_in * plane];
+            // The interior of the copy; the zero border is never written.
+            for (ic, channel) in group_data.chunks_exact(plane.max(1)).enumerate() {
+                for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
+                    let first = ((h + s.padding[0]) * padded_w + s.padding[1]) * group_in + ic;
+                    for (slot, &value) in copy[first..].iter_mut().step_by(group_in).zip(line) {
+                        *slot = narrow16(value);
+                    }
+                }
+            }
+            let group_weights =
+                &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
+            let out_base = (n * s.out_channels + g * group_out) * pixels;
+            for start in (0..pixels).step_by(BLOCK) {
+                let len = BLOCK.min(pixels - start);
+                for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
+                    let (p, q) = ((start + i) / s.out_w, (start + i) % s.out_w);
+                    gather_channels_last(&s, &copy, padded_w, p, q, &mut patch[..run * s.kernel_h]);
+                }
+                let out = &mut out[out_base..];
+                gemm::dot_products::<S>(
+                    &patches[..len * stride],
+                    len,
+                    group_weights,
+                    group_out,
+                    stride,
+                    |i, j, sum| out[j * pixels + start + i] = sum,
+                );
+            }
+        }
+    }
+}
+
+/// Copies the window of output pixel (p, q) from the padded channels-last copy into `patch`
+/// (KH runs of KW · C/groups values).
+#[inline(never)]
+fn gather_channels_last(
+    s: &ConvShape,
+    copy: &[i16],
+    padded_w: usize,
+    p: usize,
+    q: usize,
+    patch: &mut [i16],
+) {
+    let group_in = s.group_in();
+    let run = s.kernel_w * group_in;
+    let (top, left) = (p * s.strides[0], q * s.strides[1]);
+    for (ki, target) in patch.chunks_exact_mut(run).enumerate() {
+        let first = ((top + ki * s.dilation[0]) * padded_w + left) * group_in;
+        if s.dilation[1] == 1 {
+            target.copy_from_slice(&copy[first..first + run]);
+        } else {
+            for (kj, taps) in target.chunks_exact_mut(group_in).enumerate() {
+                let at = first + kj * s.dilation[1] * group_in;
+                taps.copy_from_slice(&copy[at..at + group_in]);
+            }
+        }
     }
 }
 

@@ -33,6 +33,21 @@ pub fn narrow16(value: i32) -> i16 {
     value.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
 }
 
+/// The order of a packed row's values relative to its source row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PackOrder {
+    /// As in the source.
+    Source,
+    /// A source row of `channels` × `taps` values (channel-major, as conv2d's OIHW weights)
+    /// packed tap-major: value (c, t) goes to position t · channels + c.
+    ChannelsLast {
+        /// Channels per row.
+        channels: usize,
+        /// Taps per channel.
+        taps: usize,
+    },
+}
+
 /// Rows of `i16`, each zero-padded to [`padded_depth`] lanes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PackedRows {
@@ -53,6 +68,33 @@ impl PackedRows {
             {
                 for (slot, &value) in packed.iter_mut().zip(row) {
                     *slot = narrow16(value);
+                }
+            }
+        }
+        PackedRows {
+            values,
+            rows,
+            stride,
+        }
+    }
+
+    /// Packs `rows` rows of `depth` values in `order` (a `ChannelsLast` order must describe
+    /// `depth` = channels · taps).
+    pub fn pack_in(source: &[i32], rows: usize, depth: usize, order: PackOrder) -> PackedRows {
+        let PackOrder::ChannelsLast { channels, taps } = order else {
+            return PackedRows::pack(source, rows, depth);
+        };
+        let stride = padded_depth(depth);
+        let mut values = vec![0; rows * stride];
+        if depth > 0 && channels * taps == depth {
+            for (packed, row) in values
+                .chunks_exact_mut(stride)
+                .zip(source.chunks_exact(depth))
+            {
+                for (c, channel) in row.chunks_exact(taps).enumerate() {
+                    for (t, &value) in channel.iter().enumerate() {
+                        packed[t * channels + c] = narrow16(value);
+                    }
                 }
             }
         }

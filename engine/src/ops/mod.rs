@@ -18,7 +18,7 @@ use cvm_gas::Param;
 use crate::attrs::{AttrSpec, Attrs};
 use crate::error::Result;
 use crate::fail;
-use crate::kernels::gemm::PackedRows;
+use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
 pub mod broadcast;
@@ -63,9 +63,9 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
 
     /// The input the operator would like packed into `i16` rows once, when the model is loaded,
     /// if that input is a parameter: the weights of the multiply-accumulate kernels. The rows
-    /// are the input's first axis and the row length the product of the others. Only called
-    /// after `infer` accepted the types.
-    fn packed_input(&self, _inputs: &[TensorType]) -> Option<usize> {
+    /// are the input's first axis and the row length the product of the others, in `PackOrder`.
+    /// Only called after `infer` accepted the types.
+    fn packed_input(&self, _inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
         None
     }
 

@@ -18,7 +18,7 @@ use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::conv::{self, ConvShape};
-use crate::kernels::gemm::{self, PackedRows};
+use crate::kernels::gemm::{self, PackOrder, PackedRows};
 use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
@@ -334,9 +334,9 @@ impl Operator for Conv2d {
         ])
     }
 
-    fn packed_input(&self, inputs: &[TensorType]) -> Option<usize> {
+    fn packed_input(&self, inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
         let shape = self.geometry(inputs[0].dims(), inputs[1].dims()).ok()?;
-        (!shape.uses_depthwise()).then_some(1)
+        (!shape.uses_depthwise()).then_some((1, shape.pack_order()))
     }
 
     fn set_packed(&mut self, packed: Arc<PackedRows>) {
@@ -495,8 +495,8 @@ impl Operator for Dense {
         ])
     }
 
-    fn packed_input(&self, _inputs: &[TensorType]) -> Option<usize> {
-        Some(1)
+    fn packed_input(&self, _inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
+        Some((1, PackOrder::Source))
     }
 
     fn set_packed(&mut self, packed: Arc<PackedRows>) {
