@@ -84,7 +84,8 @@ fn mobilenet(c: &mut Criterion) {
 /// `metering/<name>/…`: the native executor charging gas per node, and not; `engine.wasm` with
 /// wasmtime fuel off (compare with `<name>/wasm`, which consumes fuel as every node does).
 fn metering_benches(group: &mut BenchmarkGroup<'_, WallTime>, bench: &BenchModel) {
-    let checked = checked(bench);
+    // `model_benches` printed the figures already.
+    let checked = check(bench).unwrap_or_else(|message| panic!("{message}"));
     let unmetered = run_unmetered(&checked.model, bench.inputs.clone());
     assert_eq!(unmetered.outcome.status, checked.report.outcome.status);
     let name = bench.name;
