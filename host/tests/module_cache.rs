@@ -12,8 +12,8 @@ use cvm_engine::Report;
 use cvm_host::hash::{HashAlgorithm, outcome_hash};
 use cvm_host::runner::{EngineKind, ModelSource, encode_inputs, execute, load_model};
 use cvm_host::wasm::{
-    ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key,
-    chunked_digest, config,
+    ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key, checksum,
+    config,
 };
 
 /// A directory under the system temporary directory, unique to this process and test, removed
@@ -186,7 +186,7 @@ fn every_kind_of_damaged_entry_is_recompiled() {
             bytes[0] ^= 0xff;
             bytes
         }),
-        ("flipped digest", |mut bytes| {
+        ("flipped checksum", |mut bytes| {
             bytes[8] ^= 0x80;
             bytes
         }),
@@ -216,7 +216,7 @@ fn every_kind_of_damaged_entry_is_recompiled() {
         .precompile_module(EMPTY_MODULE)
         .unwrap();
     let mut foreign = good[..8].to_vec();
-    foreign.extend_from_slice(&chunked_digest(&payload));
+    foreign.extend_from_slice(&checksum(&payload));
     foreign.extend_from_slice(&payload);
     std::fs::write(&file, foreign).unwrap();
     let recovered = WasmEngine::from_module_bytes_cached(EMPTY_MODULE, dir.path()).unwrap();
@@ -309,25 +309,25 @@ fn the_key_covers_the_module_the_configuration_and_wasmtime() {
 }
 
 #[test]
-fn the_chunked_digest_changes_with_any_byte_and_the_length() {
+fn the_checksum_changes_with_any_byte_and_the_length() {
     let bytes: Vec<u8> = (0..1_300_000u32).map(|i| (i * 7 % 251) as u8).collect();
-    let digest = chunked_digest(&bytes);
-    assert_eq!(digest, chunked_digest(&bytes.clone()));
+    let digest = checksum(&bytes);
+    assert_eq!(digest, checksum(&bytes.clone()));
     for position in [0, 1 << 18, (1 << 18) - 1, 700_000, bytes.len() - 1] {
         let mut changed = bytes.clone();
         changed[position] ^= 1;
-        assert_ne!(chunked_digest(&changed), digest, "byte {position}");
+        assert_ne!(checksum(&changed), digest, "byte {position}");
     }
     let mut longer = bytes.clone();
     longer.push(0);
-    assert_ne!(chunked_digest(&longer), digest);
-    assert_ne!(chunked_digest(&bytes[..bytes.len() - 1]), digest);
-    // Whole chunks moved around change it too.
+    assert_ne!(checksum(&longer), digest);
+    assert_ne!(checksum(&bytes[..bytes.len() - 1]), digest);
+    // Blocks moved around change it too.
     let mut swapped = bytes[1 << 18..2 << 18].to_vec();
     swapped.extend_from_slice(&bytes[..1 << 18]);
     swapped.extend_from_slice(&bytes[2 << 18..]);
-    assert_ne!(chunked_digest(&swapped), digest);
-    assert_ne!(chunked_digest(&[]), chunked_digest(&[0]));
+    assert_ne!(checksum(&swapped), digest);
+    assert_ne!(checksum(&[]), checksum(&[0]));
 }
 
 #[test]
@@ -447,7 +447,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     let stderr = text(&corrupt.stderr);
     assert_eq!(corrupt.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("cvm: warning: module cache:") && stderr.contains("digest mismatch"),
+        stderr.contains("cvm: warning: module cache:") && stderr.contains("checksum mismatch"),
         "{stderr}"
     );
     assert!(stderr.contains("engine compile"), "{stderr}");
