@@ -8,7 +8,9 @@
 //!
 //! Code map: [`model`] (canonical format), [`attrs`] (attribute schemas), [`ops`] (the operator
 //! table and one file per family), [`validate`], [`exec`], [`outcome`], [`error`] (frozen codes),
-//! [`tensor`], [`limits`], and `abi` (the wasm32 exports, the only `unsafe`).
+//! [`tensor`], [`limits`], [`kernels`] (vectorised conv2d, dense and pooling), and `abi` (the
+//! wasm32 exports). `unsafe` appears only in `abi` and in the vector loads and stores of
+//! `kernels::simd`.
 #![no_std]
 
 extern crate alloc;
@@ -25,7 +27,7 @@ pub mod outcome;
 pub mod tensor;
 pub mod validate;
 
-// The wasm exports are the engine's only unsafe code: raw pointers handed over by the host.
+// The wasm exports take raw pointers handed over by the host.
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)]
 mod abi;
