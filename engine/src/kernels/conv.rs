@@ -221,23 +221,44 @@ fn im2col_channels_last<S: Simd>(
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
-            for start in (0..pixels).step_by(BLOCK) {
-                let len = BLOCK.min(pixels - start);
-                for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
-                    let (p, q) = ((start + i) / s.out_w, (start + i) % s.out_w);
+            multiply_blocks::<S>(
+                &s,
+                &mut patches,
+                group_weights,
+                &mut out[out_base..],
+                |p, q, patch| {
                     gather_channels_last(&s, &copy, padded_w, p, q, &mut patch[..run * s.kernel_h]);
-                }
-                let out = &mut out[out_base..];
-                gemm::dot_products::<S>(
-                    &patches[..len * stride],
-                    len,
-                    group_weights,
-                    group_out,
-                    stride,
-                    |i, j, sum| out[j * pixels + start + i] = sum,
-                );
-            }
+                },
+            );
         }
+    }
+}
+
+/// One group of one image: for each block of [`BLOCK`] output pixels, `gather` writes each
+/// pixel's patch (a row of `patches`), then the block's dot products with the group's weight
+/// rows go to `out` (the group's output planes, OC/groups × OH·OW).
+fn multiply_blocks<S: Simd>(
+    s: &ConvShape,
+    patches: &mut [i16],
+    group_weights: &[i16],
+    out: &mut [i32],
+    mut gather: impl FnMut(usize, usize, &mut [i16]),
+) {
+    let pixels = s.out_h * s.out_w;
+    let stride = patches.len() / BLOCK;
+    for start in (0..pixels).step_by(BLOCK) {
+        let len = BLOCK.min(pixels - start);
+        for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
+            gather((start + i) / s.out_w, (start + i) % s.out_w, patch);
+        }
+        gemm::dot_products::<S>(
+            &patches[..len * stride],
+            len,
+            group_weights,
+            s.group_out(),
+            stride,
+            |i, j, sum| out[j * pixels + start + i] = sum,
+        );
     }
 }
 
@@ -286,22 +307,13 @@ fn im2col<S: Simd>(shape: &ConvShape, data: &[i32], weights: &PackedRows, out: &
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
-            for start in (0..pixels).step_by(BLOCK) {
-                let len = BLOCK.min(pixels - start);
-                for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
-                    let pixel = start + i;
-                    gather_patch(&s, group_data, pixel / s.out_w, pixel % s.out_w, patch);
-                }
-                let out = &mut out[out_base..];
-                gemm::dot_products::<S>(
-                    &patches[..len * stride],
-                    len,
-                    group_weights,
-                    group_out,
-                    stride,
-                    |i, j, sum| out[j * pixels + start + i] = sum,
-                );
-            }
+            multiply_blocks::<S>(
+                &s,
+                &mut patches,
+                group_weights,
+                &mut out[out_base..],
+                |p, q, patch| gather_patch(&s, group_data, p, q, patch),
+            );
         }
     }
 }
