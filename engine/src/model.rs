@@ -58,12 +58,63 @@ pub struct ParamDecl {
 }
 
 /// Parameter values, stored as narrow as they fit.
-#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize, BorshDeserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, BorshSerialize)]
 pub enum ParamData {
     /// One byte per value (tag 0).
     I8(Vec<i8>),
     /// Four bytes per value (tag 1).
     I32(Vec<i32>),
+}
+
+/// Bytes read at once when decoding parameter values.
+const PARAM_READ_CHUNK: usize = 16 * 1024;
+
+/// Reads `count` values of `WIDTH` bytes each, converting each with `convert`: in chunks, so
+/// that a declared length the bytes cannot back fails when the bytes run out, never allocating
+/// more than what was read plus one chunk.
+fn read_values<R: borsh::io::Read, T, const WIDTH: usize>(
+    reader: &mut R,
+    count: u32,
+    convert: impl Fn([u8; WIDTH]) -> T,
+) -> borsh::io::Result<Vec<T>> {
+    let mut values = Vec::new();
+    let mut remaining = count as usize;
+    let mut chunk = [0u8; PARAM_READ_CHUNK];
+    while remaining > 0 {
+        let take = remaining.min(PARAM_READ_CHUNK / WIDTH);
+        let bytes = &mut chunk[..take * WIDTH];
+        reader.read_exact(bytes)?;
+        values.reserve(take);
+        let (words, _) = bytes.as_chunks::<WIDTH>();
+        values.extend(words.iter().map(|&word| convert(word)));
+        remaining -= take;
+    }
+    Ok(values)
+}
+
+impl BorshDeserialize for ParamData {
+    /// The derived encoding (tag byte, `u32` length, values little endian), decoded a chunk of
+    /// bytes at a time rather than value by value: parameters are most of a model's bytes.
+    fn deserialize_reader<R: borsh::io::Read>(reader: &mut R) -> borsh::io::Result<Self> {
+        let tag = u8::deserialize_reader(reader)?;
+        let count = u32::deserialize_reader(reader)?;
+        match tag {
+            0 => Ok(ParamData::I8(read_values(
+                reader,
+                count,
+                |[byte]: [u8; 1]| i8::from_le_bytes([byte]),
+            )?)),
+            1 => Ok(ParamData::I32(read_values(
+                reader,
+                count,
+                i32::from_le_bytes,
+            )?)),
+            _ => Err(borsh::io::Error::new(
+                borsh::io::ErrorKind::InvalidData,
+                alloc::format!("unexpected ParamData variant tag {tag}"),
+            )),
+        }
+    }
 }
 
 impl ParamData {
@@ -207,6 +258,32 @@ mod tests {
     use crate::ErrorCode;
     use alloc::string::ToString;
     use alloc::vec;
+
+    #[test]
+    fn param_data_decodes_its_derived_encoding() {
+        // Lengths around the read chunk (16 KiB: 16384 i8 or 4096 i32 values).
+        for count in [
+            0usize, 1, 7, 4095, 4096, 4097, 16_383, 16_384, 16_385, 40_000,
+        ] {
+            let narrow: Vec<i8> = (0..count).map(|i| (i * 37 % 256) as u8 as i8).collect();
+            let wide: Vec<i32> = (0..count)
+                .map(|i| (i as i32).wrapping_mul(-1_640_531_535))
+                .collect();
+            for data in [ParamData::I8(narrow), ParamData::I32(wide)] {
+                let bytes = borsh::to_vec(&data).unwrap();
+                assert_eq!(borsh::from_slice::<ParamData>(&bytes).unwrap(), data);
+                // Every truncation fails instead of returning short data.
+                for cut in [bytes.len().saturating_sub(1), bytes.len() / 2, 5, 1] {
+                    if cut < bytes.len() {
+                        assert!(borsh::from_slice::<ParamData>(&bytes[..cut]).is_err());
+                    }
+                }
+            }
+        }
+        // A length far beyond the bytes fails without allocating it; an unknown tag fails.
+        assert!(borsh::from_slice::<ParamData>(&[1, 0xff, 0xff, 0xff, 0xff, 1, 2]).is_err());
+        assert!(borsh::from_slice::<ParamData>(&[2, 0, 0, 0, 0]).is_err());
+    }
 
     fn sample() -> Model {
         Model {
