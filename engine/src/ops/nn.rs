@@ -1,8 +1,9 @@
 //! NN operators of spec 001 ("NN Operators"): `conv2d`, `dense`, `relu`, `max_pool2d`,
 //! `upsampling`.
 //!
-//! Multiply-accumulates run in `i64`. Precision inference (cvm-compat §3) bounds every sum so
-//! that it fits `i32`; the final narrowing is still checked.
+//! conv2d, dense and max_pool2d run the vector kernels of [`crate::kernels`]. Precision inference
+//! (cvm-compat §3) bounds every multiply-accumulate sum below 2^30, so the kernels' 32-bit lanes
+//! are exact; the bias is added with a checked addition.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -65,7 +66,8 @@ pub const CONV2D: OpDef = OpDef {
 ///   W[oc, ic, ki, kj] (+ B[oc])` with g = oc / (OC / groups) and zero padding.
 /// - Precision: data and weights ≤ 8 bits; output pX + pW + bits(IC·KH·KW), with bias
 ///   max(that, pB) + 1; above 32 is `PrecisionOverflow`.
-/// - Overflow: sums run in i64 and are bounded by the output precision; narrowing is checked.
+/// - Overflow: sums run in 32-bit lanes, bounded by the output precision so they never wrap;
+///   the bias addition is checked.
 /// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
 ///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
@@ -408,7 +410,8 @@ pub const DENSE: OpDef = OpDef {
 /// - Attributes: `use_bias` default true; `units` optional, ≥ 1, and when given equal to N.
 /// - Output: (M, N), `Y[m, n] = Σ_k X[m, k]·W[n, k] (+ B[n])`.
 /// - Precision: X and W ≤ 8 bits; output pX + pW + bits(K), with bias max(that, pB) + 1.
-/// - Overflow: sums run in i64, bounded by the output precision; narrowing is checked.
+/// - Overflow: sums run in 32-bit lanes, bounded by the output precision so they never wrap;
+///   the bias addition is checked.
 /// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
 /// - Gas: `multiply_accumulate` × M·N·K + `element_arith` × M·N.
