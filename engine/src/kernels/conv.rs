@@ -10,8 +10,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::gemm::{self, LANES, PackOrder, PackedRows, narrow16};
-use super::scatter_row;
 use super::simd::Simd;
+use super::{copy_fits, scatter_row};
 
 /// Output pixels per im2col block: the patch block (`BLOCK` × padded depth `i16`) stays in
 /// the first-level cache next to four rows of weights.
@@ -68,16 +68,14 @@ impl ConvShape {
     /// enough that a padded copy of one channel stays within twice the channel's size (plus a
     /// constant). Other depthwise shapes use the im2col kernel.
     pub fn uses_depthwise(&self) -> bool {
-        self.group_in() == 1
-            && self.depthwise_plane_len() <= 2 * (self.height * self.width) as u64 + 4096
+        self.group_in() == 1 && copy_fits(self.depthwise_plane_len(), self.height, self.width)
     }
 
     /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
     /// window row one contiguous run): when the padding keeps that copy within twice the input
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
     pub fn uses_channels_last(&self) -> bool {
-        !self.uses_depthwise()
-            && self.padded_plane() <= 2 * (self.height * self.width) as u64 + 4096
+        !self.uses_depthwise() && copy_fits(self.padded_plane(), self.height, self.width)
     }
 
     /// Elements of one zero-padded input plane.

@@ -13,6 +13,14 @@ pub mod gemm;
 pub mod pool;
 pub mod simd;
 
+/// Whether a padded working copy of `copy` elements may replace reading a plane of `height` ×
+/// `width` elements in place: at most twice the plane plus a constant. Kernels that would need
+/// more (padding far larger than the input) take a path without the copy, so a model's scratch
+/// memory stays proportional to its tensors.
+fn copy_fits(copy: u64, height: usize, width: usize) -> bool {
+    copy <= 2 * (height * width) as u64 + 4096
+}
+
 /// Copies one input row into its phase rows, converted: padded column x = col + `pad` goes to
 /// phase x % `stride` (at `phases[phase · phase_len ..]`) and position `row_offset` + x / `stride`.
 /// Division-free per element: each phase is a strided walk of the row.

@@ -7,8 +7,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::scatter_row;
 use super::simd::Simd;
+use super::{copy_fits, scatter_row};
 
 /// Lanes of one output vector.
 const LANES: usize = 4;
@@ -58,7 +58,7 @@ impl PoolShape {
     /// Whether the vector kernel applies: the padded copy stays within twice the plane (plus a
     /// constant). Other shapes (padding far larger than the input) take the plain loop.
     pub fn vectorised(&self) -> bool {
-        self.plane_len() <= 2 * (self.height * self.width) as u64 + 4096
+        copy_fits(self.plane_len(), self.height, self.width)
     }
 
     /// Working memory of [`max_pool2d`] in bytes.

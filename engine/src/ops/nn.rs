@@ -379,8 +379,11 @@ fn add_bias(out: &mut [i32], bias: &[i32], plane: usize, channels: usize) -> Res
     if plane == 0 || channels == 0 {
         return Ok(());
     }
-    for (index, values) in out.chunks_exact_mut(plane).enumerate() {
-        let b = bias[index % channels];
+    // Planes run through the channels in order, image after image.
+    for (values, &b) in out
+        .chunks_exact_mut(plane)
+        .zip(bias[..channels].iter().cycle())
+    {
         for value in values {
             *value = value.checked_add(b).ok_or_else(|| {
                 fail!(IntegerOverflow, "bias addition overflows i32 (engine bug)")
