@@ -5,8 +5,14 @@
 //! depend only on shapes and attributes, never on tensor values, so the price of a whole model is
 //! known before it runs. [`Schedule::price`] turns a usage into gas with checked arithmetic.
 //!
-//! Architecture Invariant: parameter ids ([`Param`] discriminants) and the numbers of a published
-//! schedule version never change. A new price list is a new [`Schedule`] with a new version.
+//! Every operator reports the counts of every schedule version side by side; a schedule prices
+//! the parameters it uses and gives the others cost 0. Version 1 uses ids 0–6; version 2 keeps
+//! `node_base` and `output_element` and replaces the rest with ids 7–9, whose counts follow the
+//! kernels that really run (see `docs/gas.md`).
+//!
+//! Architecture Invariant: parameter ids ([`Param`] discriminants), the counts an operator reports
+//! for them, and the numbers of a published schedule version never change. A new price list is a
+//! new [`Schedule`] with a new version.
 #![no_std]
 
 /// A named cost parameter of the schedule. The discriminant is the parameter's frozen id.
@@ -29,11 +35,21 @@ pub enum Param {
     /// Per element and unit of weight of a fixed-point transcendental function (CINN `Exp`,
     /// `Sin`, …); each function's weight is its measured cost relative to an add.
     Transcendental = 6,
+    /// One step of scalar work, about five wasm instructions. Each operator's formula states how
+    /// many steps an element (or a window, a row, a pair of boxes) costs it, from the measured
+    /// cost of the kernel that runs; a fixed number of steps covers its set-up.
+    Step = 7,
+    /// Sixteen 8-bit multiply-accumulates done as one vector step: conv2d and dense count
+    /// ⌈K/16⌉ groups per output element for a reduction of length K.
+    MacGroup = 8,
+    /// One exact multiply-accumulate of 32-bit operands into an `i128` sum (CINN `Conv`, `Dot`,
+    /// `Reduce` kProd and the batch-norm primitives).
+    WideMultiplyAccumulate = 9,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 7] = [
+    pub const ALL: [Param; 10] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -41,6 +57,9 @@ impl Param {
         Param::MultiplyAccumulate,
         Param::WindowCompare,
         Param::Transcendental,
+        Param::Step,
+        Param::MacGroup,
+        Param::WideMultiplyAccumulate,
     ];
 
     /// Number of parameters in the schedule.
@@ -66,6 +85,9 @@ impl Param {
             Param::MultiplyAccumulate => "multiply_accumulate",
             Param::WindowCompare => "window_compare",
             Param::Transcendental => "transcendental",
+            Param::Step => "step",
+            Param::MacGroup => "mac_group",
+            Param::WideMultiplyAccumulate => "wide_multiply_accumulate",
         }
     }
 }
@@ -100,18 +122,42 @@ impl Schedule {
             2,   // multiply_accumulate
             1,   // window_compare
             16,  // transcendental
+            0,   // step
+            0,   // mac_group
+            0,   // wide_multiply_accumulate
         ],
     };
 
-    /// The schedule the engine uses by default.
+    /// Schedule version 2: calibrated against the measured cost of every operator (see
+    /// `docs/gas.md`, "Calibration"). One unit of gas is about five wasm instructions.
+    pub const V2: Schedule = Schedule {
+        version: 2,
+        costs: [
+            400, // node_base
+            2,   // output_element
+            0,   // element_copy
+            0,   // element_arith
+            0,   // multiply_accumulate
+            0,   // window_compare
+            0,   // transcendental
+            1,   // step
+            4,   // mac_group
+            32,  // wide_multiply_accumulate
+        ],
+    };
+
+    /// Every published schedule, oldest first.
+    pub const ALL: [&'static Schedule; 2] = [&Self::V1, &Self::V2];
+
+    /// The schedule the engine uses when a caller names none.
     pub const CURRENT: &'static Schedule = &Self::V1;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
-        match version {
-            1 => Some(&Self::V1),
-            _ => None,
-        }
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|schedule| schedule.version == version)
     }
 
     /// Gas per unit of `param`.
@@ -147,6 +193,9 @@ mod tests {
             (Param::MultiplyAccumulate, 4, "multiply_accumulate"),
             (Param::WindowCompare, 5, "window_compare"),
             (Param::Transcendental, 6, "transcendental"),
+            (Param::Step, 7, "step"),
+            (Param::MacGroup, 8, "mac_group"),
+            (Param::WideMultiplyAccumulate, 9, "wide_multiply_accumulate"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -159,10 +208,35 @@ mod tests {
     #[test]
     fn v1_numbers_are_frozen() {
         let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V1.cost(param));
-        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16]);
+        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0]);
         assert_eq!(Schedule::V1.version, 1);
         assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
-        assert_eq!(Schedule::by_version(2), None);
+    }
+
+    #[test]
+    fn v2_numbers_are_frozen() {
+        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V2.cost(param));
+        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 4, 32]);
+        assert_eq!(Schedule::V2.version, 2);
+        assert_eq!(Schedule::by_version(2), Some(&Schedule::V2));
+        assert_eq!(Schedule::by_version(0), None);
+        assert_eq!(Schedule::by_version(3), None);
+    }
+
+    #[test]
+    fn each_schedule_prices_only_its_own_counts() {
+        // Version 1 ignores the version 2 counts and version 2 the version 1 counts, so one
+        // usage list carrying both is priced correctly by each.
+        let usage = [
+            (Param::NodeBase, 1),
+            (Param::OutputElement, 10),
+            (Param::ElementArith, 10),
+            (Param::Step, 30),
+            (Param::MacGroup, 5),
+            (Param::WideMultiplyAccumulate, 2),
+        ];
+        assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
+        assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 20 + 64));
     }
 
     #[test]
