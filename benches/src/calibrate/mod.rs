@@ -459,7 +459,15 @@ pub fn propose(rows: &[Row], measure: Measure, start: &[u64; PARAMS]) -> Option<
         .iter()
         .filter_map(|row| {
             row.cost(measure).map(|cost| Point {
-                usage: row.usage_f64(),
+                // Only the parameters the evaluated schedule prices: the counts of the other
+                // schedule versions ride along in every usage and must not be fitted.
+                usage: std::array::from_fn(|p| {
+                    if start[p] > 0 {
+                        row.usage_f64()[p]
+                    } else {
+                        0.0
+                    }
+                }),
                 cost,
                 weight: 1.0 / per_op.get(row.op).copied().unwrap_or(1.0),
             })

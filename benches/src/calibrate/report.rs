@@ -14,7 +14,9 @@ use super::{Calibration, Evaluation, Proposal, Row};
 const MEASURES: [Measure; 3] = [Measure::Fuel, Measure::Wasm, Measure::Native];
 
 /// Short names of the parameters for the usage column.
-const SHORT: [&str; PARAMS] = ["base", "out", "copy", "arith", "mac", "window", "trans"];
+const SHORT: [&str; PARAMS] = [
+    "base", "out", "copy", "arith", "mac", "window", "trans", "step", "macg", "wmac",
+];
 
 /// The usage as "base 1 + out 1024 + arith 1024".
 pub fn usage_text(usage: &[u64; PARAMS]) -> String {
