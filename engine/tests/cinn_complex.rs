@@ -24,7 +24,7 @@ use cvm_engine::ops::cinn_complex::{
 };
 use cvm_engine::ops::{Arity, OpDef, Operator};
 use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorRef, TensorType};
-use cvm_gas::Param;
+use cvm_gas::{Param, Schedule};
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -112,13 +112,26 @@ fn infer(
     prepare(def, attrs, inputs).map(|(_, types)| types)
 }
 
-fn usage(
+/// Every count of the usage, for both schedule versions.
+fn usage_all(
     def: &OpDef,
     attrs: &[(&'static str, AttrValue)],
     inputs: &[TensorType],
 ) -> Vec<(Param, u64)> {
     let (operator, types) = prepare(def, attrs, inputs).unwrap();
     operator.usage(inputs, &types).unwrap()
+}
+
+/// The counts that schedule version 1 prices (ids 0–6), which these tests pin.
+fn usage(
+    def: &OpDef,
+    attrs: &[(&'static str, AttrValue)],
+    inputs: &[TensorType],
+) -> Vec<(Param, u64)> {
+    usage_all(def, attrs, inputs)
+        .into_iter()
+        .filter(|&(param, _)| Schedule::V1.cost(param) > 0)
+        .collect()
 }
 
 /// Builds, infers, allocates and runs.
@@ -855,6 +868,20 @@ fn conv_spec_examples_infer_their_shapes_and_gas() {
                 (Param::MultiplyAccumulate, macs),
                 (Param::ElementArith, out)
             ]
+        );
+    }
+    // Version 2 counts only the products whose taps fall inside the input: along each axis
+    // 28·3 − 2 = 82 of the 84 (position, tap) pairs, the same for the three types.
+    let inside = 16 * 32 * 16 * 82 * 82;
+    for (attrs, inputs) in [
+        (&forward, [x.clone(), w.clone()]),
+        (&data, [w.clone(), gy.clone()]),
+        (&filter, [x.clone(), gy.clone()]),
+    ] {
+        let all = usage_all(&CONV, attrs, &inputs);
+        assert!(
+            all.contains(&(Param::WideMultiplyAccumulate, inside)),
+            "{all:?}"
         );
     }
 }

@@ -1321,6 +1321,11 @@ fn gas_is_the_static_worst_case_formula() {
             (Param::Transcendental, 2 * 2000 * 2 * 8),
             (Param::ElementArith, 2 * 2000 * 32),
             (Param::ElementCopy, 2 * 2000 * 13 + 2 * 1000 * 5),
+            // Version 2: 17 steps per anchor, 6518 per candidate, 29 per IoU test.
+            (
+                Param::Step,
+                17 * 2 * 32_400 + 6518 * 2 * 2000 + 29 * 2 * 2000 * 1000
+            ),
         ]
     );
     // k and m follow H·W·A when it is smaller than the limits.
@@ -1334,6 +1339,7 @@ fn gas_is_the_static_worst_case_formula() {
             (Param::Transcendental, 8 * 2 * 8),
             (Param::ElementArith, 8 * 32),
             (Param::ElementCopy, 8 * 13 + 5 * 5),
+            (Param::Step, 17 * 8 + 6518 * 8 + 29 * 8 * 5),
         ]
     );
 }

@@ -141,7 +141,7 @@ impl Schedule {
             0,   // window_compare
             0,   // transcendental
             1,   // step
-            4,   // mac_group
+            3,   // mac_group
             32,  // wide_multiply_accumulate
         ],
     };
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn v2_numbers_are_frozen() {
         let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V2.cost(param));
-        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 4, 32]);
+        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32]);
         assert_eq!(Schedule::V2.version, 2);
         assert_eq!(Schedule::by_version(2), Some(&Schedule::V2));
         assert_eq!(Schedule::by_version(0), None);
@@ -236,7 +236,7 @@ mod tests {
             (Param::WideMultiplyAccumulate, 2),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
-        assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 20 + 64));
+        assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
     }
 
     #[test]

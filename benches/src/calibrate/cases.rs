@@ -459,6 +459,37 @@ fn conv2d(name: &'static str, shape: ConvShape) -> Config {
     })
 }
 
+/// conv2d with a 3×3 kernel and padding 64 around a small input, so that the zero-padded copy
+/// of the input would exceed twice the input and the kernel takes its checked gather:
+/// `channels` input channels (`depthwise`: as many output channels, one group each), output
+/// channels growing with `n`, and an output plane of at least 127 × 127.
+fn conv2d_padded(name: &'static str, channels: u32, depthwise: bool) -> Config {
+    const PAD: u32 = 64;
+    config("conv2d", name, move |rng, n| {
+        let out_channels = if depthwise {
+            channels
+        } else {
+            (n / 16_384).clamp(1, 16) as u32
+        };
+        let side = (n / u64::from(out_channels))
+            .isqrt()
+            .max(2 * u64::from(PAD) - 1) as u32;
+        let extent = side + 2 - 2 * PAD;
+        let groups = if depthwise { channels } else { 1 };
+        let x = [1, channels, extent, extent];
+        let w = [out_channels, channels / groups, 3, 3];
+        Graph::new()
+            .input(&x, 8, rng.int8(elements(&x)))
+            .param(&w, 8, rng.int8(elements(&w)))
+            .param(&[out_channels], 8, rng.int8(u64::from(out_channels)))
+            .attr("channels", int(i64::from(out_channels)))
+            .attr("kernel_size", ints(&[3, 3]))
+            .attr("padding", ints(&[i64::from(PAD), i64::from(PAD)]))
+            .attr("groups", int(i64::from(groups)))
+            .node("conv2d")
+    })
+}
+
 /// CINN `Conv` of one type; `n` counts the elements of y (forward) or grad_y (backward).
 fn cinn_conv(name: &'static str, conv_type: &'static str, shape: ConvShape) -> Config {
     config("Conv", name, move |rng, n| {
@@ -525,6 +556,13 @@ fn max_pool(name: &'static str, kernel: u32, stride: u32, pad: u32) -> Config {
         let outputs = (n / window).max(1);
         let channels = 16.min(outputs) as u32;
         let [oh, ow] = plane(outputs / u64::from(channels));
+        // Padding at least the window needs enough outputs for a non-empty input.
+        let min_out = if 2 * pad >= kernel {
+            (2 * pad - kernel) / stride + 2
+        } else {
+            1
+        };
+        let (oh, ow) = (oh.max(min_out), ow.max(min_out));
         let extent = |out: u32| (out - 1) * stride + kernel - 2 * pad;
         let x = [1, channels, extent(oh), extent(ow)];
         let (k, s, p) = (i64::from(kernel), i64::from(stride), i64::from(pad));
@@ -617,13 +655,13 @@ fn detection_rows(rng: &mut Rng, rows: u64) -> Vec<i32> {
 }
 
 /// generate_proposals_v2 on one image of about `n` anchors (4 per position on a 16-pixel
-/// grid), scores and deltas random, Q16.
-fn synthetic_proposals(rng: &mut Rng, n: u64) -> Result<Built, String> {
+/// grid), scores and deltas random, Q16, keeping at most `pre_nms_top_n` candidates.
+fn synthetic_proposals(rng: &mut Rng, n: u64, pre_nms_top_n: u64) -> Result<Built, String> {
     const ANCHORS: u32 = 4;
     const STRIDE: i64 = 16;
     let [h, w] = plane((n / u64::from(ANCHORS)).max(1));
     let anchors = u64::from(h * w * ANCHORS);
-    let pre = anchors.min(2000);
+    let pre = anchors.min(pre_nms_top_n);
     let post = (pre / 2).clamp(1, 1000);
     let scores = rng.values(anchors, 0, ONE - 1);
     let deltas: Vec<i32> = (0..anchors)
@@ -736,6 +774,7 @@ fn cinn_binary() -> Vec<Config> {
     let divisor = (ONE, 100 * ONE);
     let mut configs = vec![
         binary("Add", "", Second::Same, 32, WIDE, WIDE, Q16),
+        binary("Add", "row", Second::Row, 32, WIDE, WIDE, Q16),
         binary("BitwiseAnd", "", Second::Same, 32, WIDE, WIDE, &[]),
         binary("BitwiseOr", "", Second::Same, 32, WIDE, WIDE, &[]),
         binary("BitwiseXor", "", Second::Same, 32, WIDE, WIDE, &[]),
@@ -846,6 +885,8 @@ fn cvm_configs() -> Vec<Config> {
         conv2d("depthwise 3x3 32", conv(32, 32, 3, 1, 1, true)),
         conv2d("5x5 stride 2 3->16", conv(3, 16, 5, 2, 1, false)),
         conv2d("3x3 dilation 2 16->16", conv(16, 16, 3, 1, 2, false)),
+        conv2d_padded("3x3 pad 64 4->OC, checked gather", 4, false),
+        conv2d_padded("depthwise 3x3 pad 64 16, checked gather", 16, true),
         dense("1 row", 1, 1),
         dense("16 rows", 16, 1),
         dense("1 row, K = 4N", 1, 4),
@@ -854,6 +895,22 @@ fn cvm_configs() -> Vec<Config> {
         max_pool("3x3 stride 2 pad 1", 3, 2, 1),
         max_pool("3x3 stride 1 pad 1", 3, 1, 1),
         max_pool("5x5 stride 1 pad 2", 5, 1, 2),
+        max_pool("41x41 stride 1 pad 40, plain loop", 41, 1, 40),
+        config(
+            "max_pool2d",
+            "41x41 stride 1 pad 40 over 24x24, plain loop",
+            |rng, n| {
+                // 64 × 64 outputs per channel, each window over up to 24 × 24 input values.
+                let channels = (n / (64 * 64 * 576)).clamp(1, 16) as u32;
+                let x = [1, channels, 24, 24];
+                Graph::new()
+                    .input(&x, 8, rng.int8(elements(&x)))
+                    .attr("pool_size", ints(&[41, 41]))
+                    .attr("strides", ints(&[1, 1]))
+                    .attr("padding", ints(&[40, 40]))
+                    .node("max_pool2d")
+            },
+        ),
         config("upsampling", "scale 2", |rng, n| {
             let x = nchw(n / 4, 16);
             Graph::new()
@@ -1101,6 +1158,15 @@ fn cinn_configs() -> Vec<Config> {
                 .attr("kind", text("kLt"))
                 .node("Compare")
         }),
+        config("Compare", "kLt, a row broadcast", |rng, n| {
+            let shape = matrix(n);
+            let row = [shape[1]];
+            Graph::new()
+                .input(&shape, 8, rng.int8(n_of(&shape)))
+                .input(&row, 8, rng.int8(n_of(&row)))
+                .attr("kind", text("kLt"))
+                .node("Compare")
+        }),
         config("Concat", "2 inputs, axis 0", |rng, n| {
             let x = matrix(n / 2);
             Graph::new()
@@ -1149,10 +1215,13 @@ fn cinn_configs() -> Vec<Config> {
                 .node("Slice")
         }),
         int8_unary("Transpose", "2-D", vec![("axis", ints(&[1, 0]))]),
+        config("generate_proposals_v2", "synthetic, 1 image", |rng, n| {
+            synthetic_proposals(rng, n, 2000)
+        }),
         config(
             "generate_proposals_v2",
-            "synthetic, 1 image",
-            synthetic_proposals,
+            "synthetic, 1 image, pre_nms_top_n 8",
+            |rng, n| synthetic_proposals(rng, n, 8),
         ),
         Config {
             op: "generate_proposals_v2",

@@ -20,7 +20,8 @@ options:
   --schedule N        evaluate schedule version N (default: the engine's current schedule)
   --costs P=C,...     evaluate these costs instead; parameters not listed keep the schedule's
                       (node_base, output_element, element_copy, element_arith,
-                      multiply_accumulate, window_compare, transcendental)
+                      multiply_accumulate, window_compare, transcendental, step,
+                      mac_group, wide_multiply_accumulate)
   --ops A,B,...       measure only these operators (the proposal is fitted to them alone)
   --quick             fewer shape classes (no large), fewer repetitions
   --fit MEASURE       what the proposal follows: fuel (default), wasm or native (wall time)

@@ -362,7 +362,10 @@ mod tests {
                 });
             }
         }
-        let fitted = fit(&points, &[100.0, 1.0, 1.0, 1.0, 2.0, 1.0, 16.0, 1.0, 1.0, 1.0]);
+        let fitted = fit(
+            &points,
+            &[100.0, 1.0, 1.0, 1.0, 2.0, 1.0, 16.0, 1.0, 1.0, 1.0],
+        );
         let unit = truth[3] / fitted[3];
         // Within 4 %: the ridge that keeps unused parameters at their start pulls a little.
         for (f, t) in fitted.iter().zip(truth) {

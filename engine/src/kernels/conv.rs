@@ -106,7 +106,7 @@ impl ConvShape {
     }
 
     /// `i16` elements of the depthwise kernel's padded, phase-split channel plane.
-    fn depthwise_plane_len(&self) -> u64 {
+    pub fn depthwise_plane_len(&self) -> u64 {
         let padded_h = (self.height + 2 * self.padding[0]) as u64;
         padded_h
             .saturating_mul(self.strides[1] as u64)

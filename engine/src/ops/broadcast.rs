@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, walk};
+use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, narrow, output_precision, walk};
 use crate::error::Result;
 use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -127,6 +127,10 @@ pub fn broadcast_shape(a: &[u32], b: &[u32]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Version 2 steps per output element of the broadcasting index walk ([`broadcast_apply`]
+/// with operands of different shapes), beyond the operation itself.
+pub const BROADCAST_WALK_STEPS: u64 = 16;
+
 /// Strides (in elements) that read operand `dims` at output coordinates of `out_dims`:
 /// 0 along broadcast axes.
 fn broadcast_strides(dims: &[u32], out_dims: &[u32]) -> Vec<usize> {
@@ -193,8 +197,21 @@ impl Operator for Broadcast {
         Ok(vec![TensorType::new(shape, output_precision(precision)?)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let elements = outputs[0].shape.elements();
+        let same_shapes = inputs.iter().all(|input| input.shape == outputs[0].shape);
+        let steps = match (self.kind, same_shapes) {
+            // The vectorised loop of equal shapes.
+            (BroadcastKind::Div, true) => ElementSteps::new(200, 6),
+            (_, true) => ElementSteps::new(128, 0),
+            // The index walk of broadcasting.
+            (BroadcastKind::Div, false) => ElementSteps::new(200, 18),
+            (_, false) => ElementSteps::new(128, BROADCAST_WALK_STEPS),
+        };
+        Ok(vec![
+            (Param::ElementArith, elements),
+            steps.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -11,9 +11,9 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::broadcast::{broadcast_apply, broadcast_shape};
+use super::broadcast::{BROADCAST_WALK_STEPS, broadcast_apply, broadcast_shape};
 use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count};
+use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, cinn_row as row, count, steps};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -62,6 +62,19 @@ pub enum BinaryKind {
 }
 
 impl BinaryKind {
+    /// Version 2 steps per output element of same-shape operands (broadcasting adds
+    /// [`BROADCAST_WALK_STEPS`]): the i64 arithmetic of the primitive and its checks.
+    fn steps_per_element(self) -> u64 {
+        match self {
+            BinaryKind::Power => 5390,
+            BinaryKind::Div => 70,
+            BinaryKind::Mul => 46,
+            BinaryKind::FloorDiv => 37,
+            BinaryKind::FloorMod => 21,
+            _ => 17,
+        }
+    }
+
     fn boolean(self) -> bool {
         matches!(
             self,
@@ -178,9 +191,23 @@ impl Operator for CinnBinary {
         Ok(vec![TensorType::new(shape, precision)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
-        let mut usage = vec![(Param::ElementArith, elements)];
+        let walk = if inputs.iter().all(|input| input.shape == outputs[0].shape) {
+            0
+        } else {
+            BROADCAST_WALK_STEPS
+        };
+        let setup = if self.kind == BinaryKind::Power {
+            0
+        } else {
+            128
+        };
+        let per_element = self.kind.steps_per_element() + walk;
+        let mut usage = vec![
+            (Param::ElementArith, elements),
+            ElementSteps::new(setup, per_element).usage(elements)?,
+        ];
         if self.kind == BinaryKind::Power {
             usage.push((Param::Transcendental, count(&[elements, 16])?));
         }
@@ -358,9 +385,14 @@ impl Operator for Dot {
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let ([_, k, _], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
         let elements = outputs[0].shape.elements();
+        let macs = count(&[elements, k as u64])?;
+        // Version 2: an exact i128 multiply-accumulate per product, and the rescale of each
+        // output.
         Ok(vec![
-            (Param::MultiplyAccumulate, count(&[elements, k as u64])?),
+            (Param::MultiplyAccumulate, macs),
             (Param::ElementArith, elements),
+            (Param::WideMultiplyAccumulate, macs),
+            steps(0, &[(31, elements)])?,
         ])
     }
 

@@ -19,8 +19,11 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
+use super::broadcast::BROADCAST_WALK_STEPS;
 use super::broadcast::{broadcast_apply, broadcast_shape};
-use super::{Arity, Family, OpDef, Operator, Usage, count, resolve_axis};
+use super::{
+    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis, steps,
+};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -385,9 +388,12 @@ impl Operator for BnGradBiasScale {
 
     fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
         let elements = inputs[0].shape.elements();
+        // Version 2: two exact i128 sums per element, priced as one wide multiply-accumulate.
         Ok(vec![
             (Param::MultiplyAccumulate, elements),
             (Param::ElementArith, count(&[elements, 2])?),
+            (Param::WideMultiplyAccumulate, elements),
+            steps(1400, &[])?,
         ])
     }
 
@@ -461,6 +467,8 @@ impl Operator for BnMeanVariance {
         Ok(vec![
             (Param::MultiplyAccumulate, elements),
             (Param::ElementArith, elements),
+            (Param::WideMultiplyAccumulate, elements),
+            steps(1200, &[])?,
         ])
     }
 
@@ -571,6 +579,9 @@ impl BroadcastTo {
     }
 }
 
+/// Version 2 steps of `BroadcastTo`: a strided gather.
+const BROADCAST_TO_STEPS: ElementSteps = ElementSteps::new(480, 14);
+
 impl Operator for BroadcastTo {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.steps(inputs[0].dims())?;
@@ -581,7 +592,11 @@ impl Operator for BroadcastTo {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            BROADCAST_TO_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -658,8 +673,18 @@ impl Operator for Compare {
         Ok(vec![TensorType::new(shape, BOOL_PRECISION)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let elements = outputs[0].shape.elements();
+        // Version 2: a comparison per element, plus the index walk when shapes differ.
+        let walk = if inputs.iter().all(|input| input.shape == outputs[0].shape) {
+            0
+        } else {
+            BROADCAST_WALK_STEPS
+        };
+        Ok(vec![
+            (Param::ElementArith, elements),
+            ElementSteps::new(128, 1 + walk).usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1288,6 +1313,60 @@ fn ceil_div(a: i64, b: i64) -> i64 {
     -(-a).div_euclid(b)
 }
 
+impl Conv {
+    /// The work of the three loops, for version 2 gas: the products the loops compute (taps
+    /// that fall in the padding are skipped, so only in-bounds products count) and the
+    /// innermost rows they enter (each with its index set-up).
+    fn loop_counts(&self, g: &ConvGeometry) -> Result<(u64, u64)> {
+        let axis = |a: usize| {
+            in_bounds_taps(
+                g.out[a],
+                g.kernel[a],
+                self.strides[a],
+                self.dilations[a],
+                g.pad_before[a],
+                g.size[a],
+            )
+        };
+        let n = |v: usize| v as u64;
+        let macs = count(&[
+            n(g.batch),
+            n(g.out_channels),
+            n(g.group_channels),
+            axis(0),
+            axis(1),
+        ])?;
+        let groups = u64::from(self.groups.max(1));
+        let rows = match self.conv_type {
+            ConvType::Forward => count(&[
+                n(g.batch),
+                n(g.out_channels),
+                n(g.out[0]),
+                n(g.out[1]),
+                n(g.group_channels),
+                n(g.kernel[0]),
+            ])?,
+            ConvType::BackwardData => count(&[
+                n(g.batch),
+                n(g.channels),
+                n(g.size[0]),
+                n(g.size[1]),
+                n(g.out_channels) / groups,
+                n(g.kernel[0]),
+            ])?,
+            ConvType::BackwardFilter => count(&[
+                n(g.out_channels),
+                n(g.group_channels),
+                n(g.kernel[0]),
+                n(g.kernel[1]),
+                n(g.batch),
+                n(g.out[0]),
+            ])?,
+        };
+        Ok((macs, rows))
+    }
+}
+
 impl Operator for Conv {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (_, out) = self.plan(inputs[0].dims(), inputs[1].dims())?;
@@ -1304,9 +1383,14 @@ impl Operator for Conv {
         let per_output: Vec<u64> = weight.iter().skip(1).map(|&d| u64::from(d)).collect();
         let mut factors = vec![products];
         factors.extend(per_output);
+        let out_elements = outputs[0].shape.elements();
+        let (geometry, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
+        let (macs, rows) = self.loop_counts(&geometry)?;
         Ok(vec![
             (Param::MultiplyAccumulate, count(&factors)?),
-            (Param::ElementArith, outputs[0].shape.elements()),
+            (Param::ElementArith, out_elements),
+            (Param::WideMultiplyAccumulate, macs),
+            steps(1100, &[(13, macs), (31, rows), (94, out_elements)])?,
         ])
     }
 
@@ -1483,13 +1567,21 @@ impl Operator for Reduce {
         Ok(vec![TensorType::new(plan.out_dims, precision)])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let param = if self.kind == ReduceKind::Prod {
-            Param::MultiplyAccumulate
-        } else {
-            Param::ElementArith
-        };
-        Ok(vec![(param, inputs[0].shape.elements())])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let input = inputs[0].shape.elements();
+        if self.kind == ReduceKind::Prod {
+            // Version 2: an exact i128 product per element with its range check.
+            return Ok(vec![
+                (Param::MultiplyAccumulate, input),
+                (Param::WideMultiplyAccumulate, input),
+                steps(0, &[(47, input)])?,
+            ]);
+        }
+        // Version 2: a strided walk and a step per input element, a rescale per output.
+        Ok(vec![
+            (Param::ElementArith, input),
+            steps(800, &[(18, input), (5, outputs[0].shape.elements())])?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1630,6 +1722,9 @@ impl Reshape {
     }
 }
 
+/// Version 2 steps of `Reshape`: an element-by-element copy, within `output_element`.
+const CINN_RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
+
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
@@ -1639,7 +1734,11 @@ impl Operator for Reshape {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            CINN_RESHAPE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1695,6 +1794,9 @@ impl Reverse {
     }
 }
 
+/// Version 2 steps of `Reverse`: a strided gather.
+const REVERSE_STEPS: ElementSteps = ElementSteps::new(480, 15);
+
 impl Operator for Reverse {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.reversed(inputs[0].shape.rank())?;
@@ -1702,7 +1804,11 @@ impl Operator for Reverse {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            REVERSE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1751,6 +1857,9 @@ pub const SELECT: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Select;
 
+/// Version 2 steps of `Select`: a select per element.
+const SELECT_STEPS: ElementSteps = ElementSteps::new(64, 1);
+
 impl Operator for Select {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (condition, on_true, on_false) = (&inputs[0], &inputs[1], &inputs[2]);
@@ -1770,7 +1879,11 @@ impl Operator for Select {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            SELECT_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1865,6 +1978,9 @@ impl Slice {
     }
 }
 
+/// Version 2 steps of `Slice`: a strided gather.
+const SLICE_STEPS: ElementSteps = ElementSteps::new(480, 14);
+
 impl Operator for Slice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (out, _) = self.resolve(inputs[0].dims())?;
@@ -1872,7 +1988,11 @@ impl Operator for Slice {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            SLICE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1931,6 +2051,9 @@ impl Transpose {
     }
 }
 
+/// Version 2 steps of `Transpose`: a strided gather.
+const CINN_TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(960, 14);
+
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -1943,7 +2066,11 @@ impl Operator for Transpose {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            CINN_TRANSPOSE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision};
+use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, narrow, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -83,6 +83,21 @@ pub fn rounding_shift(value: i64, shift_bit: u32) -> i64 {
     ((value >> (shift_bit - 1)) + 1) >> 1
 }
 
+impl UnaryKind {
+    /// Version 2 steps: `abs` and `negative` check each result (a branch per element); the
+    /// others run as branch-free loops the compiler vectorises.
+    fn steps(self) -> ElementSteps {
+        match self {
+            UnaryKind::Abs | UnaryKind::Negative => ElementSteps::new(64, 5),
+            UnaryKind::Clip { .. } => ElementSteps::new(64, 0),
+            UnaryKind::CvmPrecision
+            | UnaryKind::CvmClip { .. }
+            | UnaryKind::CvmLeftShift { .. } => ElementSteps::new(64, 1),
+            UnaryKind::CvmRightShift { .. } => ElementSteps::new(64, 2),
+        }
+    }
+}
+
 impl Operator for Unary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let input = &inputs[0];
@@ -119,7 +134,11 @@ impl Operator for Unary {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementArith, elements),
+            self.kind.steps().usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -330,6 +349,9 @@ pub const ELEMWISE_SUB: OpDef = OpDef {
     build: |_, _| Ok(Box::new(ElemwiseBinary { subtract: true })),
 };
 
+/// Version 2 steps of `elemwise_add` and `elemwise_sub`: a checked sum per element.
+const ELEMWISE_BINARY_STEPS: ElementSteps = ElementSteps::new(64, 5);
+
 impl Operator for ElemwiseBinary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -349,7 +371,11 @@ impl Operator for ElemwiseBinary {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementArith, elements),
+            ELEMWISE_BINARY_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -319,6 +319,85 @@ pub fn count(factors: &[u64]) -> Result<u64> {
         .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
 }
 
+/// The version 2 `step` count of a node: `setup` steps plus, for each `(weight, count)` term,
+/// `weight` steps per unit of `count`, in checked arithmetic. The weights are the measured cost
+/// of the operator's kernel per unit, in steps (`docs/gas.md`, "Schedule version 2").
+///
+/// # Errors
+/// `LimitExceeded` when the count overflows `u64`.
+pub fn steps(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
+    terms
+        .iter()
+        .try_fold(setup, |total, &(weight, units)| {
+            weight
+                .checked_mul(units)
+                .and_then(|steps| total.checked_add(steps))
+        })
+        .map(|total| (Param::Step, total))
+        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
+}
+
+/// Version 2 step weights of an operator whose work follows its output: `setup` steps per node
+/// and `per_element` steps per output element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementSteps {
+    /// Steps per node, beyond `node_base`.
+    pub setup: u64,
+    /// Steps per output element, beyond `output_element`.
+    pub per_element: u64,
+}
+
+impl ElementSteps {
+    /// The weights `setup` and `per_element`.
+    pub const fn new(setup: u64, per_element: u64) -> Self {
+        ElementSteps { setup, per_element }
+    }
+
+    /// The `step` count for `elements` output elements.
+    ///
+    /// # Errors
+    /// `LimitExceeded` when the count overflows `u64`.
+    pub fn usage(self, elements: u64) -> Result<(Param, u64)> {
+        steps(self.setup, &[(self.per_element, elements)])
+    }
+}
+
+/// Σ over the `out` output positions of one axis of the kernel taps that land inside an input
+/// of `size` (position p, tap k reads p·stride − pad_before + k·dilation), computed per
+/// position in constant time.
+pub fn in_bounds_taps(
+    out: usize,
+    kernel: usize,
+    stride: u32,
+    dilation: u32,
+    pad_before: i64,
+    size: usize,
+) -> u64 {
+    // i128: every product below stays far inside it, whatever the operands.
+    let (stride, dilation) = (i128::from(stride), i128::from(dilation.max(1)));
+    let (kernel, size, pad) = (kernel as i128, size as i128, i128::from(pad_before));
+    let mut total = 0u64;
+    for p in 0..out as i128 {
+        let origin = p * stride - pad;
+        // Taps k in [0, kernel) with 0 ≤ origin + k·dilation ≤ size − 1.
+        let first = if origin >= 0 {
+            0
+        } else {
+            (-origin + dilation - 1) / dilation
+        };
+        let room = size - 1 - origin;
+        let last = if room < 0 {
+            -1
+        } else {
+            (room / dilation).min(kernel - 1)
+        };
+        if last >= first {
+            total = total.saturating_add((last - first + 1) as u64);
+        }
+    }
+    total
+}
+
 /// Checks that exactly `expected` inputs were given (for builders whose arity depends on
 /// attributes).
 ///
@@ -437,6 +516,60 @@ pub fn narrow(value: i64) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The constant-time count of in-bounds taps equals the count of a plain loop over every
+    /// output position and tap.
+    #[test]
+    fn in_bounds_taps_counts_every_tap_inside_the_input() {
+        for stride in 1..4u32 {
+            for dilation in 1..4u32 {
+                for kernel in 1..5usize {
+                    for pad in 0..6i64 {
+                        for size in 1..9usize {
+                            for out in 0..12usize {
+                                let expected = (0..out as i64)
+                                    .flat_map(|p| (0..kernel as i64).map(move |k| (p, k)))
+                                    .filter(|&(p, k)| {
+                                        let at =
+                                            p * i64::from(stride) - pad + k * i64::from(dilation);
+                                        (0..size as i64).contains(&at)
+                                    })
+                                    .count() as u64;
+                                assert_eq!(
+                                    in_bounds_taps(out, kernel, stride, dilation, pad, size),
+                                    expected,
+                                    "s {stride} d {dilation} k {kernel} pad {pad} size {size} out {out}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn steps_add_weighted_counts_and_report_overflow() {
+        assert_eq!(steps(7, &[]), Ok((Param::Step, 7)));
+        assert_eq!(
+            steps(100, &[(3, 10), (0, 99), (2, 5)]),
+            Ok((Param::Step, 140))
+        );
+        assert_eq!(
+            ElementSteps::new(64, 5).usage(1000),
+            Ok((Param::Step, 5064))
+        );
+        for overflowing in [
+            steps(0, &[(u64::MAX, 2)]),
+            steps(u64::MAX, &[(1, 1)]),
+            steps(1, &[(u64::MAX / 2, 2), (1, 1)]),
+        ] {
+            assert_eq!(
+                overflowing.map_err(|e| e.code),
+                Err(crate::ErrorCode::LimitExceeded)
+            );
+        }
+    }
 
     #[test]
     fn codes_and_names_are_frozen_and_unique() {

@@ -13,13 +13,14 @@ use alloc::vec::Vec;
 use cvm_gas::Param;
 
 use super::{
-    Arity, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank, output_precision,
+    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank,
+    in_bounds_taps, output_precision, steps,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::conv::{self, ConvShape};
-use crate::kernels::gemm::{self, PackOrder, PackedRows};
+use crate::kernels::gemm::{self, PackOrder, PackedRows, ROW_ALIGN};
 use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
@@ -282,6 +283,58 @@ fn mac_precision(
     })
 }
 
+/// The version 2 counts of a conv2d of geometry `shape` with `out_elements` outputs, after the
+/// kernel that runs it (`kernels::conv`):
+/// - depthwise: per channel the phase-split padded plane is built (one step per element, plus
+///   a fixed cost per channel), then every tap is one vector multiply-add per output: 600 +
+///   440·N·C + plane + 3·E·KH·KW steps;
+/// - otherwise ⌈ICg·KH·KW / 16⌉ `mac_group`s per output, plus per output the im2col gather and
+///   the bias: 1500 + 29·E steps, and either 4 steps per element of the zero-padded
+///   channels-last copy of the input or, when that copy would not fit, 12 steps per element
+///   of the checked gather of each output pixel's patch (N·OH·OW·C·KH·KW).
+fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
+    let as_u64 = |n: usize| n as u64;
+    let taps = count(&[as_u64(shape.kernel_h), as_u64(shape.kernel_w)])?;
+    if shape.uses_depthwise() {
+        let channels = count(&[as_u64(shape.batch), as_u64(shape.in_channels)])?;
+        let plane = count(&[channels, shape.depthwise_plane_len()])?;
+        return Ok(vec![steps(
+            600,
+            &[
+                (440, channels),
+                (1, plane),
+                (3, count(&[out_elements, taps])?),
+            ],
+        )?]);
+    }
+    let depth = as_u64(shape.depth());
+    let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
+    let gather = if shape.uses_channels_last() {
+        let padded = count(&[
+            as_u64(shape.batch),
+            as_u64(shape.in_channels),
+            as_u64(shape.height + 2 * shape.padding[0]),
+            as_u64(shape.width + 2 * shape.padding[1]),
+        ])?;
+        (4, padded)
+    } else {
+        // Every output pixel gathers its patch once for all output channels: C·KH·KW
+        // elements, each with its bounds check.
+        let patches = count(&[
+            as_u64(shape.batch),
+            as_u64(shape.out_h),
+            as_u64(shape.out_w),
+            as_u64(shape.in_channels),
+            taps,
+        ])?;
+        (12, patches)
+    };
+    Ok(vec![
+        (Param::MacGroup, groups),
+        steps(1500, &[(29, out_elements), gather])?,
+    ])
+}
+
 impl Operator for Conv2d {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (data, weight) = (&inputs[0], &inputs[1]);
@@ -330,10 +383,15 @@ impl Operator for Conv2d {
             u64::from(weight[2]),
             u64::from(weight[3]),
         ])?;
-        Ok(vec![
+        let mut usage = vec![
             (Param::MultiplyAccumulate, macs),
             (Param::ElementArith, out_elements),
-        ])
+        ];
+        usage.extend(conv2d_steps(
+            &self.geometry(inputs[0].dims(), inputs[1].dims())?,
+            out_elements,
+        )?);
+        Ok(usage)
     }
 
     fn packed_input(&self, inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
@@ -494,10 +552,16 @@ impl Operator for Dense {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let out_elements = outputs[0].shape.elements();
-        let macs = count(&[out_elements, u64::from(inputs[0].dims()[1])])?;
+        let depth = u64::from(inputs[0].dims()[1]);
+        let macs = count(&[out_elements, depth])?;
+        // Version 2: ⌈K/16⌉ `mac_group`s per output, and one more step per group for the
+        // weight rows streamed from memory, which no pixel block reuses as conv2d's do.
+        let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
         Ok(vec![
             (Param::MultiplyAccumulate, macs),
             (Param::ElementArith, out_elements),
+            (Param::MacGroup, groups),
+            steps(400, &[(22, out_elements), (1, groups)])?,
         ])
     }
 
@@ -572,7 +636,12 @@ impl Operator for Relu {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        // Version 2: a vectorised max per element, within `output_element`.
+        Ok(vec![
+            (Param::ElementArith, elements),
+            ElementSteps::new(64, 0).usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -711,13 +780,44 @@ impl Operator for MaxPool2d {
         )])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let window = count(&[
-            outputs[0].shape.elements(),
-            u64::from(self.pool_size[0]),
-            u64::from(self.pool_size[1]),
-        ])?;
-        Ok(vec![(Param::WindowCompare, window)])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let out_elements = outputs[0].shape.elements();
+        let [pool_h, pool_w] = self.pool_size.map(u64::from);
+        let window = count(&[out_elements, pool_h, pool_w])?;
+        let out_dims = outputs[0].dims();
+        let shape = self.shape(inputs[0].dims(), [out_dims[2], out_dims[3]]);
+        // Version 2, after `kernels::pool`: the vector kernel copies each plane padded with
+        // i32::MIN (5 steps per element of the padded input), then takes the maximum over the
+        // window's rows of vectors (4 steps per output and window row or column); the plain
+        // loop, for padding far larger than the input, clips each window to the input and
+        // scans the rows left (27 steps per output, 15 per row, 1 per element).
+        let version2 = if shape.vectorised() {
+            let padded = count(&[
+                shape.planes as u64,
+                (shape.height + 2 * shape.padding[0]) as u64,
+                (shape.width + 2 * shape.padding[1]) as u64,
+            ])?;
+            let rows = count(&[out_elements, pool_h + pool_w])?;
+            steps(540, &[(5, padded), (4, rows)])?
+        } else {
+            let planes = shape.planes as u64;
+            let axis = |a: usize, out: usize, size: usize| {
+                in_bounds_taps(
+                    out,
+                    shape.window[a],
+                    shape.strides[a] as u32,
+                    1,
+                    shape.padding[a] as i64,
+                    size,
+                )
+            };
+            let rows_h = axis(0, shape.out_h, shape.height);
+            let cols_w = axis(1, shape.out_w, shape.width);
+            let rows = count(&[planes, rows_h, shape.out_w as u64])?;
+            let values = count(&[planes, rows_h, cols_w])?;
+            steps(540, &[(27, out_elements), (15, rows), (1, values)])?
+        };
+        Ok(vec![(Param::WindowCompare, window), version2])
     }
 
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
@@ -803,7 +903,12 @@ impl Operator for Upsampling {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        // Version 2: a division-free gather per output element.
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            ElementSteps::new(160, 5).usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use cvm_gas::Param;
 
 use super::cinn_unary::{FRAC_BITS, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision};
+use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -537,6 +537,17 @@ impl Operator for GenerateProposals {
                 count(&[images, candidates, DECODE_STEPS])?,
             ),
             (Param::ElementCopy, copies),
+            // Version 2: per anchor its score read and the top-k selection; per candidate the
+            // decode (two exponentials), clip, filter and sort; per candidate and kept box one
+            // IoU test.
+            steps(
+                0,
+                &[
+                    (17, count(&[images, anchors])?),
+                    (6518, count(&[images, candidates])?),
+                    (29, iou_tests),
+                ],
+            )?,
         ])
     }
 

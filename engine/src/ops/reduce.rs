@@ -11,7 +11,9 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, resolve_axis, walk};
+use super::{
+    Arity, Family, OpDef, Operator, Usage, narrow, output_precision, resolve_axis, steps, walk,
+};
 use crate::attrs::{AttrKind, Attrs, spec};
 use crate::error::Result;
 use crate::fail;
@@ -175,8 +177,17 @@ impl Operator for Reduce {
         Ok(vec![TensorType::new(plan.out_dims, precision)])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementArith, inputs[0].shape.elements())])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let (input, output) = (inputs[0].shape.elements(), outputs[0].shape.elements());
+        // Version 2: a checked step per input element, walked by output offset.
+        let per_output = match self.kind {
+            ReduceKind::Sum => 26,
+            ReduceKind::Max => 28,
+        };
+        Ok(vec![
+            (Param::ElementArith, input),
+            steps(400, &[(14, input), (per_output, output)])?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, resolve_axis, walk};
+use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, resolve_axis, walk};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -39,6 +39,9 @@ pub const FLATTEN: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Flatten;
 
+/// Version 2 steps of `flatten`: a contiguous copy: `output_element` covers it.
+const FLATTEN_STEPS: ElementSteps = ElementSteps::new(0, 0);
+
 impl Operator for Flatten {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -60,7 +63,11 @@ impl Operator for Flatten {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            FLATTEN_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -231,6 +238,9 @@ impl Reshape {
     }
 }
 
+/// Version 2 steps of `reshape`: a contiguous copy: `output_element` covers it.
+const RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
+
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
@@ -240,7 +250,11 @@ impl Operator for Reshape {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            RESHAPE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -331,6 +345,9 @@ pub struct Repeat {
     axis: i64,
 }
 
+/// Version 2 steps of `repeat`: an element-by-element copy.
+const REPEAT_STEPS: ElementSteps = ElementSteps::new(120, 12);
+
 impl Operator for Repeat {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let mut dims = inputs[0].dims().to_vec();
@@ -347,7 +364,11 @@ impl Operator for Repeat {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            REPEAT_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -416,6 +437,9 @@ impl Tile {
     }
 }
 
+/// Version 2 steps of `tile`: a gather with a modulo per axis and element.
+const TILE_STEPS: ElementSteps = ElementSteps::new(440, 25);
+
 impl Operator for Tile {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (dims, reps) = self.aligned(inputs[0].dims());
@@ -431,7 +455,11 @@ impl Operator for Tile {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            TILE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -495,6 +523,9 @@ impl Concatenate {
     }
 }
 
+/// Version 2 steps of `concatenate`: contiguous block copies.
+const CONCATENATE_STEPS: ElementSteps = ElementSteps::new(128, 0);
+
 impl Operator for Concatenate {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let first = inputs[0].dims();
@@ -526,7 +557,11 @@ impl Operator for Concatenate {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            CONCATENATE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -583,6 +618,9 @@ pub struct ExpandDims {
     num_newaxis: usize,
 }
 
+/// Version 2 steps of `expand_dims`: a contiguous copy: `output_element` covers it.
+const EXPAND_DIMS_STEPS: ElementSteps = ElementSteps::new(0, 0);
+
 impl Operator for ExpandDims {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -594,7 +632,11 @@ impl Operator for ExpandDims {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            EXPAND_DIMS_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -633,6 +675,9 @@ pub struct Squeeze {
     axis: Vec<i64>,
 }
 
+/// Version 2 steps of `squeeze`: a contiguous copy: `output_element` covers it.
+const SQUEEZE_STEPS: ElementSteps = ElementSteps::new(0, 0);
+
 impl Operator for Squeeze {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -664,7 +709,11 @@ impl Operator for Squeeze {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            SQUEEZE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -731,6 +780,9 @@ impl Transpose {
     }
 }
 
+/// Version 2 steps of `transpose`: a strided gather.
+const TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(640, 11);
+
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -743,7 +795,11 @@ impl Operator for Transpose {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            TRANSPOSE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -791,6 +847,9 @@ pub struct SliceLike {
     axis: Vec<i64>,
 }
 
+/// Version 2 steps of `slice_like`: a strided gather.
+const SLICE_LIKE_STEPS: ElementSteps = ElementSteps::new(270, 11);
+
 impl Operator for SliceLike {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (dims, like) = (inputs[0].dims(), inputs[1].dims());
@@ -836,7 +895,11 @@ impl Operator for SliceLike {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            SLICE_LIKE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -882,6 +945,9 @@ pub struct Take {
     axis: Option<i64>,
 }
 
+/// Version 2 steps of `take`: per index gathered: one element (no axis) or one row of the trailing axes.
+const TAKE_STEPS: ElementSteps = ElementSteps::new(80, 5);
+
 impl Operator for Take {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (data, indices) = (&inputs[0], &inputs[1]);
@@ -915,8 +981,22 @@ impl Operator for Take {
         Ok(vec![TensorType::new(out, data.precision)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let elements = outputs[0].shape.elements();
+        // With an axis every index gathers a row of the trailing axes of `data`.
+        let gathered = match self.axis {
+            None => elements,
+            Some(axis) => {
+                let dims = inputs[0].dims();
+                let axis = resolve_axis("axis", axis, dims.len())?;
+                let row: u64 = dims[axis + 1..].iter().map(|&d| u64::from(d)).product();
+                elements.checked_div(row).unwrap_or(0)
+            }
+        };
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            TAKE_STEPS.usage(gathered)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -971,6 +1051,9 @@ pub const WHERE: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Where;
 
+/// Version 2 steps of `where`: a select per element.
+const WHERE_STEPS: ElementSteps = ElementSteps::new(64, 1);
+
 impl Operator for Where {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (cond, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
@@ -999,7 +1082,11 @@ impl Operator for Where {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            WHERE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1141,6 +1228,9 @@ impl StridedSlice {
     }
 }
 
+/// Version 2 steps of `strided_slice`: a strided gather.
+const STRIDED_SLICE_STEPS: ElementSteps = ElementSteps::new(640, 13);
+
 impl Operator for StridedSlice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let axes = self.resolve(inputs[0].dims())?;
@@ -1151,7 +1241,11 @@ impl Operator for StridedSlice {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            STRIDED_SLICE_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1218,6 +1312,9 @@ pub struct CvmLut {
     in_dim: i64,
 }
 
+/// Version 2 steps of `cvm_lut`: a table lookup per element.
+const CVM_LUT_STEPS: ElementSteps = ElementSteps::new(128, 4);
+
 impl Operator for CvmLut {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (indices, table) = (&inputs[0], &inputs[1]);
@@ -1239,7 +1336,11 @@ impl Operator for CvmLut {
     }
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, outputs[0].shape.elements())])
+        let elements = outputs[0].shape.elements();
+        Ok(vec![
+            (Param::ElementCopy, elements),
+            CVM_LUT_STEPS.usage(elements)?,
+        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

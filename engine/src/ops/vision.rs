@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision};
+use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -77,6 +77,7 @@ impl Operator for GetValidCounts {
         Ok(vec![
             (Param::ElementCopy, inputs[0].shape.elements()),
             (Param::ElementArith, rows),
+            steps(240, &[(2, inputs[0].shape.elements())])?,
         ])
     }
 
@@ -249,9 +250,12 @@ impl Operator for NonMaxSuppression {
     fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
         let dims = inputs[0].dims();
         let pairs = count(&[u64::from(dims[0]), u64::from(dims[1]), u64::from(dims[1])])?;
+        let rows = count(&[u64::from(dims[0]), u64::from(dims[1])])?;
         Ok(vec![
             (Param::WindowCompare, pairs),
             (Param::ElementCopy, inputs[0].shape.elements()),
+            // Version 2: an overlap test per pair, a sort and a copy per row.
+            steps(0, &[(22, pairs), (66, rows)])?,
         ])
     }
 
