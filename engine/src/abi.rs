@@ -2,11 +2,14 @@
 //!
 //! Protocol (all integers are wasm `i32`/`i64`; buffers are borsh bytes):
 //! 1. `cvm_alloc(len) -> ptr` reserves `len` bytes in the module's memory (0 if it cannot);
-//!    the host writes a request there. `cvm_load` and `cvm_run` take ownership of that buffer
-//!    and free it; `cvm_free(ptr, len)` frees one that was never handed over.
-//! 2. `cvm_load(ptr, len) -> status` decodes and validates canonical model bytes and keeps the
-//!    model for any number of runs. Status 0: loaded. Status 1: rejected; the reply holds the
-//!    failure [`Report`].
+//!    the host writes a request there. `cvm_load`, `cvm_load_with_schedule` and `cvm_run` take
+//!    ownership of that buffer and free it; `cvm_free(ptr, len)` frees one that was never
+//!    handed over.
+//! 2. `cvm_load_with_schedule(ptr, len, version) -> status` decodes and validates canonical
+//!    model bytes, pricing them with gas schedule `version`, and keeps the model for any number
+//!    of runs. Status 0: loaded. Status 1: rejected; the reply holds the failure [`Report`]
+//!    (`UnsupportedVersion` with gas 0 when the engine defines no schedule `version`).
+//!    `cvm_load(ptr, len) -> status` does the same with the current schedule.
 //! 3. `cvm_run(ptr, len, gas_limit) -> status` runs the loaded model on inputs (borsh
 //!    `Vec<InputTensor>`). The reply holds the [`Report`]. Status 0: a report was produced;
 //!    status 1: no model is loaded.
@@ -16,6 +19,7 @@
 //! shared memory), so the global state is never accessed concurrently; and the host passes back
 //! only pointers and lengths returned by `cvm_alloc`.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::alloc::Layout;
 use core::cell::RefCell;
@@ -32,8 +36,9 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
-/// Version of this export protocol; a host refuses modules of another version.
-pub const ABI_VERSION: u32 = 1;
+/// Version of this export protocol; a host refuses modules of another version. Version 2 added
+/// `cvm_load_with_schedule`.
+pub const ABI_VERSION: u32 = 2;
 
 struct State {
     model: Option<ValidatedModel>,
@@ -88,7 +93,8 @@ pub extern "C" fn cvm_alloc(len: u32) -> u32 {
     }
 }
 
-/// Frees a buffer from `cvm_alloc` that was not handed to `cvm_load` or `cvm_run`.
+/// Frees a buffer from `cvm_alloc` that was not handed to `cvm_load`, `cvm_load_with_schedule`
+/// or `cvm_run`.
 ///
 /// # Safety
 /// `ptr` and `len` must come from one `cvm_alloc(len)` call and not have been freed.
@@ -100,7 +106,8 @@ pub unsafe extern "C" fn cvm_free(ptr: u32, len: u32) {
     }
 }
 
-/// Loads canonical model bytes; 0 when loaded, 1 when rejected (reply holds the report).
+/// Loads canonical model bytes with the current gas schedule; 0 when loaded, 1 when rejected
+/// (reply holds the report).
 ///
 /// # Safety
 /// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
@@ -108,8 +115,29 @@ pub unsafe extern "C" fn cvm_free(ptr: u32, len: u32) {
 pub unsafe extern "C" fn cvm_load(ptr: u32, len: u32) -> u32 {
     // SAFETY: forwarded contract.
     let bytes = unsafe { take_buffer(ptr, len) };
+    keep_loaded(bytes, crate::load)
+}
+
+/// Loads canonical model bytes with gas schedule `version`; 0 when loaded, 1 when rejected
+/// (reply holds the report; `UnsupportedVersion` when no schedule `version` is defined).
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cvm_load_with_schedule(ptr: u32, len: u32, version: u32) -> u32 {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { take_buffer(ptr, len) };
+    keep_loaded(bytes, |bytes| crate::load_with_schedule(bytes, version))
+}
+
+/// Drops any loaded model, loads `bytes` with `load` and keeps the result: 0 when loaded, 1
+/// when rejected (the reply holds the report).
+fn keep_loaded(
+    bytes: Vec<u8>,
+    load: impl FnOnce(&[u8]) -> Result<ValidatedModel, Box<Report>>,
+) -> u32 {
     STATE.0.borrow_mut().model = None;
-    let loaded = crate::load(&bytes);
+    let loaded = load(&bytes);
     drop(bytes);
     match loaded {
         Ok(model) => {

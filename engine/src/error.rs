@@ -16,7 +16,8 @@ use core::fmt;
 pub enum ErrorCode {
     /// The model bytes cannot be decoded: wrong magic, truncated, trailing bytes, bad encoding.
     MalformedModel = 100,
-    /// The model declares a format version this engine does not read.
+    /// The model declares a format version this engine does not read, or a load names a gas
+    /// schedule version this engine does not define.
     UnsupportedVersion = 101,
 
     /// A node names an operator code that is not in the operator table.

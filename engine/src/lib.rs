@@ -2,9 +2,10 @@
 //!
 //! `#![no_std]` + `alloc`, integer arithmetic only. The same code runs natively and as
 //! `engine.wasm` inside a host (see the `cvm-host` crate). A request flows:
-//! bytes → [`Model::decode`] → [`validate::validate`] → [`ValidatedModel`] (types, gas and the
-//! memory plan known) → [`exec::run`] with inputs and a gas limit → [`Report`], whose
-//! [`Outcome`] is the part every node must agree on.
+//! bytes → [`Model::decode`] → [`validate::validate`] → [`ValidatedModel`] (types, gas under
+//! the requested schedule and the memory plan known; [`load`] uses the current schedule,
+//! [`load_with_schedule`] a named version) → [`exec::run`] with inputs and a gas limit →
+//! [`Report`], whose [`Outcome`] is the part every node must agree on.
 //!
 //! Code map: [`model`] (canonical format), [`attrs`] (attribute schemas), [`ops`] (the operator
 //! table and one file per family), [`validate`], [`exec`], [`outcome`], [`error`] (frozen codes),
@@ -32,6 +33,7 @@ pub mod validate;
 #[allow(unsafe_code)]
 mod abi;
 
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use borsh::{BorshDeserialize, BorshSerialize};
@@ -92,13 +94,59 @@ impl ValidatedModel {
     }
 }
 
-/// Loads canonical model bytes: decode and validate. A load failure is a [`Report`] with gas 0.
+/// Loads canonical model bytes: decode and validate, pricing with the current gas schedule
+/// ([`gas::Schedule::CURRENT`]). A load failure is a [`Report`] with gas 0.
 ///
 /// # Errors
 /// The failure report, ready to be hashed like any outcome.
-pub fn load(bytes: &[u8]) -> core::result::Result<ValidatedModel, alloc::boxed::Box<Report>> {
-    ValidatedModel::from_bytes(bytes)
-        .map_err(|error| alloc::boxed::Box::new(Report::failure(error, 0)))
+pub fn load(bytes: &[u8]) -> core::result::Result<ValidatedModel, Box<Report>> {
+    ValidatedModel::from_bytes(bytes).map_err(|error| Box::new(Report::failure(error, 0)))
+}
+
+/// Loads canonical model bytes under gas schedule `version`: decode and validate, pricing every
+/// node with that schedule. A validator replaying a block passes the version the block was
+/// charged under. A load failure, an undefined version included, is a [`Report`] with gas 0.
+///
+/// # Errors
+/// The failure report, ready to be hashed like any outcome: [`ErrorCode::UnsupportedVersion`]
+/// when this engine defines no schedule `version` (checked before the bytes are decoded), else
+/// any decoding or validation error.
+pub fn load_with_schedule(
+    bytes: &[u8],
+    version: u32,
+) -> core::result::Result<ValidatedModel, Box<Report>> {
+    schedule_by_version(version)
+        .and_then(|schedule| ValidatedModel::from_bytes_with_schedule(bytes, schedule))
+        .map_err(|error| Box::new(Report::failure(error, 0)))
+}
+
+/// The gas schedule with version `version`, among those this engine defines
+/// ([`gas::Schedule::ALL`]).
+///
+/// # Errors
+/// [`ErrorCode::UnsupportedVersion`] when there is none; the message lists the defined versions.
+pub fn schedule_by_version(version: u32) -> Result<&'static gas::Schedule> {
+    gas::Schedule::by_version(version).ok_or_else(|| {
+        fail!(
+            UnsupportedVersion,
+            "gas schedule version {version} is not defined; this engine defines {}",
+            defined_schedule_versions()
+        )
+    })
+}
+
+/// "versions 1 and 2" (or "version 1", "versions 1, 2 and 3"): the versions of
+/// [`gas::Schedule::ALL`], for messages.
+fn defined_schedule_versions() -> String {
+    let versions: Vec<String> = gas::Schedule::ALL
+        .iter()
+        .map(|schedule| alloc::format!("{}", schedule.version))
+        .collect();
+    match versions.split_last() {
+        None => String::from("no versions"),
+        Some((only, [])) => alloc::format!("version {only}"),
+        Some((last, rest)) => alloc::format!("versions {} and {last}", rest.join(", ")),
+    }
 }
 
 /// Runs with inputs given as borsh bytes of `Vec<InputTensor>` (the ABI's encoding).

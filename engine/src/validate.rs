@@ -86,12 +86,24 @@ pub struct ValidatedModel {
 }
 
 impl ValidatedModel {
-    /// Decodes and validates canonical model bytes with the current gas schedule.
+    /// Decodes and validates canonical model bytes with the current gas schedule
+    /// ([`Schedule::CURRENT`]).
     ///
     /// # Errors
     /// Any decoding (1xx) or validation (2xx) error; node errors carry the node index.
     pub fn from_bytes(bytes: &[u8]) -> Result<ValidatedModel> {
-        validate(Model::decode(bytes)?, Schedule::CURRENT)
+        ValidatedModel::from_bytes_with_schedule(bytes, Schedule::CURRENT)
+    }
+
+    /// Decodes and validates canonical model bytes, pricing every node with `schedule`.
+    ///
+    /// # Errors
+    /// As [`ValidatedModel::from_bytes`].
+    pub fn from_bytes_with_schedule(
+        bytes: &[u8],
+        schedule: &'static Schedule,
+    ) -> Result<ValidatedModel> {
+        validate(Model::decode(bytes)?, schedule)
     }
 
     /// Number of parameter values before node outputs start.

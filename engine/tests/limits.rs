@@ -2,6 +2,7 @@
 //! one past it. Validation only: nothing here allocates the tensors it declares.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
+use cvm_engine::gas::Schedule;
 use cvm_engine::limits::{MAX_GAS_PER_RUN, MAX_NODES, MAX_PEAK_MEMORY_BYTES, MAX_TENSOR_ELEMENTS};
 use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
@@ -32,8 +33,9 @@ fn output(value: ValueRef) -> Vec<OutputDecl> {
     }]
 }
 
+/// Validates under schedule version 1, whose prices `model_with_gas` builds on.
 fn verdict(model: &Model) -> Result<ValidatedModel, ErrorCode> {
-    ValidatedModel::from_bytes(&model.encode()).map_err(|e| e.code)
+    ValidatedModel::from_bytes_with_schedule(&model.encode(), &Schedule::V1).map_err(|e| e.code)
 }
 
 /// One relu over an input of `shape`.
@@ -174,8 +176,9 @@ fn peak_memory() {
     );
 }
 
-/// A model whose static gas is exactly `target` (≥ a few hundred): `sum` nodes over inputs y_i
-/// (101 + k_i gas each) first, then relu nodes over x of 2^26 elements (100 + 2^27 gas each).
+/// A model whose static gas under schedule version 1 is exactly `target` (≥ a few hundred): `sum`
+/// nodes over inputs y_i (101 + k_i gas each) first, then relu nodes over x of 2^26 elements
+/// (100 + 2^27 gas each).
 fn model_with_gas(target: u64) -> Model {
     let full = 100 + 2 * MAX_TENSOR_ELEMENTS;
     let mut relus = target / full;

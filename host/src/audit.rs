@@ -1,6 +1,9 @@
 //! Auditing determinism: running fixture cases on both engines and comparing their outcome
-//! hashes with the committed golden hashes (`cvm audit`). The fixture test suite uses the same
-//! case preparation.
+//! hashes with the committed golden hashes (`cvm audit`). Each case runs under the gas schedule
+//! it was blessed under (its `"schedule"`, 1 when absent); `cvm audit --schedule N` runs every
+//! case under N instead, and then a case blessed under another schedule has no golden hash and
+//! only the engines' agreement is checked. The fixture test suite uses the same case
+//! preparation.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,7 +20,7 @@ use crate::text;
 use crate::wasm::WasmEngine;
 
 /// A case ready to run: canonical model bytes (or the deterministic rejection of a CVM model),
-/// inputs in declared order, gas limit.
+/// inputs in declared order, gas limit and gas schedule version.
 #[derive(Debug)]
 pub struct PreparedCase {
     /// Canonical bytes and decoded model, or the report of a CVM model failing its load checks.
@@ -26,6 +29,9 @@ pub struct PreparedCase {
     pub inputs: Vec<InputTensor>,
     /// Gas limit of the run.
     pub gas_limit: u64,
+    /// The gas schedule version both engines validate under: the case's `"schedule"` (1 when
+    /// the case names none, see [`cvm_fixtures::DEFAULT_SCHEDULE`]).
+    pub schedule: u32,
 }
 
 /// Turns a fixture case into a [`PreparedCase`].
@@ -68,6 +74,7 @@ pub fn prepare(case: &Case) -> Result<PreparedCase, String> {
         model,
         inputs,
         gas_limit: case.gas_limit.unwrap_or(u64::MAX),
+        schedule: case.schedule,
     })
 }
 
@@ -85,13 +92,26 @@ fn input_tensor(source: &InputSource) -> Result<InputTensor, String> {
 }
 
 impl PreparedCase {
-    /// Runs the case on `engine`.
+    /// Runs the case on `engine` under its gas schedule ([`PreparedCase::schedule`]).
     ///
     /// # Errors
     /// A node-local failure of the wasm runtime, as text.
     pub fn run(&self, engine: EngineKind, wasm: Option<&WasmEngine>) -> Result<Report, String> {
+        self.run_under(engine, wasm, self.schedule)
+    }
+
+    /// Runs the case on `engine` under gas schedule `schedule`, whatever the case names.
+    ///
+    /// # Errors
+    /// A node-local failure of the wasm runtime, as text.
+    pub fn run_under(
+        &self,
+        engine: EngineKind,
+        wasm: Option<&WasmEngine>,
+        schedule: u32,
+    ) -> Result<Report, String> {
         match &self.model {
-            Ok((bytes, _)) => execute(engine, wasm, bytes, &self.inputs, self.gas_limit)
+            Ok((bytes, _)) => execute(engine, wasm, bytes, &self.inputs, self.gas_limit, schedule)
                 .map_err(|e| e.to_string()),
             Err(rejected) => Ok((**rejected).clone()),
         }
@@ -118,8 +138,13 @@ pub struct AuditRow {
     pub native: Option<Result<String, String>>,
     /// Outcome hash of the wasm run (hex), or the failure.
     pub wasm: Option<Result<String, String>>,
-    /// The committed golden hash, if the case has one.
+    /// The committed golden hash, if the case has one and it applies: the case ran under the
+    /// schedule it was blessed under.
     pub golden: Option<String>,
+    /// The gas schedule version the case ran under.
+    pub schedule: u32,
+    /// The gas schedule version the case was blessed under (its `"schedule"`, 1 when absent).
+    pub blessed_schedule: u32,
     /// Gas used (of the first engine that ran).
     pub gas_used: Option<u64>,
     /// Wall time of the runs.
@@ -127,15 +152,24 @@ pub struct AuditRow {
 }
 
 impl AuditRow {
-    /// Whether every engine that ran produced the golden hash.
+    /// Whether the golden hash applies: the case ran under the schedule it was blessed under.
+    pub fn golden_applies(&self) -> bool {
+        self.schedule == self.blessed_schedule
+    }
+
+    /// Whether the row passes. Under the case's own schedule: every engine that ran produced
+    /// the golden hash. Under another schedule (`cvm audit --schedule`), where no golden hash
+    /// exists: every engine that ran produced a hash, and they are equal.
     pub fn passed(&self) -> bool {
+        let mut results = [&self.native, &self.wasm].into_iter().flatten();
+        if !self.golden_applies() {
+            let hashes: Option<Vec<&String>> = results.map(|result| result.as_ref().ok()).collect();
+            return hashes.is_some_and(|hashes| hashes.windows(2).all(|pair| pair[0] == pair[1]));
+        }
         let Some(golden) = &self.golden else {
             return false;
         };
-        [&self.native, &self.wasm]
-            .into_iter()
-            .flatten()
-            .all(|result| result.as_ref().is_ok_and(|hash| hash == golden))
+        results.all(|result| result.as_ref().is_ok_and(|hash| hash == golden))
     }
 
     /// The row as a JSON object.
@@ -150,6 +184,8 @@ impl AuditRow {
             "native": engine(&self.native),
             "wasm": engine(&self.wasm),
             "golden": self.golden,
+            "schedule": self.schedule,
+            "blessed_schedule": self.blessed_schedule,
             "gas_used": self.gas_used,
             "time_us": u64::try_from(self.time.as_micros()).unwrap_or(u64::MAX),
             "pass": self.passed(),
@@ -157,11 +193,19 @@ impl AuditRow {
     }
 }
 
-/// Audits one case.
-pub fn audit_case(case: &Case, engines: Engines, wasm: Option<&WasmEngine>) -> AuditRow {
+/// Audits one case, under its own gas schedule, or under `schedule` when given (then the
+/// golden hash applies only if the case was blessed under that schedule).
+pub fn audit_case(
+    case: &Case,
+    engines: Engines,
+    wasm: Option<&WasmEngine>,
+    schedule: Option<u32>,
+) -> AuditRow {
+    let schedule = schedule.unwrap_or(case.schedule);
     let golden = case
         .expected
         .as_ref()
+        .filter(|_| schedule == case.schedule)
         .and_then(|expected| expected.get("hash"))
         .and_then(Value::as_str)
         .map(str::to_string);
@@ -171,6 +215,8 @@ pub fn audit_case(case: &Case, engines: Engines, wasm: Option<&WasmEngine>) -> A
         native: None,
         wasm: None,
         golden,
+        schedule,
+        blessed_schedule: case.schedule,
         gas_used: None,
         time: Duration::ZERO,
     };
@@ -183,7 +229,7 @@ pub fn audit_case(case: &Case, engines: Engines, wasm: Option<&WasmEngine>) -> A
         }
     };
     let mut hash_of = |engine: EngineKind| -> Result<String, String> {
-        let report = prepared.run(engine, wasm)?;
+        let report = prepared.run_under(engine, wasm, schedule)?;
         row.gas_used.get_or_insert(report.outcome.gas_used);
         Ok(hex(&outcome_hash(&report, HashAlgorithm::Sha3_256)))
     };

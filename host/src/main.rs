@@ -17,8 +17,8 @@ use cvm_host::error::{HostError, read_file};
 use cvm_host::hash::{HashAlgorithm, hex, outcome_hash};
 use cvm_host::inputs::{InputArg, assign, read_input};
 use cvm_host::runner::{
-    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model, phase,
-    validate_natively,
+    CURRENT_SCHEDULE, EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model,
+    phase, validate_natively,
 };
 use cvm_host::{npy, render, wasm};
 
@@ -76,6 +76,8 @@ enum Command {
         #[arg(long)]
         timings: bool,
         #[command(flatten)]
+        schedule: ScheduleArg,
+        #[command(flatten)]
         cache: CacheArgs,
     },
     /// Print the gas of every node, the total and the peak memory, without running (and for
@@ -86,19 +88,26 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
-    /// Print a model's inputs, parameters, nodes (with shapes and precisions) and outputs.
+    /// Print a model's inputs, parameters, nodes (with shapes, precisions and gas) and outputs.
     Inspect {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
-    /// Convert a CVM model (`symbol` + `params`) to the canonical binary format.
+    /// Convert a CVM model (`symbol` + `params`) to the canonical binary format (validating it
+    /// first).
     Import {
         #[command(flatten)]
         model: ModelArgs,
         /// Canonical model file to write.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
     /// Convert a text model to the canonical binary format (validating it first).
     Build {
@@ -110,6 +119,8 @@ enum Command {
         /// Write the model even if validation rejects it (for building test corpora).
         #[arg(long)]
         allow_invalid: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
     /// Run every fixture natively and in wasm, and compare both outcome hashes with the
     /// committed golden hashes. Exit status 1 on any mismatch.
@@ -119,14 +130,29 @@ enum Command {
         /// Engines to run.
         #[arg(long, value_enum, default_value_t = AuditEngineArg::Both)]
         engine: AuditEngineArg,
+        /// Run every fixture under gas schedule version N (default: each under the schedule it
+        /// was blessed under, its "schedule" field, 1 when absent). A fixture blessed under
+        /// another schedule has no golden hash for N: it passes when the engines agree.
+        #[arg(long, value_name = "N")]
+        schedule: Option<u32>,
         /// Print one JSON object instead of the table.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
         cache: CacheArgs,
     },
-    /// Print the crate, format, schedule and ABI versions and the engine.wasm hash.
+    /// Print the crate, format, outcome and ABI versions, the gas schedule versions this
+    /// engine defines and the default one, and the engine.wasm hash.
     Version,
+}
+
+/// The gas schedule a command validates and prices the model under.
+#[derive(Args)]
+struct ScheduleArg {
+    /// Gas schedule version to validate and price the model under; an undefined version is the
+    /// engine's UnsupportedVersion error (`cvm version` lists the defined ones).
+    #[arg(long = "schedule", value_name = "N", default_value_t = CURRENT_SCHEDULE)]
+    version: u32,
 }
 
 /// Where the model comes from.
@@ -251,6 +277,7 @@ fn main() -> ExitCode {
             json,
             output,
             timings,
+            schedule,
             cache,
         } => {
             let engine = match engine {
@@ -270,6 +297,7 @@ fn main() -> ExitCode {
                 output_format,
                 big_endian,
                 timings,
+                schedule: schedule.version,
             };
             let mut recorded = Timings::default();
             let result = run(
@@ -285,20 +313,30 @@ fn main() -> ExitCode {
             }
             result
         }
-        Command::Estimate { model, json } => estimate(&model.source(), json),
-        Command::Inspect { model } => inspect(&model.source()),
-        Command::Import { model, output } => import(&model.source(), &output),
+        Command::Estimate {
+            model,
+            json,
+            schedule,
+        } => estimate(&model.source(), json, schedule.version),
+        Command::Inspect { model, schedule } => inspect(&model.source(), schedule.version),
+        Command::Import {
+            model,
+            output,
+            schedule,
+        } => import(&model.source(), &output, schedule.version),
         Command::Build {
             model,
             output,
             allow_invalid,
-        } => build(&model, &output, allow_invalid),
+            schedule,
+        } => build(&model, &output, allow_invalid, schedule.version),
         Command::Audit {
             dir,
             engine,
+            schedule,
             json,
             cache,
-        } => audit(dir.as_deref(), engine, json, &cache),
+        } => audit(dir.as_deref(), engine, schedule, json, &cache),
         Command::Version => {
             version();
             Ok(())
@@ -333,6 +371,8 @@ struct RunOptions {
     big_endian: bool,
     /// `--timings`: also time the hashing (which rendering repeats).
     timings: bool,
+    /// `--schedule`: the gas schedule version both engines validate under.
+    schedule: u32,
 }
 
 fn run(
@@ -402,6 +442,7 @@ fn run(
         &bytes,
         &inputs,
         options.gas_limit,
+        options.schedule,
         timings,
     )?;
     if options.timings {
@@ -498,18 +539,19 @@ fn write_outputs(
     Ok(())
 }
 
-/// Loads and validates natively; a rejection is printed (as JSON when asked) and is a
-/// deterministic failure.
+/// Loads and validates natively under gas schedule `schedule`; a rejection is printed (as JSON
+/// when asked) and is a deterministic failure.
 fn validated(
     source: &ModelSource,
     json: bool,
+    schedule: u32,
 ) -> Result<(cvm_engine::ValidatedModel, LoadedModel), Failure> {
     let mut loaded = load_model(source)?;
     if let Some(report) = loaded.rejected.take() {
         print_report(&report, HashAlgorithm::default(), json);
         return Err(Failure::Deterministic);
     }
-    match validate_natively(&loaded.bytes) {
+    match validate_natively(&loaded.bytes, schedule) {
         Ok(model) => Ok((model, loaded)),
         Err(report) => {
             print_report(&report, HashAlgorithm::default(), json);
@@ -518,8 +560,8 @@ fn validated(
     }
 }
 
-fn estimate(source: &ModelSource, json: bool) -> Result<(), Failure> {
-    let (model, loaded) = validated(source, json)?;
+fn estimate(source: &ModelSource, json: bool, schedule: u32) -> Result<(), Failure> {
+    let (model, loaded) = validated(source, json, schedule)?;
     let estimate = model.estimate();
     let legacy_gas = loaded.cvm.as_ref().map(|meta| meta.legacy_gas);
     if json {
@@ -537,18 +579,18 @@ fn estimate(source: &ModelSource, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn import(source: &ModelSource, output: &Path) -> Result<(), Failure> {
+fn import(source: &ModelSource, output: &Path, schedule: u32) -> Result<(), Failure> {
     if !matches!(source, ModelSource::Cvm { .. }) {
         return Err(HostError::Usage("import reads a CVM model: a directory with symbol and params, or --cvm-symbol with --cvm-params".into()).into());
     }
-    let (_, loaded) = validated(source, false)?;
+    let (_, loaded) = validated(source, false, schedule)?;
     std::fs::write(output, &loaded.bytes).map_err(|source| HostError::io(output, source))?;
     println!("wrote {} ({} bytes)", output.display(), loaded.bytes.len());
     Ok(())
 }
 
-fn inspect(source: &ModelSource) -> Result<(), Failure> {
-    let (model, _) = validated(source, false)?;
+fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
+    let (model, _) = validated(source, false, schedule)?;
     let name_of = |id: usize| -> String {
         if id < model.inputs.len() {
             return model.inputs[id].name.clone();
@@ -610,14 +652,19 @@ fn inspect(source: &ModelSource) -> Result<(), Failure> {
         ));
     }
     out.push_str(&format!(
-        "total gas {}  peak memory {} bytes\n",
-        model.total_gas, model.peak_memory_bytes
+        "total gas {} (schedule v{})  peak memory {} bytes\n",
+        model.total_gas, model.schedule.version, model.peak_memory_bytes
     ));
     print!("{out}");
     Ok(())
 }
 
-fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Failure> {
+fn build(
+    model_path: &Path,
+    output: &Path,
+    allow_invalid: bool,
+    schedule: u32,
+) -> Result<(), Failure> {
     // Read as text explicitly: `build` converts text models only.
     let bytes = read_file(model_path)?;
     let text = String::from_utf8(bytes).map_err(|_| HostError::TextModel {
@@ -630,7 +677,7 @@ fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Fa
         &model_path.display().to_string(),
     )?;
     let encoded = model.encode();
-    if !allow_invalid && let Err(report) = validate_natively(&encoded) {
+    if !allow_invalid && let Err(report) = validate_natively(&encoded, schedule) {
         print_report(&report, HashAlgorithm::default(), false);
         return Err(Failure::Deterministic);
     }
@@ -642,11 +689,19 @@ fn build(model_path: &Path, output: &Path, allow_invalid: bool) -> Result<(), Fa
 fn audit(
     dir: Option<&Path>,
     engine: AuditEngineArg,
+    schedule: Option<u32>,
     json: bool,
     cache: &CacheArgs,
 ) -> Result<(), Failure> {
     use cvm_host::audit::{Engines, audit_case};
     use std::io::IsTerminal;
+
+    // Every case would fail to load alike; say so once instead.
+    if let Some(version) = schedule
+        && let Err(error) = cvm_engine::schedule_by_version(version)
+    {
+        return Err(HostError::Usage(error.to_string()).into());
+    }
 
     let root = dir.map_or_else(cvm_fixtures::root, Path::to_path_buf);
     let cases = cvm_fixtures::cases_in(&root).map_err(|e| HostError::Input(e.to_string()))?;
@@ -669,14 +724,14 @@ fn audit(
         if progress {
             eprint!("\r\x1b[2K[{}/{}] {}", index + 1, cases.len(), case.name);
         }
-        rows.push(audit_case(case, engines, wasm.as_ref()));
+        rows.push(audit_case(case, engines, wasm.as_ref(), schedule));
     }
     if progress {
         eprint!("\r\x1b[2K");
     }
     let failed = rows.iter().filter(|row| !row.passed()).count();
     let summary = format!(
-        "audit: {} fixtures, {} pass, {failed} fail ({} {}; {:.1?})",
+        "audit: {} fixtures, {} pass, {failed} fail ({} {}{}; {:.1?})",
         rows.len(),
         rows.len() - failed,
         std::env::consts::ARCH,
@@ -685,12 +740,15 @@ fn audit(
             Engines::Native => "native",
             Engines::Wasm => "wasm",
         },
+        schedule.map_or(String::new(), |version| format!(
+            "; every fixture under gas schedule {version}"
+        )),
         started.elapsed()
     );
     if json {
         let value = serde_json::json!({
             "fixtures": rows.iter().map(|row| row.to_json()).collect::<Vec<_>>(),
-            "summary": {"total": rows.len(), "passed": rows.len() - failed, "failed": failed, "arch": std::env::consts::ARCH},
+            "summary": {"total": rows.len(), "passed": rows.len() - failed, "failed": failed, "arch": std::env::consts::ARCH, "schedule": schedule},
         });
         println!("{value}");
     } else {
@@ -715,9 +773,11 @@ fn audit(
                 row.name,
                 short(&row.native),
                 short(&row.wasm),
-                row.golden
-                    .as_deref()
-                    .map_or(String::from("(none)"), |g| g.chars().take(12).collect()),
+                match (&row.golden, row.golden_applies()) {
+                    (_, false) => format!("(blessed v{})", row.blessed_schedule),
+                    (None, true) => String::from("(none)"),
+                    (Some(golden), true) => golden.chars().take(12).collect(),
+                },
                 row.gas_used.map_or(String::from("-"), |g| g.to_string()),
                 row.time,
                 if row.passed() { "" } else { "  MISMATCH" }
@@ -750,10 +810,14 @@ fn version() {
         "outcome version        {}",
         cvm_engine::outcome::OUTCOME_VERSION
     );
+    let defined: Vec<String> = cvm_engine::gas::Schedule::ALL
+        .iter()
+        .map(|schedule| schedule.version.to_string())
+        .collect();
     let _ = writeln!(
         stdout,
-        "gas schedule version   {}",
-        cvm_engine::gas::Schedule::CURRENT.version
+        "gas schedule versions  {} (default {CURRENT_SCHEDULE})",
+        defined.join(", ")
     );
     let _ = writeln!(stdout, "engine ABI version     {}", wasm::ABI_VERSION);
     let _ = writeln!(

@@ -8,7 +8,7 @@ use cvm_engine::exec::InputTensor;
 
 use crate::cvm;
 use crate::graphgen::{ByteSource, generate};
-use crate::runner::{EngineKind, execute};
+use crate::runner::{CURRENT_SCHEDULE, EngineKind, execute};
 use crate::text;
 use crate::wasm::WasmEngine;
 
@@ -101,13 +101,21 @@ pub fn cvm_import(data: &[u8]) {
 pub fn differential(data: &[u8], wasm: &WasmEngine) {
     let generated = generate(&mut ByteSource::new(data), 8);
     let bytes = generated.model.encode();
-    let native = execute(EngineKind::Native, None, &bytes, &generated.inputs, 1 << 32);
+    let native = execute(
+        EngineKind::Native,
+        None,
+        &bytes,
+        &generated.inputs,
+        1 << 32,
+        CURRENT_SCHEDULE,
+    );
     let in_wasm = execute(
         EngineKind::Wasm,
         Some(wasm),
         &bytes,
         &generated.inputs,
         1 << 32,
+        CURRENT_SCHEDULE,
     );
     let (native, in_wasm) = (
         native.map_err(|e| e.to_string()),

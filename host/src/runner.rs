@@ -1,7 +1,8 @@
 //! Running a model natively or in wasm behind one interface, and loading models from files.
 //!
-//! Both paths feed the same canonical model bytes and the same borsh-encoded inputs to the same
-//! engine code (`cvm_engine::load` + `run_encoded`); the wasm path does it inside wasmtime.
+//! Both paths feed the same canonical model bytes, the same gas schedule version and the same
+//! borsh-encoded inputs to the same engine code (`cvm_engine::load_with_schedule` +
+//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load_with_schedule`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,12 +35,16 @@ impl EngineKind {
     }
 }
 
+/// The gas schedule version a load uses when the caller names none: the engine's current one.
+pub const CURRENT_SCHEDULE: u32 = cvm_engine::gas::Schedule::CURRENT.version;
+
 /// Encodes inputs the way the ABI takes them.
 pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
     borsh::to_vec(inputs).unwrap_or_default()
 }
 
-/// Loads `model` and runs it on `inputs` with `engine`; a load failure is returned as the
+/// Loads `model` under gas schedule `schedule` and runs it on `inputs` with `engine`; a load
+/// failure (an undefined schedule version among them: `UnsupportedVersion`) is returned as the
 /// (deterministic) failure report. Without `wasm`, the wasm path compiles `engine.wasm` first.
 ///
 /// # Errors
@@ -50,6 +55,7 @@ pub fn execute(
     model: &[u8],
     inputs: &[InputTensor],
     gas_limit: u64,
+    schedule: u32,
 ) -> Result<Report, HostError> {
     execute_timed(
         engine,
@@ -57,6 +63,7 @@ pub fn execute(
         model,
         inputs,
         gas_limit,
+        schedule,
         &mut Timings::default(),
     )
 }
@@ -73,11 +80,14 @@ pub fn execute_timed(
     model: &[u8],
     inputs: &[InputTensor],
     gas_limit: u64,
+    schedule: u32,
     timings: &mut Timings,
 ) -> Result<Report, HostError> {
     match engine {
         EngineKind::Native => {
-            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(model));
+            let validated = timings.time(phase::MODEL_LOAD, || {
+                cvm_engine::load_with_schedule(model, schedule)
+            });
             let validated = match validated {
                 Ok(validated) => validated,
                 Err(report) => return Ok(*report),
@@ -97,7 +107,9 @@ pub fn execute_timed(
                 }
             };
             let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
-            if let Some(report) = timings.time(phase::MODEL_LOAD, || session.load(model))? {
+            if let Some(report) = timings.time(phase::MODEL_LOAD, || {
+                session.load_with_schedule(model, schedule)
+            })? {
                 return Ok(report);
             }
             let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
@@ -288,10 +300,12 @@ fn looks_like_json(bytes: &[u8]) -> bool {
     bytes.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// Decodes and validates natively, for `estimate` and `inspect`.
+/// Decodes and validates natively under gas schedule `schedule`, for `estimate`, `inspect`,
+/// `build` and `import`.
 ///
 /// # Errors
-/// The engine's deterministic rejection, as a report.
-pub fn validate_natively(bytes: &[u8]) -> Result<ValidatedModel, Box<Report>> {
-    cvm_engine::load(bytes)
+/// The engine's deterministic rejection, as a report (`UnsupportedVersion` for an undefined
+/// schedule version).
+pub fn validate_natively(bytes: &[u8], schedule: u32) -> Result<ValidatedModel, Box<Report>> {
+    cvm_engine::load_with_schedule(bytes, schedule)
 }

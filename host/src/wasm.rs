@@ -30,8 +30,9 @@ use crate::error::HostError;
 /// The engine module, built by `build.rs` from the `cvm-engine` crate.
 pub static ENGINE_WASM: &[u8] = include_bytes!(env!("CVM_ENGINE_WASM_PATH"));
 
-/// The ABI version this host speaks (see `engine/src/abi.rs`).
-pub const ABI_VERSION: u32 = 1;
+/// The ABI version this host speaks (see `engine/src/abi.rs`): version 2, which loads a model
+/// under a named gas schedule (`cvm_load_with_schedule`).
+pub const ABI_VERSION: u32 = 2;
 
 /// Most linear memory the engine instance may grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
@@ -100,6 +101,7 @@ struct Exports {
     memory: Memory,
     alloc: TypedFunc<u32, u32>,
     load: TypedFunc<(u32, u32), u32>,
+    load_with_schedule: TypedFunc<(u32, u32, u32), u32>,
     run: TypedFunc<(u32, u32, u64), u32>,
     reply_ptr: TypedFunc<(), u32>,
     reply_len: TypedFunc<(), u32>,
@@ -257,10 +259,12 @@ impl WasmEngine {
         &self.cache_problems
     }
 
-    /// A fresh instance with its own memory.
+    /// A fresh instance with its own memory. The module's ABI version is checked before its
+    /// other exports are looked up, so a module of another version is refused as such.
     ///
     /// # Errors
-    /// [`HostError::Wasm`] on instantiation failure or an ABI version mismatch.
+    /// [`HostError::Wasm`] on instantiation failure, an ABI version mismatch or a missing
+    /// export.
     pub fn session(&self) -> Result<WasmSession, HostError> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(MEMORY_CAP_BYTES)
@@ -277,7 +281,6 @@ impl WasmEngine {
         }
         let instance = Instance::new(&mut store, &self.module, &[])
             .map_err(|e| wasm_error("instantiating engine.wasm", e))?;
-        let exports = Exports::find(&instance, &mut store)?;
         let version: TypedFunc<(), u32> = typed(&instance, &mut store, "cvm_abi_version")?;
         let found = version
             .call(&mut store, ())
@@ -287,6 +290,7 @@ impl WasmEngine {
                 "engine.wasm speaks ABI version {found}, this host speaks {ABI_VERSION}"
             )));
         }
+        let exports = Exports::find(&instance, &mut store)?;
         Ok(WasmSession {
             store,
             exports,
@@ -451,6 +455,7 @@ impl Exports {
                 .ok_or_else(|| HostError::Wasm("engine.wasm exports no memory".into()))?,
             alloc: typed(instance, store, "cvm_alloc")?,
             load: typed(instance, store, "cvm_load")?,
+            load_with_schedule: typed(instance, store, "cvm_load_with_schedule")?,
             run: typed(instance, store, "cvm_run")?,
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
             reply_len: typed(instance, store, "cvm_reply_len")?,
@@ -524,20 +529,47 @@ impl WasmSession {
         Ok(())
     }
 
-    /// Loads canonical model bytes. `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
-    /// the model deterministically.
+    /// Loads canonical model bytes with the engine's current gas schedule (`cvm_load`).
+    /// `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected the model deterministically.
     ///
     /// # Errors
     /// [`HostError::Wasm`] on a trap or fuel exhaustion.
     pub fn load(&mut self, model: &[u8]) -> Result<Option<Report>, HostError> {
         self.grant_fuel(fuel_for(model.len(), 0))?;
         let (ptr, len) = self.put(model)?;
-        match self
+        let status = self
             .exports
             .load
             .call(&mut self.store, (ptr, len))
-            .map_err(|e| wasm_error("cvm_load", e))?
-        {
+            .map_err(|e| wasm_error("cvm_load", e))?;
+        self.loaded(status)
+    }
+
+    /// Loads canonical model bytes priced with gas schedule `version`
+    /// (`cvm_load_with_schedule`). `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
+    /// the model deterministically, with `UnsupportedVersion` when it defines no schedule
+    /// `version`.
+    ///
+    /// # Errors
+    /// [`HostError::Wasm`] on a trap or fuel exhaustion.
+    pub fn load_with_schedule(
+        &mut self,
+        model: &[u8],
+        version: u32,
+    ) -> Result<Option<Report>, HostError> {
+        self.grant_fuel(fuel_for(model.len(), 0))?;
+        let (ptr, len) = self.put(model)?;
+        let status = self
+            .exports
+            .load_with_schedule
+            .call(&mut self.store, (ptr, len, version))
+            .map_err(|e| wasm_error("cvm_load_with_schedule", e))?;
+        self.loaded(status)
+    }
+
+    /// The result of a load call that returned `status`.
+    fn loaded(&mut self, status: u32) -> Result<Option<Report>, HostError> {
+        match status {
             0 => Ok(None),
             _ => self.reply().map(Some),
         }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use cvm_engine::gas::Schedule;
 use cvm_engine::model::{AttrValue, Model, ValueRef};
 use serde_json::Value;
 
@@ -257,14 +258,216 @@ fn build_inspect_and_canonical_run() {
 }
 
 #[test]
-fn version_names_the_engine_hash() {
+fn version_names_the_schedules_and_the_engine_hash() {
     let version = expect_status(&["version"], 0);
+    let schedules: Vec<String> = Schedule::ALL
+        .iter()
+        .map(|schedule| schedule.version.to_string())
+        .collect();
     for needle in [
-        "model format version   1",
-        "gas schedule version   1",
-        "engine.wasm sha3-256",
+        "model format version   1".to_string(),
+        format!(
+            "gas schedule versions  {} (default {})",
+            schedules.join(", "),
+            Schedule::CURRENT.version
+        ),
+        "engine ABI version     2".to_string(),
+        "engine.wasm sha3-256".to_string(),
     ] {
-        assert!(version.contains(needle), "{version}");
+        assert!(version.contains(&needle), "{needle:?} in {version}");
+    }
+}
+
+/// `cvm estimate MODEL --json --schedule N` (exit 0).
+fn estimate_under(model: &Path, schedule: &str) -> Value {
+    run_json(
+        &[
+            "estimate",
+            path_str(model),
+            "--json",
+            "--schedule",
+            schedule,
+        ],
+        0,
+    )
+}
+
+#[test]
+fn schedule_1_gives_the_blessed_figures() {
+    // The CNN fixture's gas, blessed under schedule version 1.
+    let estimate = estimate_under(&cnn_model(), "1");
+    assert_eq!(estimate["schedule_version"], 1);
+    assert_eq!(estimate["total_gas"], 16604);
+    for engine in ["wasm", "native"] {
+        let ran = run_on_cnn_input(&cnn_model(), &["--schedule", "1", "--engine", engine], 0);
+        assert_eq!(ran["gas_used"], 16604, "{engine}");
+        assert_eq!(
+            ran["hash"], "52dfbc07a7241d32b02bfa1a1af9c6f374080bd06d78f27b5e65601297f52c89",
+            "{engine}"
+        );
+    }
+    let inspect = expect_status(&["inspect", path_str(&cnn_model()), "--schedule", "1"], 0);
+    assert!(
+        inspect.contains("total gas 16604 (schedule v1)"),
+        "{inspect}"
+    );
+}
+
+#[test]
+fn every_schedule_charges_its_estimate_on_both_engines() {
+    let model = cnn_model();
+    for schedule in Schedule::ALL {
+        let version = schedule.version.to_string();
+        let estimate = estimate_under(&model, &version);
+        assert_eq!(estimate["schedule_version"], schedule.version);
+        let total = estimate["total_gas"].as_u64().expect("total");
+        let text = expect_status(&["estimate", path_str(&model), "--schedule", &version], 0);
+        assert!(
+            text.contains(&format!("total gas:   {total} (schedule v{version})")),
+            "{text}"
+        );
+        let wasm = run_on_cnn_input(&model, &["--schedule", &version], 0);
+        let native = run_on_cnn_input(&model, &["--schedule", &version, "--engine", "native"], 0);
+        assert_eq!(wasm, native, "schedule {version}");
+        assert_eq!(wasm["gas_used"].as_u64(), Some(total), "schedule {version}");
+        // Outputs do not depend on the schedule; the gas, and so the hash, may.
+        assert_eq!(
+            wasm["outputs"][0]["data"],
+            serde_json::json!([-41, -1, -10, 6, 32, -3, -6, 0, -17, 7])
+        );
+        let starved = run_on_cnn_input(
+            &model,
+            &[
+                "--schedule",
+                &version,
+                "--gas-limit",
+                &(total - 1).to_string(),
+            ],
+            1,
+        );
+        assert_eq!(starved["error"]["code"], "OutOfGas");
+    }
+    // Without --schedule: the current schedule.
+    let default = run_json(&["estimate", path_str(&model), "--json"], 0);
+    assert_eq!(
+        default,
+        estimate_under(&model, &Schedule::CURRENT.version.to_string())
+    );
+}
+
+#[test]
+fn a_non_numeric_schedule_is_a_usage_error() {
+    let model = cnn_model();
+    let input = cnn_input();
+    for args in [
+        vec![
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--schedule",
+            "x",
+        ],
+        vec!["estimate", path_str(&model), "--schedule", "x"],
+        vec!["inspect", path_str(&model), "--schedule=-1"],
+        vec!["audit", "--schedule", "two"],
+        vec!["run", path_str(&model), "--schedule"],
+    ] {
+        let message = expect_status(&args, 2);
+        assert!(message.contains("--schedule"), "{args:?}: {message}");
+    }
+}
+
+#[test]
+fn an_undefined_schedule_is_unsupported_version_on_both_engines() {
+    let model = cnn_model();
+    let wasm = run_on_cnn_input(&model, &["--schedule", "9"], 1);
+    let native = run_on_cnn_input(&model, &["--schedule", "9", "--engine", "native"], 1);
+    assert_eq!(wasm, native);
+    assert_eq!(wasm["status"], "error");
+    assert_eq!(wasm["error"]["code"], "UnsupportedVersion");
+    assert_eq!(wasm["error"]["code_num"], 101);
+    assert_eq!(wasm["error"]["node"], Value::Null);
+    assert_eq!(wasm["gas_used"], 0);
+    let message = wasm["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("gas schedule version 9 is not defined; this engine defines versions"),
+        "{message}"
+    );
+
+    let estimate = run_json(
+        &["estimate", path_str(&model), "--json", "--schedule", "9"],
+        1,
+    );
+    assert_eq!(estimate["error"]["code"], "UnsupportedVersion");
+    assert_eq!(estimate["hash"], wasm["hash"]);
+    for command in ["inspect", "estimate"] {
+        let text = expect_status(&[command, path_str(&model), "--schedule", "9"], 1);
+        assert!(
+            text.contains("UnsupportedVersion (101)"),
+            "{command}: {text}"
+        );
+    }
+    let built = scratch("unbuilt.cvm");
+    let text = expect_status(
+        &[
+            "build",
+            path_str(&model),
+            "-o",
+            path_str(&built),
+            "--schedule",
+            "9",
+        ],
+        1,
+    );
+    assert!(text.contains("UnsupportedVersion"), "{text}");
+    let text = expect_status(&["audit", "--schedule", "9", "--engine", "native"], 2);
+    assert!(
+        text.contains("gas schedule version 9 is not defined"),
+        "{text}"
+    );
+}
+
+#[test]
+fn audit_runs_each_fixture_under_its_schedule_or_the_one_asked_for() {
+    let dir = root().join("fixtures/ops/dense");
+    let audit = |extra: &[&str]| {
+        let mut args = vec!["audit", path_str(&dir), "--json", "--engine", "both"];
+        args.extend_from_slice(extra);
+        run_json(&args, 0)
+    };
+    let own = audit(&[]);
+    let rows = own["fixtures"].as_array().expect("rows");
+    assert!(rows.len() >= 5);
+    for row in rows {
+        assert_eq!(row["pass"], true, "{row}");
+        assert_eq!(
+            (&row["schedule"], &row["blessed_schedule"]),
+            (&1.into(), &1.into())
+        );
+        assert_eq!(row["native"], row["golden"], "{row}");
+    }
+    assert_eq!(own["summary"]["schedule"], Value::Null);
+    assert_eq!(
+        audit(&["--schedule", "1"])["fixtures"]
+            .as_array()
+            .map(Vec::len),
+        Some(rows.len())
+    );
+    for schedule in Schedule::ALL
+        .iter()
+        .filter(|schedule| schedule.version != 1)
+    {
+        let version = schedule.version.to_string();
+        let other = audit(&["--schedule", &version]);
+        assert_eq!(other["summary"]["schedule"], schedule.version);
+        for row in other["fixtures"].as_array().expect("rows") {
+            // No golden hash exists under another schedule: the engines must agree.
+            assert_eq!(row["golden"], Value::Null, "{row}");
+            assert_eq!(row["schedule"], schedule.version);
+            assert_eq!(row["native"], row["wasm"], "{row}");
+            assert_eq!(row["pass"], true, "{row}");
+        }
     }
 }
 

@@ -1,11 +1,13 @@
 //! Differential testing: random valid graphs over every operator (`cvm_host::graphgen`) must give
 //! identical reports natively and in wasm, and a successful run must charge exactly the static
-//! estimate. The same generator backs the `differential` fuzz target (host/fuzz).
+//! estimate. The graphs take turns over every defined gas schedule, loaded explicitly under it
+//! on both engines. The same generator backs the `differential` fuzz target (host/fuzz).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use std::collections::BTreeMap;
 
 use cvm_engine::ErrorCode;
+use cvm_engine::gas::Schedule;
 use cvm_engine::ops::OPS;
 use cvm_host::graphgen::{ByteSource, generate};
 use cvm_host::runner::{EngineKind, execute};
@@ -21,6 +23,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
         let seed_bytes = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
         let generated = generate(&mut ByteSource::new(&seed_bytes), 12);
         let bytes = generated.model.encode();
+        let schedule = Schedule::ALL[seed as usize % Schedule::ALL.len()].version;
         for node in &generated.model.nodes {
             if let Some(op) = cvm_engine::ops::by_code(node.op) {
                 *coverage.entry(op.name).or_default() += 1;
@@ -32,6 +35,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
             &bytes,
             &generated.inputs,
             u64::MAX,
+            schedule,
         )
         .unwrap();
         let in_wasm = execute(
@@ -40,6 +44,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
             &bytes,
             &generated.inputs,
             u64::MAX,
+            schedule,
         )
         .unwrap_or_else(|err| panic!("seed {seed}: wasm failed: {err}"));
         assert_eq!(native, in_wasm, "seed {seed}: reports differ");
@@ -62,10 +67,13 @@ fn random_graphs_agree_natively_and_in_wasm() {
         }
         match native.error_code() {
             None => {
-                let estimate = cvm_engine::load(&bytes).unwrap().total_gas;
+                let estimate = cvm_engine::load_with_schedule(&bytes, schedule)
+                    .unwrap()
+                    .estimate();
+                assert_eq!(estimate.schedule_version, schedule, "seed {seed}");
                 assert_eq!(
-                    estimate, native.outcome.gas_used,
-                    "seed {seed}: estimate differs from gas charged"
+                    estimate.total_gas, native.outcome.gas_used,
+                    "seed {seed}: estimate under schedule {schedule} differs from gas charged"
                 );
                 succeeded += 1;
             }

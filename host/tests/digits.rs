@@ -10,7 +10,7 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::{Status, ValidatedModel};
 use cvm_host::cvm;
 use cvm_host::npy::{NpyArray, read_npy};
-use cvm_host::runner::{EngineKind, execute};
+use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, execute};
 use cvm_host::wasm::WasmEngine;
 
 fn dir() -> PathBuf {
@@ -123,8 +123,24 @@ fn wasm_and_native_agree_on_a_sample_and_the_cli_writes_argmax_bytes() {
     let wasm = WasmEngine::new().unwrap();
     for index in (0..1797).step_by(149) {
         let input = [image(&inputs, index)];
-        let native = execute(EngineKind::Native, None, &bytes, &input, u64::MAX).unwrap();
-        let in_wasm = execute(EngineKind::Wasm, Some(&wasm), &bytes, &input, u64::MAX).unwrap();
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &bytes,
+            &input,
+            u64::MAX,
+            CURRENT_SCHEDULE,
+        )
+        .unwrap();
+        let in_wasm = execute(
+            EngineKind::Wasm,
+            Some(&wasm),
+            &bytes,
+            &input,
+            u64::MAX,
+            CURRENT_SCHEDULE,
+        )
+        .unwrap();
         assert_eq!(native, in_wasm, "image {index}");
         let Status::Ok { outputs } = &native.outcome.status else {
             panic!("image {index}")

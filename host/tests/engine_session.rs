@@ -6,8 +6,12 @@
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{ErrorCode, Model};
 use cvm_host::graphgen::{ByteSource, generate};
-use cvm_host::runner::{EngineKind, encode_inputs, execute};
+use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, encode_inputs, execute};
 use cvm_host::wasm::{FUEL_BASE, FUEL_PER_GAS, WasmEngine, fuel_for};
+
+/// The gas schedule whose figures these tests rely on: the fuel budget per unit of gas
+/// ([`FUEL_PER_GAS`]) was measured against version 1 gas.
+const SCHEDULE: u32 = 1;
 
 fn cnn() -> Vec<u8> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/cnn");
@@ -30,13 +34,24 @@ fn a_loaded_model_serves_many_runs() {
     let wasm = WasmEngine::new().expect("engine");
     let mut session = wasm.session().expect("session");
     assert!(
-        session.load(&model).expect("load").is_none(),
+        session
+            .load_with_schedule(&model, SCHEDULE)
+            .expect("load")
+            .is_none(),
         "the CNN loads"
     );
     for seed in 0..5 {
         let inputs = [image(seed)];
         let in_session = session.run(&encode_inputs(&inputs), u64::MAX).expect("run");
-        let native = execute(EngineKind::Native, None, &model, &inputs, u64::MAX).expect("native");
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &model,
+            &inputs,
+            u64::MAX,
+            SCHEDULE,
+        )
+        .expect("native");
         assert_eq!(in_session, native, "seed {seed}");
         assert!(in_session.error_code().is_none());
     }
@@ -58,12 +73,22 @@ fn tenth_of_budget(bytes: usize, gas: u64) -> u64 {
     fuel_for(bytes, gas) / 10
 }
 
-/// Loads and runs `model` in a fresh session; checks both calls burn under a tenth of the fuel
-/// the backstop would grant for the bytes and for exactly the gas the run used. Returns the
-/// fuel burned per unit of gas by the run.
-fn check_fuel(wasm: &WasmEngine, name: &str, model: &[u8], inputs: &[InputTensor]) -> Option<u64> {
+/// Loads `model` under gas schedule `schedule` and runs it in a fresh session; checks both
+/// calls burn under a tenth of the fuel the backstop would grant for the bytes and for exactly
+/// the gas the run used. Returns the fuel burned per unit of gas by the run.
+fn check_fuel(
+    wasm: &WasmEngine,
+    name: &str,
+    model: &[u8],
+    inputs: &[InputTensor],
+    schedule: u32,
+) -> Option<u64> {
     let mut session = wasm.session().expect("session");
-    if session.load(model).expect("load").is_some() {
+    if session
+        .load_with_schedule(model, schedule)
+        .expect("load")
+        .is_some()
+    {
         return None;
     }
     let load_fuel = session.fuel_used().expect("fuel");
@@ -93,7 +118,13 @@ fn fuel_stays_within_a_tenth_of_its_budget() {
         let Ok((bytes, _)) = &prepared.model else {
             continue;
         };
-        if let Some(per_gas) = check_fuel(&wasm, &case.name, bytes, &prepared.inputs) {
+        if let Some(per_gas) = check_fuel(
+            &wasm,
+            &case.name,
+            bytes,
+            &prepared.inputs,
+            prepared.schedule,
+        ) {
             checked += 1;
             if per_gas > worst.0 {
                 worst = (per_gas, case.name.clone());
@@ -107,6 +138,7 @@ fn fuel_stays_within_a_tenth_of_its_budget() {
             &format!("generated {seed}"),
             &generated.model.encode(),
             &generated.inputs,
+            SCHEDULE,
         ) {
             checked += 1;
             if per_gas > worst.0 {
@@ -139,10 +171,24 @@ fn corrupted_models_are_handled_identically() {
             let bit = (state % (bytes.len() as u64 * 8)) as usize;
             corrupt[bit / 8] ^= 1 << (bit % 8);
         }
-        let native = execute(EngineKind::Native, None, &corrupt, &inputs, 1 << 40)
-            .expect("native never fails");
-        let in_wasm = execute(EngineKind::Wasm, Some(&wasm), &corrupt, &inputs, 1 << 40)
-            .unwrap_or_else(|err| panic!("round {round}: wasm failed: {err}"));
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &corrupt,
+            &inputs,
+            1 << 40,
+            CURRENT_SCHEDULE,
+        )
+        .expect("native never fails");
+        let in_wasm = execute(
+            EngineKind::Wasm,
+            Some(&wasm),
+            &corrupt,
+            &inputs,
+            1 << 40,
+            CURRENT_SCHEDULE,
+        )
+        .unwrap_or_else(|err| panic!("round {round}: wasm failed: {err}"));
         assert_eq!(native, in_wasm, "round {round}");
         if native.error_code().is_some() {
             rejected += 1;

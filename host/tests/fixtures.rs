@@ -1,9 +1,10 @@
 //! The fixture suite: every case under `fixtures/` through one `check(case)`.
 //!
-//! For each case: the model runs natively and in wasm and the two reports must be identical;
-//! a successful run's gas must equal the static estimate, and a run with one gas less must stop
-//! with `OutOfGas` identically on both engines; finally the outcome must match the case's
-//! `expected` object. `CVM_BLESS=1 cargo test -p cvm-host --test fixtures` rewrites the
+//! For each case, under the gas schedule the case names (`"schedule"`, 1 when absent): the model
+//! runs natively and in wasm and the two reports must be identical; a successful run's gas must
+//! equal the static estimate under that schedule, and a run with one gas less must stop with
+//! `OutOfGas` identically on both engines; finally the outcome must match the case's `expected`
+//! object. `CVM_BLESS=1 cargo test -p cvm-host --test fixtures` rewrites the
 //! expectations from the native run instead (review the diff).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
@@ -15,17 +16,25 @@ use cvm_host::wasm::WasmEngine;
 use cvm_host::{HashAlgorithm, audit, render};
 use serde_json::Value;
 
-/// Runs on both engines and insists on identical reports.
+/// Runs on both engines under gas schedule `schedule` and insists on identical reports.
 fn run_both(
     wasm: &WasmEngine,
     model: &[u8],
     inputs: &[InputTensor],
     gas_limit: u64,
+    schedule: u32,
 ) -> Result<Report, String> {
-    let native =
-        execute(EngineKind::Native, None, model, inputs, gas_limit).map_err(|e| e.to_string())?;
-    let in_wasm = execute(EngineKind::Wasm, Some(wasm), model, inputs, gas_limit)
+    let native = execute(EngineKind::Native, None, model, inputs, gas_limit, schedule)
         .map_err(|e| e.to_string())?;
+    let in_wasm = execute(
+        EngineKind::Wasm,
+        Some(wasm),
+        model,
+        inputs,
+        gas_limit,
+        schedule,
+    )
+    .map_err(|e| e.to_string())?;
     if native != in_wasm {
         return Err(format!(
             "native and wasm reports differ:\nnative: {native:?}\nwasm:   {in_wasm:?}"
@@ -73,12 +82,18 @@ fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
         Ok((bytes, _)) => bytes,
         Err(rejected) => return compare(case, rejected),
     };
-    let (inputs, gas_limit) = (&prepared.inputs, prepared.gas_limit);
-    let report = run_both(wasm, model_bytes, inputs, gas_limit)?;
+    let (inputs, gas_limit, schedule) = (&prepared.inputs, prepared.gas_limit, prepared.schedule);
+    let report = run_both(wasm, model_bytes, inputs, gas_limit, schedule)?;
 
     if report.error_code().is_none() {
-        let estimate = validate_natively(model_bytes)
+        let estimate = validate_natively(model_bytes, schedule)
             .map_err(|r| format!("estimate rejected the model: {r:?}"))?;
+        if estimate.schedule.version != schedule {
+            return Err(format!(
+                "validated under schedule {}, not the case's {schedule}",
+                estimate.schedule.version
+            ));
+        }
         if estimate.total_gas != report.outcome.gas_used {
             return Err(format!(
                 "static estimate {} differs from gas charged {}",
@@ -86,7 +101,7 @@ fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
             ));
         }
         if let Some(one_less) = estimate.total_gas.checked_sub(1) {
-            let starved = run_both(wasm, model_bytes, inputs, one_less)?;
+            let starved = run_both(wasm, model_bytes, inputs, one_less, schedule)?;
             if starved.error_code() != Some(ErrorCode::OutOfGas)
                 || starved.outcome.gas_used > one_less
             {

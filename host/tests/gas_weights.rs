@@ -41,6 +41,8 @@ const ONE: i64 = 1 << F;
 /// The two sizes whose difference cancels the fixed costs.
 const SMALL: usize = 4096;
 const LARGE: usize = 8192;
+/// The schedule these weights are calibrated for; every model is loaded under it.
+const SCHEDULE: u32 = 1;
 /// Gas per element of `Add` under schedule v1: `element_arith` + `output_element`.
 const ADD_GAS: u64 = 2;
 /// Gas of one unit of weight: the cost of `transcendental` under schedule v1.
@@ -237,7 +239,10 @@ fn model(case: &Case, n: usize) -> Vec<u8> {
 /// (fuel, gas) of one run of `case` over n elements in a fresh session.
 fn measure(wasm: &WasmEngine, case: &Case, n: usize) -> (u64, u64) {
     let mut session: WasmSession = wasm.session().expect("session");
-    if let Some(report) = session.load(&model(case, n)).expect("load") {
+    if let Some(report) = session
+        .load_with_schedule(&model(case, n), SCHEDULE)
+        .expect("load")
+    {
         panic!("{} does not load: {:?}", case.label, report.failure);
     }
     let inputs = [InputTensor {

@@ -9,7 +9,7 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::limits::MAX_TENSOR_ELEMENTS;
 use cvm_engine::{ErrorCode, Status};
 use cvm_host::graphgen::ByteSource;
-use cvm_host::runner::{EngineKind, execute};
+use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, execute};
 use cvm_host::wasm::WasmEngine;
 
 /// Offsets to truncate a model of `len` bytes at.
@@ -37,6 +37,7 @@ fn truncated_and_corrupted_fixture_models() {
                 &bytes[..len],
                 &prepared.inputs,
                 1 << 30,
+                prepared.schedule,
             )
             .unwrap();
             assert!(
@@ -62,6 +63,7 @@ fn truncated_and_corrupted_fixture_models() {
                 &corrupt,
                 &prepared.inputs,
                 1 << 30,
+                prepared.schedule,
             )
             .unwrap();
             if case_index % 4 == 0 {
@@ -71,6 +73,7 @@ fn truncated_and_corrupted_fixture_models() {
                     &corrupt,
                     &prepared.inputs,
                     1 << 30,
+                    prepared.schedule,
                 )
                 .unwrap_or_else(|err| panic!("{}: bit {bit}: wasm failed: {err}", case.name));
                 assert_eq!(native, in_wasm, "{}: bit {bit}", case.name);
@@ -101,7 +104,15 @@ fn the_largest_tensor_runs_in_wasm_under_the_memory_cap() {
         data,
     }];
     let wasm = WasmEngine::new().unwrap();
-    let report = execute(EngineKind::Wasm, Some(&wasm), &model, &inputs, u64::MAX).unwrap();
+    let report = execute(
+        EngineKind::Wasm,
+        Some(&wasm),
+        &model,
+        &inputs,
+        u64::MAX,
+        CURRENT_SCHEDULE,
+    )
+    .unwrap();
     let Status::Ok { outputs } = &report.outcome.status else {
         panic!("{report:?}")
     };

@@ -10,7 +10,9 @@ use std::process::{Command, Output};
 
 use cvm_engine::Report;
 use cvm_host::hash::{HashAlgorithm, outcome_hash};
-use cvm_host::runner::{EngineKind, ModelSource, encode_inputs, execute, load_model};
+use cvm_host::runner::{
+    CURRENT_SCHEDULE, EngineKind, ModelSource, encode_inputs, execute, load_model,
+};
 use cvm_host::wasm::{
     ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key, checksum,
     config,
@@ -349,7 +351,15 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
             .unwrap()
             .bytes;
         let input = cvm_host::inputs::read_input(&digits().join("input_2.npy")).unwrap();
-        execute(EngineKind::Native, None, &model, &[input], u64::MAX).unwrap()
+        execute(
+            EngineKind::Native,
+            None,
+            &model,
+            &[input],
+            u64::MAX,
+            CURRENT_SCHEDULE,
+        )
+        .unwrap()
     };
     assert_eq!(report, native);
     let mut session = unmetered.session().unwrap();

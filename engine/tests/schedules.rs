@@ -1,0 +1,204 @@
+//! Choosing the gas schedule per load: `load_with_schedule` prices a model under the version it
+//! names, reports that version in the estimate, and charges exactly the estimate when it runs;
+//! a version the engine does not define is `UnsupportedVersion` with gas 0, whatever the bytes.
+//! Nothing here pins the numbers of a schedule: every figure is compared with the schedule's own
+//! price of the node's usage.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use cvm_engine::gas::{Param, Schedule};
+use cvm_engine::model::{
+    Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
+};
+use cvm_engine::ops;
+use cvm_engine::{ErrorCode, InputTensor, Status, ValidatedModel};
+
+fn node(name: &str, op: &str, inputs: Vec<ValueRef>, attrs: Vec<Attr>) -> Node {
+    Node {
+        name: name.into(),
+        op: ops::by_name(op).unwrap().code,
+        inputs,
+        attrs,
+    }
+}
+
+fn attr(name: &str, value: AttrValue) -> Attr {
+    Attr {
+        name: name.into(),
+        value,
+    }
+}
+
+/// dense (8-bit weights, the multiply-accumulate kernel) → relu → sum: operators whose counts
+/// differ between schedules.
+fn model() -> Vec<u8> {
+    Model {
+        inputs: vec![InputDecl {
+            name: "x".into(),
+            shape: vec![2, 20],
+            precision: 8,
+        }],
+        params: vec![ParamDecl {
+            name: "w".into(),
+            shape: vec![5, 20],
+            precision: 8,
+            data: ParamData::I8((0..100).map(|i| (i % 7 - 3) as i8).collect()),
+        }],
+        nodes: vec![
+            node(
+                "d",
+                "dense",
+                vec![ValueRef::Input(0), ValueRef::Param(0)],
+                vec![
+                    attr("units", AttrValue::Int(5)),
+                    attr("use_bias", AttrValue::Bool(false)),
+                ],
+            ),
+            node(
+                "r",
+                "relu",
+                vec![ValueRef::Node { node: 0, output: 0 }],
+                Vec::new(),
+            ),
+            node(
+                "s",
+                "sum",
+                vec![ValueRef::Node { node: 1, output: 0 }],
+                Vec::new(),
+            ),
+        ],
+        outputs: vec![OutputDecl {
+            name: "s".into(),
+            value: ValueRef::Node { node: 2, output: 0 },
+        }],
+    }
+    .encode()
+}
+
+fn inputs() -> Vec<InputTensor> {
+    vec![InputTensor {
+        shape: vec![2, 20],
+        data: (0..40).map(|i| (i * 13) % 255 - 127).collect(),
+    }]
+}
+
+/// Versions no schedule has: 0, one past the newest, and the largest.
+fn undefined_versions() -> [u32; 3] {
+    let newest = Schedule::ALL.iter().map(|s| s.version).max().unwrap();
+    [0, newest + 1, u32::MAX]
+}
+
+/// The gas of every node of `model`, priced here from its operator's usage under `schedule`.
+fn priced_here(model: &ValidatedModel, schedule: &Schedule) -> Vec<u64> {
+    model
+        .nodes
+        .iter()
+        .map(|node| {
+            let inputs: Vec<_> = node
+                .inputs
+                .iter()
+                .map(|&id| model.value_types[id].clone())
+                .collect();
+            let mut usage = node.operator.usage(&inputs, &node.output_types).unwrap();
+            let elements = node.output_types.iter().map(|ty| ty.shape.elements()).sum();
+            usage.push((Param::NodeBase, 1));
+            usage.push((Param::OutputElement, elements));
+            schedule.price(&usage).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn undefined_versions_are_unsupported_version_with_gas_0() {
+    let defined: Vec<String> = Schedule::ALL
+        .iter()
+        .map(|s| s.version.to_string())
+        .collect();
+    let (last, rest) = defined.split_last().unwrap();
+    let listed = if rest.is_empty() {
+        format!("version {last}")
+    } else {
+        format!("versions {} and {last}", rest.join(", "))
+    };
+    for version in undefined_versions().into_iter().chain([7]) {
+        // Checked before the bytes: garbage and a valid model give the same report.
+        for bytes in [model(), b"not a model".to_vec(), Vec::new()] {
+            let report = *cvm_engine::load_with_schedule(&bytes, version).unwrap_err();
+            assert_eq!(
+                report.outcome.status,
+                Status::Error {
+                    code: ErrorCode::UnsupportedVersion.number(),
+                    node: None
+                },
+                "version {version}"
+            );
+            assert_eq!(report.outcome.gas_used, 0);
+            let failure = report.failure.unwrap();
+            assert_eq!(failure.code_name, "UnsupportedVersion");
+            assert_eq!(
+                failure.message,
+                format!(
+                    "gas schedule version {version} is not defined; this engine defines {listed}"
+                )
+            );
+        }
+        let error = cvm_engine::schedule_by_version(version).unwrap_err();
+        assert_eq!(error.code, ErrorCode::UnsupportedVersion);
+    }
+}
+
+#[test]
+fn each_schedule_prices_the_model_and_charges_its_estimate() {
+    let bytes = model();
+    let mut totals = Vec::new();
+    for schedule in Schedule::ALL {
+        let version = schedule.version;
+        assert_eq!(cvm_engine::schedule_by_version(version).unwrap(), schedule);
+        let model = cvm_engine::load_with_schedule(&bytes, version).unwrap();
+        assert_eq!(model.schedule, schedule);
+        let estimate = model.estimate();
+        assert_eq!(estimate.schedule_version, version);
+        let gas: Vec<u64> = estimate.nodes.iter().map(|node| node.gas).collect();
+        assert_eq!(gas, priced_here(&model, schedule), "schedule {version}");
+        assert_eq!(estimate.total_gas, gas.iter().sum::<u64>());
+
+        let report = cvm_engine::run(&model, inputs(), u64::MAX);
+        assert!(
+            matches!(report.outcome.status, Status::Ok { .. }),
+            "{report:?}"
+        );
+        assert_eq!(report.outcome.gas_used, estimate.total_gas);
+        let starved = cvm_engine::run(&model, inputs(), estimate.total_gas - 1);
+        assert_eq!(starved.error_code(), Some(ErrorCode::OutOfGas));
+
+        let direct = ValidatedModel::from_bytes_with_schedule(&bytes, schedule).unwrap();
+        assert_eq!(direct.estimate(), estimate);
+        totals.push(estimate.total_gas);
+    }
+    // The schedules price this model differently, so a load under the wrong one would show.
+    totals.sort_unstable();
+    totals.dedup();
+    assert_eq!(totals.len(), Schedule::ALL.len(), "{totals:?}");
+}
+
+#[test]
+fn load_without_a_version_uses_the_current_schedule() {
+    let bytes = model();
+    let current = cvm_engine::load(&bytes).unwrap().estimate();
+    assert_eq!(current.schedule_version, Schedule::CURRENT.version);
+    let named = cvm_engine::load_with_schedule(&bytes, Schedule::CURRENT.version).unwrap();
+    assert_eq!(named.estimate(), current);
+    let from_bytes = ValidatedModel::from_bytes(&bytes).unwrap();
+    assert_eq!(from_bytes.estimate(), current);
+}
+
+#[test]
+fn load_failures_other_than_the_version_are_the_same_under_every_schedule() {
+    let mut truncated = model();
+    truncated.truncate(truncated.len() / 2);
+    let reports: Vec<_> = Schedule::ALL
+        .iter()
+        .map(|s| *cvm_engine::load_with_schedule(&truncated, s.version).unwrap_err())
+        .collect();
+    assert_eq!(reports[0].error_code(), Some(ErrorCode::MalformedModel));
+    assert!(reports.iter().all(|report| report == &reports[0]));
+}
