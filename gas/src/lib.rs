@@ -149,8 +149,8 @@ impl Schedule {
     /// Every published schedule, oldest first.
     pub const ALL: [&'static Schedule; 2] = [&Self::V1, &Self::V2];
 
-    /// The schedule the engine uses when a caller names none.
-    pub const CURRENT: &'static Schedule = &Self::V1;
+    /// The schedule the engine uses when a caller names none: the calibrated version 2.
+    pub const CURRENT: &'static Schedule = &Self::V2;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -221,6 +221,7 @@ mod tests {
         assert_eq!(Schedule::by_version(2), Some(&Schedule::V2));
         assert_eq!(Schedule::by_version(0), None);
         assert_eq!(Schedule::by_version(3), None);
+        assert_eq!(Schedule::CURRENT, &Schedule::V2);
     }
 
     #[test]
