@@ -96,7 +96,7 @@ pub enum BroadcastKind {
 /// - Overflow: impossible within the inferred precisions (values never reach −2^31, so even
 ///   A / −1 fits); every result is still narrowed checked from i64.
 /// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
-/// - Gas: `element_arith` × output elements.
+/// - Gas (v1): `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Broadcast {
     kind: BroadcastKind,

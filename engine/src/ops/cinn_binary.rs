@@ -94,7 +94,7 @@ impl BinaryKind {
 ///   `IntegerOverflow` (a result outside ±(2^31 − 1), a left shift that loses bits);
 ///   `DomainError` (Power of x ≤ 0 with a non-integral exponent; a shift tensor value outside
 ///   0..=31); `AttributeOutOfRange` (F outside 0..=30, `shift` outside 0..=31).
-/// - Gas: `element_arith` × output elements (Power: plus `transcendental` × 16 per element, its
+/// - Gas (v1): `element_arith` × output elements (Power: plus `transcendental` × 16 per element, its
 ///   measured weight; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnBinary {
@@ -336,7 +336,7 @@ pub const DOT: OpDef = row(155, "Dot", Arity::Exactly(2), ARITH, |attrs, _| {
 /// - Attribute: `frac_bits` F in 0..=30, default 0: the exact sum of products, rescaled by F with
 ///   one rounding (halves away from zero).
 /// - Precision: 32. Errors: `ShapeMismatch` (ranks above 2, K differs), `IntegerOverflow`.
-/// - Gas: `multiply_accumulate` × output elements · K + `element_arith` × output elements.
+/// - Gas (v1): `multiply_accumulate` × output elements · K + `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Dot {
     frac_bits: u32,

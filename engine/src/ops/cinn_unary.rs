@@ -99,7 +99,7 @@ pub enum UnaryKind {
 /// - Errors: `DomainError` (log of x ≤ 0, sqrt of x < 0, rsqrt of x ≤ 0, asin/acos outside
 ///   [−1, 1], atanh at or beyond ±1, acosh below 1), `IntegerOverflow` (a result outside
 ///   ±(2^31 − 1)), `AttributeOutOfRange` (F outside 0..=30).
-/// - Gas: `element_arith` × elements, plus `transcendental` × elements × the function's weight
+/// - Gas (v1): `element_arith` × elements, plus `transcendental` × elements × the function's weight
 ///   (its measured cost relative to an add; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnUnary {

@@ -67,7 +67,7 @@ pub enum UnaryKind {
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `PrecisionConstraint`
 ///   (`cvm_left_shift` with p + shift_bit > 32), `PrecisionOverflow` (`clip` bounds needing
 ///   more than 32 bits).
-/// - Gas: `element_arith` × elements.
+/// - Gas (v1): `element_arith` × elements.
 #[derive(Debug)]
 pub struct Unary {
     kind: UnaryKind,

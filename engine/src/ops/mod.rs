@@ -43,7 +43,10 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     /// `ShapeMismatch`, `PrecisionOverflow`, `PrecisionConstraint`, `AttributeOutOfRange`, ...
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>>;
 
-    /// The work of one application, from types alone. Only called after `infer` accepted them.
+    /// The work of one application, from types alone: the counts of every schedule version
+    /// (the `Gas (v1)` line of each operator's documentation gives the version 1 counts; the
+    /// version 2 counts are commented in each `usage` and tabled in docs/gas.md). Only called
+    /// after `infer` accepted the types.
     ///
     /// # Errors
     /// `LimitExceeded` if a count overflows `u64`.

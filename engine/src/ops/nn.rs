@@ -72,7 +72,7 @@ pub const CONV2D: OpDef = OpDef {
 /// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
 ///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas: `multiply_accumulate` × N·OC·OH·OW·IC·KH·KW + `element_arith` × N·OC·OH·OW.
+/// - Gas (v1): `multiply_accumulate` × N·OC·OH·OW·IC·KH·KW + `element_arith` × N·OC·OH·OW.
 #[derive(Debug)]
 pub struct Conv2d {
     channels: Option<u32>,
@@ -475,7 +475,7 @@ pub const DENSE: OpDef = OpDef {
 ///   the bias addition is checked.
 /// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas: `multiply_accumulate` × M·N·K + `element_arith` × M·N.
+/// - Gas (v1): `multiply_accumulate` × M·N·K + `element_arith` × M·N.
 #[derive(Debug)]
 pub struct Dense {
     units: Option<u32>,
@@ -682,7 +682,7 @@ pub const MAX_POOL2D: OpDef = OpDef {
 /// - Precision: same as X.
 /// - Errors: `MissingAttribute` (`pool_size`), `ShapeMismatch` (rank, an input height or width
 ///   of 0), `AttributeOutOfRange`.
-/// - Gas: `window_compare` × N·C·OH·OW·PSH·PSW.
+/// - Gas (v1): `window_compare` × N·C·OH·OW·PSH·PSW.
 #[derive(Debug)]
 pub struct MaxPool2d {
     pool_size: [u32; 2],

@@ -72,7 +72,7 @@ pub enum ReduceKind {
 /// - Errors: `AttributeOutOfRange` (axis outside [−N, N), duplicate axes), `ShapeMismatch`
 ///   (`max` over an axis of size 0 that leaves output elements without any input element),
 ///   `PrecisionOverflow`.
-/// - Gas: `element_arith` × input elements.
+/// - Gas (v1): `element_arith` × input elements.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,

@@ -148,7 +148,7 @@ pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
 ///   ≤ 0 has IoU 0.
 /// - Precision: max(pX, 2) (2 holds the −1 fill; cvm-compat gives pX).
 /// - Errors: `ShapeMismatch` (ranks, K ≠ 6, batch sizes differ), `AttributeOutOfRange`.
-/// - Gas: `window_compare` × B·N·N (the pairwise IoU tests, worst case) + `element_copy` ×
+/// - Gas (v1): `window_compare` × B·N·N (the pairwise IoU tests, worst case) + `element_copy` ×
 ///   B·N·6.
 #[derive(Debug)]
 pub struct NonMaxSuppression {
