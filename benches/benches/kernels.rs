@@ -236,6 +236,19 @@ fn other_kernels(c: &mut Criterion) {
         c,
         &wasm,
         &single_node(
+            "broadcast_add_channel_bias_64x32x32",
+            "broadcast_add",
+            &shape,
+            &[&[64, 1, 1]],
+            vec![],
+            &shape,
+        ),
+        Param::ElementArith,
+    );
+    bench_kernel(
+        c,
+        &wasm,
+        &single_node(
             "sum_axis1_64x32x32",
             "sum",
             &shape,

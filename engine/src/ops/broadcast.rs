@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, narrow, output_precision, walk};
+use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, steps, walk};
 use crate::error::Result;
 use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -127,9 +127,9 @@ pub fn broadcast_shape(a: &[u32], b: &[u32]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// Version 2 steps per output element of the broadcasting index walk ([`broadcast_apply`]
-/// with operands of different shapes), beyond the operation itself.
-pub const BROADCAST_WALK_STEPS: u64 = 16;
+/// Version 2 steps per run of a broadcast ([`Runs`]): one step of the index walk over the
+/// leading axes and the dispatch of the run's loop.
+pub const BROADCAST_RUN_STEPS: u64 = 24;
 
 /// Strides (in elements) that read operand `dims` at output coordinates of `out_dims`:
 /// 0 along broadcast axes.
@@ -146,7 +146,149 @@ fn broadcast_strides(dims: &[u32], out_dims: &[u32]) -> Vec<usize> {
     strides
 }
 
-/// Applies `op` to every broadcast pair of `a` and `b`, writing `out` (of shape `out_dims`).
+/// How an operand is read along one run of the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// `run` consecutive elements.
+    Contiguous,
+    /// One element, repeated over the run.
+    Repeated,
+}
+
+/// A broadcast of two operands cut into runs: the output's trailing axes from `split` on hold
+/// `run` consecutive elements along which each operand is either read contiguously or repeats
+/// one value; the leading axes are walked, one step per run. Equal shapes are one run; a bias
+/// row added to a matrix is one run per row, both operands contiguous; a column is one run per
+/// row, the column's value repeated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runs {
+    split: usize,
+    run: usize,
+    reads: [Read; 2],
+    strides: [Vec<usize>; 2],
+}
+
+impl Runs {
+    /// The runs of operands of shapes `a` and `b` broadcast to `out` (as `broadcast_shape`
+    /// returned it).
+    pub fn new(a: &[u32], b: &[u32], out: &[u32]) -> Runs {
+        let strides = [broadcast_strides(a, out), broadcast_strides(b, out)];
+        let (mut split, mut run) = (out.len(), 1usize);
+        let mut reads: [Option<Read>; 2] = [None, None];
+        'axes: while split > 0 {
+            let axis = split - 1;
+            let dim = out[axis] as usize;
+            if dim != 1 {
+                let mut extended = reads;
+                for (read, stride) in extended.iter_mut().zip(&strides) {
+                    let this = match stride[axis] {
+                        0 => Read::Repeated,
+                        s if s == run => Read::Contiguous,
+                        _ => break 'axes,
+                    };
+                    match *read {
+                        Some(earlier) if earlier != this => break 'axes,
+                        _ => *read = Some(this),
+                    }
+                }
+                reads = extended;
+                run = run.saturating_mul(dim);
+            }
+            split = axis;
+        }
+        Runs {
+            split,
+            run,
+            reads: reads.map(|read| read.unwrap_or(Read::Contiguous)),
+            strides,
+        }
+    }
+
+    /// The number of runs of an output of `elements` elements.
+    pub fn count(&self, elements: u64) -> u64 {
+        elements.checked_div(self.run as u64).unwrap_or(0)
+    }
+}
+
+/// One operand along a run: its `run` values, or one value repeated.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// The run's values.
+    Slice(&'a [i32]),
+    /// One value for the whole run.
+    Scalar(i32),
+}
+
+/// Calls `per_run` for every run of `out` (shape `out_dims`) with the operands' values along it
+/// ([`Runs`]).
+///
+/// # Errors
+/// Whatever `per_run` returns; `ShapeMismatch` if an operand holds fewer elements than its
+/// shape (only for operands `infer` did not accept).
+pub fn broadcast_runs(
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out_dims: &[u32],
+    out: &mut [i32],
+    mut per_run: impl FnMut(&mut [i32], Operand<'_>, Operand<'_>) -> Result<()>,
+) -> Result<()> {
+    let runs = Runs::new(a.dims, b.dims, out_dims);
+    if runs.run == 0 || out.is_empty() {
+        return Ok(());
+    }
+    let mut chunks = out.chunks_exact_mut(runs.run);
+    let [strides_a, strides_b] = [
+        &runs.strides[0][..runs.split],
+        &runs.strides[1][..runs.split],
+    ];
+    walk(
+        &out_dims[..runs.split],
+        [strides_a, strides_b],
+        |[offset_a, offset_b]| {
+            let Some(y) = chunks.next() else {
+                return Ok(());
+            };
+            per_run(
+                y,
+                operand(a.data, offset_a, runs.run, runs.reads[0])?,
+                operand(b.data, offset_b, runs.run, runs.reads[1])?,
+            )
+        },
+    )
+}
+
+/// The values of an operand along the run of `run` elements that starts at `offset`.
+///
+/// # Errors
+/// `ShapeMismatch` if the operand holds fewer elements (only for operands `infer` did not
+/// accept).
+fn operand(data: &[i32], offset: usize, run: usize, how: Read) -> Result<Operand<'_>> {
+    let values = match how {
+        Read::Contiguous => offset
+            .checked_add(run)
+            .and_then(|end| data.get(offset..end))
+            .map(Operand::Slice),
+        Read::Repeated => data.get(offset).map(|&value| Operand::Scalar(value)),
+    };
+    values.ok_or_else(|| {
+        fail!(
+            ShapeMismatch,
+            "a broadcast operand is shorter than its shape"
+        )
+    })
+}
+
+/// The number of runs ([`Runs`]) of an operator whose output `output` is the broadcast of
+/// `inputs`: 1 for one input.
+pub fn run_count(inputs: &[TensorType], output: &TensorType) -> u64 {
+    match inputs {
+        [a, b, ..] => Runs::new(a.dims(), b.dims(), output.dims()).count(output.shape.elements()),
+        _ => 1,
+    }
+}
+
+/// Applies `op` to every broadcast pair of `a` and `b`, writing `out` (of shape `out_dims`),
+/// run by run ([`Runs`]).
 ///
 /// # Errors
 /// Whatever `op` returns.
@@ -157,21 +299,44 @@ pub fn broadcast_apply(
     out: &mut [i32],
     op: impl Fn(i32, i32) -> Result<i32>,
 ) -> Result<()> {
-    if a.dims == out_dims && b.dims == out_dims {
-        for ((y, &x), &z) in out.iter_mut().zip(a.data).zip(b.data) {
-            *y = op(x, z)?;
+    broadcast_runs(a, b, out_dims, out, |y, x, z| match (x, z) {
+        (Operand::Slice(x), Operand::Slice(z)) => y
+            .iter_mut()
+            .zip(x)
+            .zip(z)
+            .try_for_each(|((y, &x), &z)| op(x, z).map(|v| *y = v)),
+        (Operand::Slice(x), Operand::Scalar(z)) => y
+            .iter_mut()
+            .zip(x)
+            .try_for_each(|(y, &x)| op(x, z).map(|v| *y = v)),
+        (Operand::Scalar(x), Operand::Slice(z)) => y
+            .iter_mut()
+            .zip(z)
+            .try_for_each(|(y, &z)| op(x, z).map(|v| *y = v)),
+        (Operand::Scalar(x), Operand::Scalar(z)) => {
+            y.fill(op(x, z)?);
+            Ok(())
         }
-        return Ok(());
-    }
-    let stride_a = broadcast_strides(a.dims, out_dims);
-    let stride_b = broadcast_strides(b.dims, out_dims);
-    let mut slots = out.iter_mut();
-    walk(out_dims, [&stride_a, &stride_b], |[offset_a, offset_b]| {
-        if let Some(y) = slots.next() {
-            *y = op(a.data[offset_a], b.data[offset_b])?;
-        }
-        Ok(())
     })
+}
+
+/// `y = op(x, z)` along one run, for an infallible `op`: loops the compiler vectorises.
+#[inline(always)]
+fn map_run(y: &mut [i32], x: Operand<'_>, z: Operand<'_>, op: impl Fn(i32, i32) -> i32) {
+    match (x, z) {
+        (Operand::Slice(x), Operand::Slice(z)) => zip_map(y, x, z, op),
+        (Operand::Slice(x), Operand::Scalar(z)) => {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = op(x, z);
+            }
+        }
+        (Operand::Scalar(x), Operand::Slice(z)) => {
+            for (y, &z) in y.iter_mut().zip(z) {
+                *y = op(x, z);
+            }
+        }
+        (Operand::Scalar(x), Operand::Scalar(z)) => y.fill(op(x, z)),
+    }
 }
 
 /// `y[i] = op(x[i], z[i])`: an infallible loop the compiler can vectorise.
@@ -199,61 +364,35 @@ impl Operator for Broadcast {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
-        let same_shapes = inputs.iter().all(|input| input.shape == outputs[0].shape);
-        let steps = match (self.kind, same_shapes) {
-            // The vectorised loop of equal shapes.
-            (BroadcastKind::Div, true) => ElementSteps::new(200, 6),
-            (_, true) => ElementSteps::new(128, 0),
-            // The index walk of broadcasting.
-            (BroadcastKind::Div, false) => ElementSteps::new(200, 18),
-            (_, false) => ElementSteps::new(128, BROADCAST_WALK_STEPS),
+        // Version 2: a step of the walk per run, and per element the run's loop: vectorised
+        // for every kind but Div, which checks each quotient.
+        let (setup, per_element) = match self.kind {
+            BroadcastKind::Div => (200, 6),
+            _ => (128, 0),
         };
+        let runs = run_count(inputs, &outputs[0]);
         Ok(vec![
             (Param::ElementArith, elements),
-            steps.usage(elements)?,
+            steps(
+                setup,
+                &[(per_element, elements), (BROADCAST_RUN_STEPS, runs)],
+            )?,
         ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let out = &mut outputs[0];
         let (a, b) = (&inputs[0], &inputs[1]);
-        if a.dims == out.dims && b.dims == out.dims {
-            // Same shapes: a loop without early exit, which the compiler vectorises. Precision
-            // inference bounds the exact result within the output precision ≤ 32 (Add, Sub:
-            // max(pA, pB) + 1; Mul: pA + pB), so the wrapping operations never wrap.
-            let (y, x, z) = (&mut *out.data, a.data, b.data);
-            match self.kind {
-                BroadcastKind::Add => zip_map(y, x, z, i32::wrapping_add),
-                BroadcastKind::Sub => zip_map(y, x, z, i32::wrapping_sub),
-                BroadcastKind::Mul => zip_map(y, x, z, i32::wrapping_mul),
-                BroadcastKind::Max => zip_map(y, x, z, i32::max),
-                BroadcastKind::Greater => zip_map(y, x, z, |x, z| i32::from(x > z)),
-                BroadcastKind::Div => return self.run_broadcast(a, b, out),
-            }
-            return Ok(());
-        }
-        self.run_broadcast(a, b, out)
-    }
-}
-
-impl Broadcast {
-    /// The general path: any broadcast, every result checked.
-    fn run_broadcast(
-        &self,
-        a: &TensorRef<'_>,
-        b: &TensorRef<'_>,
-        out: &mut TensorMut<'_>,
-    ) -> Result<()> {
+        // Precision inference bounds every exact result within the output precision ≤ 32
+        // (Add, Sub: max(pA, pB) + 1; Mul: pA + pB), so the wrapping operations never wrap and
+        // each run is a loop without early exit, which the compiler vectorises. Only Div
+        // checks each result.
         match self.kind {
-            BroadcastKind::Add => broadcast_apply(a, b, out.dims, out.data, |x, y| {
-                narrow(i64::from(x) + i64::from(y))
-            }),
-            BroadcastKind::Sub => broadcast_apply(a, b, out.dims, out.data, |x, y| {
-                narrow(i64::from(x) - i64::from(y))
-            }),
-            BroadcastKind::Mul => broadcast_apply(a, b, out.dims, out.data, |x, y| {
-                narrow(i64::from(x) * i64::from(y))
-            }),
+            BroadcastKind::Add => wrapping_runs(a, b, out, i32::wrapping_add),
+            BroadcastKind::Sub => wrapping_runs(a, b, out, i32::wrapping_sub),
+            BroadcastKind::Mul => wrapping_runs(a, b, out, i32::wrapping_mul),
+            BroadcastKind::Max => wrapping_runs(a, b, out, i32::max),
+            BroadcastKind::Greater => wrapping_runs(a, b, out, |x, z| i32::from(x > z)),
             BroadcastKind::Div => broadcast_apply(a, b, out.dims, out.data, |x, y| {
                 // Truncating division; a zero divisor gives 0 (cvm-compat §6, kept on purpose).
                 if y == 0 {
@@ -262,17 +401,54 @@ impl Broadcast {
                     narrow(i64::from(x) / i64::from(y))
                 }
             }),
-            BroadcastKind::Max => broadcast_apply(a, b, out.dims, out.data, |x, y| Ok(x.max(y))),
-            BroadcastKind::Greater => {
-                broadcast_apply(a, b, out.dims, out.data, |x, y| Ok(i32::from(x > y)))
-            }
         }
     }
+}
+
+/// Writes `op(a, b)` into `out` run by run, for an `op` that cannot fail.
+fn wrapping_runs(
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    op: impl Fn(i32, i32) -> i32 + Copy,
+) -> Result<()> {
+    broadcast_runs(a, b, out.dims, out.data, |y, x, z| {
+        map_run(y, x, z, op);
+        Ok(())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_cover_the_longest_suffix_read_contiguously_or_repeated() {
+        let runs = |a: &[u32], b: &[u32], out: &[u32]| {
+            let r = Runs::new(a, b, out);
+            (r.split, r.run, r.reads)
+        };
+        use Read::{Contiguous as C, Repeated as R};
+        // Equal shapes: one run.
+        assert_eq!(runs(&[4, 5, 6], &[4, 5, 6], &[4, 5, 6]), (0, 120, [C, C]));
+        // A bias row: one run per row, both contiguous.
+        assert_eq!(runs(&[8, 16], &[16], &[8, 16]), (1, 16, [C, C]));
+        // A column: one run per row, the column's value repeated.
+        assert_eq!(runs(&[8, 16], &[8, 1], &[8, 16]), (1, 16, [C, R]));
+        // A per-channel value over NCHW planes: one run per plane.
+        assert_eq!(
+            runs(&[2, 3, 4, 5], &[3, 1, 1], &[2, 3, 4, 5]),
+            (2, 20, [C, R])
+        );
+        // Axes of length 1 never cut a run.
+        assert_eq!(runs(&[8, 1, 16], &[1, 1, 16], &[8, 1, 16]), (1, 16, [C, C]));
+        // An outer product: runs along the last axis only.
+        assert_eq!(runs(&[6, 1], &[1, 7], &[6, 7]), (1, 7, [R, C]));
+        // A scalar against anything: one run.
+        assert_eq!(runs(&[], &[3, 4], &[3, 4]), (0, 12, [R, C]));
+        assert_eq!(Runs::new(&[8, 16], &[16], &[8, 16]).count(128), 8);
+        assert_eq!(Runs::new(&[0, 16], &[16], &[0, 16]).count(0), 0);
+    }
 
     #[test]
     fn shapes_broadcast_like_numpy() {

@@ -11,9 +11,9 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::broadcast::{BROADCAST_WALK_STEPS, broadcast_apply, broadcast_shape};
+use super::broadcast::{BROADCAST_RUN_STEPS, broadcast_apply, broadcast_shape, run_count};
 use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, cinn_row as row, count, steps};
+use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, steps};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -62,8 +62,8 @@ pub enum BinaryKind {
 }
 
 impl BinaryKind {
-    /// Version 2 steps per output element of same-shape operands (broadcasting adds
-    /// [`BROADCAST_WALK_STEPS`]): the i64 arithmetic of the primitive and its checks.
+    /// Version 2 steps per output element: the i64 arithmetic of the primitive and its checks
+    /// (a broadcast adds [`BROADCAST_RUN_STEPS`] per run).
     fn steps_per_element(self) -> u64 {
         match self {
             BinaryKind::Power => 5390,
@@ -193,20 +193,21 @@ impl Operator for CinnBinary {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
-        let walk = if inputs.iter().all(|input| input.shape == outputs[0].shape) {
-            0
-        } else {
-            BROADCAST_WALK_STEPS
-        };
         let setup = if self.kind == BinaryKind::Power {
             0
         } else {
             128
         };
-        let per_element = self.kind.steps_per_element() + walk;
+        let runs = run_count(inputs, &outputs[0]);
         let mut usage = vec![
             (Param::ElementArith, elements),
-            ElementSteps::new(setup, per_element).usage(elements)?,
+            steps(
+                setup,
+                &[
+                    (self.kind.steps_per_element(), elements),
+                    (BROADCAST_RUN_STEPS, runs),
+                ],
+            )?,
         ];
         if self.kind == BinaryKind::Power {
             usage.push((Param::Transcendental, count(&[elements, 16])?));

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::broadcast::BROADCAST_WALK_STEPS;
+use super::broadcast::{BROADCAST_RUN_STEPS, run_count};
 use super::broadcast::{broadcast_apply, broadcast_shape};
 use super::{
     Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis, steps,
@@ -675,15 +675,11 @@ impl Operator for Compare {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
-        // Version 2: a comparison per element, plus the index walk when shapes differ.
-        let walk = if inputs.iter().all(|input| input.shape == outputs[0].shape) {
-            0
-        } else {
-            BROADCAST_WALK_STEPS
-        };
+        // Version 2: a comparison per element, a step of the walk per run.
+        let runs = run_count(inputs, &outputs[0]);
         Ok(vec![
             (Param::ElementArith, elements),
-            ElementSteps::new(128, 1 + walk).usage(elements)?,
+            steps(128, &[(1, elements), (BROADCAST_RUN_STEPS, runs)])?,
         ])
     }
 
