@@ -102,7 +102,9 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
         let group_in = if kind == 1 { 1 } else { rng.size(1, 9) };
         let group_out = rng.size(1, 7);
         let (kernel_h, kernel_w) = (rng.size(1, 5), rng.size(1, 5));
-        let (height, width) = (rng.size(1, 19), rng.size(1, 27));
+        // Depthwise shapes also come with long rows (up to 90 columns).
+        let widest = if kind == 1 && rng.chance(50) { 90 } else { 27 };
+        let (height, width) = (rng.size(1, 19), rng.size(1, widest));
         let strides = [rng.size(1, 3), rng.size(1, 3)];
         let dilation = [rng.size(1, 2), rng.size(1, 3)];
         let padding = if rng.chance(10) {
@@ -146,6 +148,7 @@ fn run_conv<S: Simd>(s: &ConvShape, data: &[i32], weights: &[i32], prepared: boo
 fn conv2d_kernels_equal_the_formula() {
     let mut rng = Rng(0x5EED_C0DE);
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
+    let mut depthwise_blocks = 0;
     let (mut channels_last, mut checked_gather) = (0, 0);
     for case in 0..600 {
         let shape = random_shape(&mut rng, case % 3);
@@ -170,6 +173,9 @@ fn conv2d_kernels_equal_the_formula() {
         }
         if shape.uses_depthwise() {
             depthwise += 1;
+            if shape.out_w >= 32 {
+                depthwise_blocks += 1;
+            }
         } else if shape.group_in() == 1 {
             fallback += 1;
         }
@@ -179,6 +185,10 @@ fn conv2d_kernels_equal_the_formula() {
     }
     // Every path ran many times.
     assert!(depthwise >= 150, "{depthwise} depthwise cases");
+    assert!(
+        depthwise_blocks >= 30,
+        "{depthwise_blocks} depthwise cases with rows of 32 outputs or more"
+    );
     assert!(
         fallback >= 5,
         "{fallback} depthwise shapes on the im2col kernel"
