@@ -516,8 +516,8 @@ pub const BROADCAST_TO: OpDef = OpDef {
 /// - Input: `var` of rank R.
 /// - Attributes: `out_shape` (required; entries in 0..=2^32 − 1); `broadcast_axes` (required;
 ///   R entries, strictly increasing, each in [0, len(out_shape))): input axis i maps to output
-///   axis broadcast_axes[i], whose length must equal the input's n_i unless n_i = 1.
-/// - Output: `out_shape`; `Y[d] = X[e]` with e_i = d_{broadcast_axes[i]}, or 0 where n_i = 1.
+///   axis `broadcast_axes[i]`, whose length must equal the input's n_i unless n_i = 1.
+/// - Output: `out_shape`; `Y[d] = X[e]` with `e_i = d_{broadcast_axes[i]}`, or 0 where n_i = 1.
 ///   Output axes no input axis maps to repeat the data.
 /// - Precision: same as the input.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (entries out of range, axes not strictly
@@ -1912,7 +1912,7 @@ pub const SLICE: OpDef = OpDef {
 ///
 /// - Input: `input` of rank N.
 /// - Attributes: `axes`, `starts`, `ends` (all required, of equal length): distinct axes in
-///   [0, N); on axis a = axes[i], 0 ≤ starts[i] < ends[i] ≤ n_a (no negative or clamped indices,
+///   [0, N); on axis `a = axes[i]`, `0 ≤ starts[i] < ends[i] ≤ n_a` (no negative or clamped indices,
 ///   as spec 002 states). Axes not listed are kept whole.
 /// - Output: the input shape with ends − starts on every listed axis;
 ///   `Y[d] = X[d + starts]`. Precision: the input's.
@@ -2018,11 +2018,11 @@ pub const TRANSPOSE: OpDef = OpDef {
     },
 };
 
-/// Permutes axes (spec 002 "Transpose"): output axis i is input axis axis[i].
+/// Permutes axes (spec 002 "Transpose"): output axis i is input axis `axis[i]`.
 ///
 /// - Input: `input` of rank N.
 /// - Attribute: `axis` (required): a permutation of 0..N (N entries, each in [0, N), distinct).
-/// - Output: dims n_{axis[i]}; `Y[d] = X[e]` with e_{axis[i]} = d_i. Precision: the input's.
+/// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
 /// - Gas (v1): `element_copy` × elements.

@@ -92,7 +92,7 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///   and 1); `pixel_offset` (bool, default true): offset = 1 (2^F) when set, else 0.
 /// - Outputs: `rpn_rois` [N·post_nms_top_n, 4] (xmin, ymin, xmax, ymax) in Q(F), precision 32;
 ///   `rpn_roi_probs` [N·post_nms_top_n, 1], the kept boxes' input scores, precision 32;
-///   `rpn_rois_num` [N], the rows of each image; `rpn_rois_batch_size` [1], their sum, both of
+///   `rpn_rois_num` \[N\], the rows of each image; `rpn_rois_batch_size` \[1\], their sum, both of
 ///   precision bits(N·post_nms_top_n) + 1. The images' rows are packed in image order from row
 ///   0; rows after the `rpn_rois_batch_size` valid ones are zero.
 /// - Per image (spec 003 §1.2):
@@ -100,7 +100,7 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///      descending, ties by lower flat anchor index (the references leave ties unspecified);
 ///      this order is also the NMS order.
 ///   2. Decode (spec formulas): w = xmax − xmin + offset, cx = xmin + w/2 (likewise h, cy);
-///      d_cx = cx + dx·w·var[0]; d_w = e^min(dw·var[2], clip)·w, where clip is the Q(F) value
+///      `d_cx = cx + dx·w·var[0]`; `d_w = e^min(dw·var[2], clip)·w`, where clip is the Q(F) value
 ///      nearest ln(1000/16); xmin' = d_cx − d_w/2, xmax' = d_cx + d_w/2 − offset (likewise y).
 ///   3. Clip x to [0, im_w − offset] and y to [0, im_h − offset]; keep the box iff
 ///      xmax − xmin + offset ≥ min_size and ymax − ymin + offset ≥ min_size, and, with

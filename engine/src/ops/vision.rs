@@ -136,7 +136,7 @@ pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
 ///   (default false); and the fixed layout attributes the runtime requires: `coord_start` = 2,
 ///   `score_index` = 1, `id_index` = 0, `return_indices` = false, `invalid_to_bottom` = true
 ///   (defaults; other values are rejected).
-/// - Per batch b: T = clamp(valid_count[b], 0, N); the first T rows are ordered by score
+/// - Per batch b: T = clamp(`valid_count[b]`, 0, N); the first T rows are ordered by score
 ///   descending, ties by lower row index. Candidates are the first min(top_k, T) of them; a
 ///   candidate with a negative id is skipped; it is kept unless a kept box of the same id (any
 ///   id with `force_suppress`) overlaps it with IoU ≥ iou_threshold percent. The kept rows come
