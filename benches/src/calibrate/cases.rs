@@ -490,6 +490,37 @@ fn conv2d_padded(name: &'static str, channels: u32, depthwise: bool) -> Config {
     })
 }
 
+/// CINN `Conv` of one type with a 1×41 kernel over an input one column wide, padded by 20 on
+/// each side: 40 of the 41 columns of every window row fall in the padding, the loops' worst
+/// case. `n` counts the products the loops visit, in bounds or not.
+fn cinn_conv_wide_padding(name: &'static str, conv_type: &'static str) -> Config {
+    config("Conv", name, move |rng, n| {
+        let rows = (n / (4 * 4 * 41)).clamp(1, 1 << 16) as u32;
+        let x = [1, 4, rows, 1];
+        let w = [4, 4, 1, 41];
+        let y = [1, 4, rows, 1];
+        let graph = match conv_type {
+            "backward_filter" => Graph::new()
+                .input(&x, 8, rng.int8(elements(&x)))
+                .input(&y, 8, rng.int8(elements(&y)))
+                .attr("output_shape", ints(&w.map(i64::from))),
+            _ => Graph::new().input(&x, 8, rng.int8(elements(&x))).param(
+                &w,
+                8,
+                rng.int8(elements(&w)),
+            ),
+        };
+        graph
+            .attr("conv_type", text(conv_type))
+            .attr("strides", ints(&[1, 1]))
+            .attr("dilations", ints(&[1, 1]))
+            .attr("paddings", ints(&[0, 20]))
+            .attr("groups", int(1))
+            .attr("frac_bits", int(8))
+            .node("Conv")
+    })
+}
+
 /// CINN `Conv` of one type; `n` counts the elements of y (forward) or grad_y (backward).
 fn cinn_conv(name: &'static str, conv_type: &'static str, shape: ConvShape) -> Config {
     config("Conv", name, move |rng, n| {
@@ -1012,6 +1043,18 @@ fn transform_configs() -> Vec<Config> {
                 .attr("axis", int(1))
                 .node("concatenate")
         }),
+        config(
+            "concatenate",
+            "16 inputs of one column, axis 1",
+            |rng, n| {
+                let x = [(n / 16).max(1) as u32, 1];
+                let mut graph = Graph::new();
+                for _ in 0..16 {
+                    graph = graph.input(&x, 8, rng.int8(elements(&x)));
+                }
+                graph.attr("axis", int(1)).node("concatenate")
+            },
+        ),
         int8_unary("expand_dims", "", vec![("axis", int(1))]),
         int8_unary("reshape", "", vec![("shape", ints(&[-1]))]),
         config("squeeze", "", |rng, n| {
@@ -1176,6 +1219,11 @@ fn cinn_configs() -> Vec<Config> {
                 .node("Concat")
         }),
         cinn_conv("forward 3x3 16->16", "forward", conv(16, 16, 3, false)),
+        cinn_conv_wide_padding("forward 1x41 over one padded column", "forward"),
+        cinn_conv_wide_padding(
+            "backward_filter 1x41 over one padded column",
+            "backward_filter",
+        ),
         cinn_conv("forward 1x1 64->64", "forward", conv(64, 64, 1, false)),
         cinn_conv("forward depthwise 3x3 32", "forward", conv(32, 32, 3, true)),
         cinn_conv(

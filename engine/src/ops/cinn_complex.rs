@@ -1310,10 +1310,13 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 }
 
 impl Conv {
-    /// The work of the three loops, for version 2 gas: the products the loops compute (taps
-    /// that fall in the padding are skipped, so only in-bounds products count) and the
-    /// innermost rows they enter (each with its index set-up).
-    fn loop_counts(&self, g: &ConvGeometry) -> Result<(u64, u64)> {
+    /// The work of the three loops, for version 2 gas: the products they compute (taps that
+    /// fall in the padding are skipped, so only in-bounds products count), the innermost rows
+    /// they enter (each with its index set-up), and the columns those rows visit. The forward
+    /// and backward_filter loops visit every column of a window row and skip those in the
+    /// padding, which costs about as much as a product when most of the window is padding;
+    /// backward_data visits only the taps that reach the input, so it has no such columns.
+    fn loop_counts(&self, g: &ConvGeometry) -> Result<(u64, u64, u64)> {
         let axis = |a: usize| {
             in_bounds_taps(
                 g.out[a],
@@ -1325,11 +1328,12 @@ impl Conv {
             )
         };
         let n = |v: usize| v as u64;
+        let rows_inside = axis(0);
         let macs = count(&[
             n(g.batch),
             n(g.out_channels),
             n(g.group_channels),
-            axis(0),
+            rows_inside,
             axis(1),
         ])?;
         let groups = u64::from(self.groups.max(1));
@@ -1359,7 +1363,18 @@ impl Conv {
                 n(g.out[0]),
             ])?,
         };
-        Ok((macs, rows))
+        let columns = match self.conv_type {
+            ConvType::BackwardData => 0,
+            ConvType::Forward | ConvType::BackwardFilter => count(&[
+                n(g.batch),
+                n(g.out_channels),
+                n(g.group_channels),
+                rows_inside,
+                n(g.out[1]),
+                n(g.kernel[1]),
+            ])?,
+        };
+        Ok((macs, rows, columns))
     }
 }
 
@@ -1381,12 +1396,12 @@ impl Operator for Conv {
         factors.extend(per_output);
         let out_elements = outputs[0].shape.elements();
         let (geometry, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
-        let (macs, rows) = self.loop_counts(&geometry)?;
+        let (macs, rows, columns) = self.loop_counts(&geometry)?;
         Ok(vec![
             (Param::MultiplyAccumulate, count(&factors)?),
             (Param::ElementArith, out_elements),
             (Param::WideMultiplyAccumulate, macs),
-            steps(1100, &[(13, macs), (31, rows), (94, out_elements)])?,
+            steps(700, &[(20, columns), (30, rows), (80, out_elements)])?,
         ])
     }
 

@@ -11,7 +11,9 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, resolve_axis, walk};
+use super::{
+    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, resolve_axis, steps, walk,
+};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -523,8 +525,9 @@ impl Concatenate {
     }
 }
 
-/// Version 2 steps of `concatenate`: contiguous block copies.
-const CONCATENATE_STEPS: ElementSteps = ElementSteps::new(128, 0);
+/// Version 2 steps of `concatenate` per block copied (one per input and index of the axes
+/// before `axis`); the elements themselves are within `output_element`.
+const CONCATENATE_BLOCK_STEPS: u64 = 20;
 
 impl Operator for Concatenate {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -556,21 +559,28 @@ impl Operator for Concatenate {
         Ok(vec![TensorType::new(dims, precision)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
+        let dims = inputs[0].dims();
+        let axis = resolve_axis("axis", self.axis, dims.len())?;
+        let outer: u64 = dims[..axis].iter().map(|&d| u64::from(d)).product();
+        let blocks = count(&[outer, inputs.len() as u64])?;
         Ok(vec![
             (Param::ElementCopy, elements),
-            CONCATENATE_STEPS.usage(elements)?,
+            steps(128, &[(CONCATENATE_BLOCK_STEPS, blocks)])?,
         ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let axis = resolve_axis("axis", self.axis, inputs[0].dims.len())?;
         let outer = product(&inputs[0].dims[..axis]);
+        let sizes: Vec<usize> = inputs
+            .iter()
+            .map(|input| product(&input.dims[axis..]))
+            .collect();
         let mut out = outputs[0].data.iter_mut();
         for block in 0..outer {
-            for input in inputs {
-                let size = product(&input.dims[axis..]);
+            for (input, &size) in inputs.iter().zip(&sizes) {
                 // The source goes first in the zip: when it ends, no output slot is consumed.
                 for (&x, y) in input.data[block * size..(block + 1) * size]
                     .iter()
