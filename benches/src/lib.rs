@@ -514,20 +514,13 @@ pub fn work(model: &ValidatedModel, param: Param) -> u64 {
         .nodes
         .iter()
         .map(|node| {
-            let inputs: Vec<_> = node
-                .inputs
-                .iter()
-                .map(|&id| model.value_types[id].clone())
-                .collect();
-            node.operator
-                .usage(&inputs, &node.output_types)
-                .map_or(0, |usage| {
-                    usage
-                        .iter()
-                        .filter(|(counted, _)| *counted == param)
-                        .map(|&(_, count)| count)
-                        .sum()
-                })
+            model.usage_of(node).map_or(0, |usage| {
+                usage
+                    .iter()
+                    .filter(|(counted, _)| *counted == param)
+                    .map(|&(_, count)| count)
+                    .sum()
+            })
         })
         .sum()
 }

@@ -26,7 +26,7 @@ use crate::fail;
 use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::limits;
 use crate::model::{Model, ParamData, ValueRef};
-use crate::ops::{self, OpDef, Operator};
+use crate::ops::{self, OpDef, Operator, Usage};
 use crate::tensor::{Shape, Tensor, TensorType, check_precision, precision_bound};
 
 /// Index of a value in the flat value space: inputs, then parameters, then node outputs.
@@ -85,7 +85,42 @@ pub struct ValidatedModel {
     pub schedule: &'static Schedule,
 }
 
+/// The whole usage of a node: its operator's own, plus `node_base` 1 and `output_element` ×
+/// the elements of all its outputs. Validation prices it; it carries the counts of every
+/// schedule version.
+///
+/// # Errors
+/// `LimitExceeded` if a count overflows `u64`.
+pub fn node_usage(
+    operator: &dyn Operator,
+    inputs: &[TensorType],
+    outputs: &[TensorType],
+) -> Result<Usage> {
+    let mut usage = operator.usage(inputs, outputs)?;
+    let out_elements = outputs
+        .iter()
+        .try_fold(0u64, |acc, ty| acc.checked_add(ty.shape.elements()))
+        .ok_or_else(|| fail!(LimitExceeded, "output element count overflows"))?;
+    usage.push((Param::NodeBase, 1));
+    usage.push((Param::OutputElement, out_elements));
+    Ok(usage)
+}
+
 impl ValidatedModel {
+    /// The whole usage of `node` ([`node_usage`]), recomputed from the types validation
+    /// accepted: what its gas prices under any schedule.
+    ///
+    /// # Errors
+    /// `LimitExceeded` if a count overflows `u64` (never for a node validation accepted).
+    pub fn usage_of(&self, node: &ValidatedNode) -> Result<Usage> {
+        let inputs: Vec<TensorType> = node
+            .inputs
+            .iter()
+            .map(|&id| self.value_types[id].clone())
+            .collect();
+        node_usage(node.operator.as_ref(), &inputs, &node.output_types)
+    }
+
     /// Decodes and validates canonical model bytes with the current gas schedule
     /// ([`Schedule::CURRENT`]).
     ///
@@ -334,13 +369,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 operator.set_packed(packed);
             }
             let scratch_bytes = operator.scratch_bytes(&input_types)?;
-            let mut usage = operator.usage(&input_types, &output_types)?;
-            let out_elements = output_types
-                .iter()
-                .try_fold(0u64, |acc, ty| acc.checked_add(ty.shape.elements()))
-                .ok_or_else(|| fail!(LimitExceeded, "output element count overflows"))?;
-            usage.push((Param::NodeBase, 1));
-            usage.push((Param::OutputElement, out_elements));
+            let usage = node_usage(operator.as_ref(), &input_types, &output_types)?;
             let gas = schedule
                 .price(&usage)
                 .map_err(|_| fail!(LimitExceeded, "the node's gas overflows 64 bits"))?;

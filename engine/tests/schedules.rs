@@ -5,7 +5,7 @@
 //! price of the node's usage.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use cvm_engine::gas::{Param, Schedule};
+use cvm_engine::gas::Schedule;
 use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
 };
@@ -92,18 +92,7 @@ fn priced_here(model: &ValidatedModel, schedule: &Schedule) -> Vec<u64> {
     model
         .nodes
         .iter()
-        .map(|node| {
-            let inputs: Vec<_> = node
-                .inputs
-                .iter()
-                .map(|&id| model.value_types[id].clone())
-                .collect();
-            let mut usage = node.operator.usage(&inputs, &node.output_types).unwrap();
-            let elements = node.output_types.iter().map(|ty| ty.shape.elements()).sum();
-            usage.push((Param::NodeBase, 1));
-            usage.push((Param::OutputElement, elements));
-            schedule.price(&usage).unwrap()
-        })
+        .map(|node| schedule.price(&model.usage_of(node).unwrap()).unwrap())
         .collect()
 }
 

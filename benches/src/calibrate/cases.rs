@@ -490,6 +490,19 @@ fn conv2d_padded(name: &'static str, channels: u32, depthwise: bool) -> Config {
     })
 }
 
+/// `op` (`concatenate` or CINN `Concat`) of two matrices of about `n` / 2 elements along
+/// `axis`.
+fn concat_pair(op: &'static str, name: &'static str, axis: i64) -> Config {
+    config(op, name, move |rng, n| {
+        let x = matrix(n / 2);
+        Graph::new()
+            .input(&x, 8, rng.int8(elements(&x)))
+            .input(&x, 8, rng.int8(elements(&x)))
+            .attr("axis", int(axis))
+            .node(op)
+    })
+}
+
 /// CINN `Conv` of one type with a 1×41 kernel over an input one column wide, padded by 20 on
 /// each side: 40 of the 41 columns of every window row fall in the padding, the loops' worst
 /// case. `n` counts the products the loops visit, in bounds or not.
@@ -1035,14 +1048,7 @@ fn transform_configs() -> Vec<Config> {
                 .input(&x, 8, rng.int8(elements(&x)))
                 .node("flatten")
         }),
-        config("concatenate", "2 inputs, axis 1", |rng, n| {
-            let x = matrix(n / 2);
-            Graph::new()
-                .input(&x, 8, rng.int8(elements(&x)))
-                .input(&x, 8, rng.int8(elements(&x)))
-                .attr("axis", int(1))
-                .node("concatenate")
-        }),
+        concat_pair("concatenate", "2 inputs, axis 1", 1),
         config(
             "concatenate",
             "16 inputs of one column, axis 1",
@@ -1210,14 +1216,7 @@ fn cinn_configs() -> Vec<Config> {
                 .attr("kind", text("kLt"))
                 .node("Compare")
         }),
-        config("Concat", "2 inputs, axis 0", |rng, n| {
-            let x = matrix(n / 2);
-            Graph::new()
-                .input(&x, 8, rng.int8(elements(&x)))
-                .input(&x, 8, rng.int8(elements(&x)))
-                .attr("axis", int(0))
-                .node("Concat")
-        }),
+        concat_pair("Concat", "2 inputs, axis 0", 0),
         cinn_conv("forward 3x3 16->16", "forward", conv(16, 16, 3, false)),
         cinn_conv_wide_padding("forward 1x41 over one padded column", "forward"),
         cinn_conv_wide_padding(

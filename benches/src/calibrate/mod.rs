@@ -12,8 +12,8 @@ pub mod stats;
 
 use std::time::{Duration, Instant};
 
+use cvm_engine::ValidatedModel;
 use cvm_engine::gas::{Param, Schedule};
-use cvm_engine::{TensorType, ValidatedModel};
 use cvm_host::wasm::WasmEngine;
 
 use cases::{Built, CLASSES, Class, Config};
@@ -98,32 +98,17 @@ pub fn price(usage: &[u64; PARAMS], costs: &[u64; PARAMS]) -> u128 {
         .sum()
 }
 
-/// The node's usage: its operator's own, plus `node_base` 1 and `output_element` × its output
-/// elements, as validation adds them; checked against the gas validation priced.
+/// The node's usage as validation prices it ([`ValidatedModel::usage_of`]), as an array by
+/// parameter id; checked against the gas validation charged.
 fn usage_of(model: &ValidatedModel) -> Result<[u64; PARAMS], String> {
     let node = model
         .nodes
         .first()
         .ok_or("the calibration model has no node")?;
-    let operands: Vec<TensorType> = node
-        .inputs
-        .iter()
-        .map(|&id| model.value_types[id].clone())
-        .collect();
-    let own = node
-        .operator
-        .usage(&operands, &node.output_types)
-        .map_err(|e| e.to_string())?;
     let mut usage = [0u64; PARAMS];
-    for (param, count) in own {
+    for (param, count) in model.usage_of(node).map_err(|e| e.to_string())? {
         usage[param.id() as usize] += count;
     }
-    usage[Param::NodeBase.id() as usize] += 1;
-    usage[Param::OutputElement.id() as usize] += node
-        .output_types
-        .iter()
-        .map(|t| t.shape.elements())
-        .sum::<u64>();
     let engine_costs = cli::costs_of(model.schedule);
     if price(&usage, &engine_costs) != u128::from(node.gas) {
         return Err(format!(

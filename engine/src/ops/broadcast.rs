@@ -12,7 +12,10 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, narrow, output_precision, steps, walk};
+use super::{
+    Arity, Family, OpDef, Operator, Read, Usage, narrow, output_precision, steps, trailing_runs,
+    walk,
+};
 use crate::error::Result;
 use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -146,15 +149,6 @@ fn broadcast_strides(dims: &[u32], out_dims: &[u32]) -> Vec<usize> {
     strides
 }
 
-/// How an operand is read along one run of the output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Read {
-    /// `run` consecutive elements.
-    Contiguous,
-    /// One element, repeated over the run.
-    Repeated,
-}
-
 /// A broadcast of two operands cut into runs: the output's trailing axes from `split` on hold
 /// `run` consecutive elements along which each operand is either read contiguously or repeats
 /// one value; the leading axes are walked, one step per run. Equal shapes are one run; a bias
@@ -173,33 +167,11 @@ impl Runs {
     /// returned it).
     pub fn new(a: &[u32], b: &[u32], out: &[u32]) -> Runs {
         let strides = [broadcast_strides(a, out), broadcast_strides(b, out)];
-        let (mut split, mut run) = (out.len(), 1usize);
-        let mut reads: [Option<Read>; 2] = [None, None];
-        'axes: while split > 0 {
-            let axis = split - 1;
-            let dim = out[axis] as usize;
-            if dim != 1 {
-                let mut extended = reads;
-                for (read, stride) in extended.iter_mut().zip(&strides) {
-                    let this = match stride[axis] {
-                        0 => Read::Repeated,
-                        s if s == run => Read::Contiguous,
-                        _ => break 'axes,
-                    };
-                    match *read {
-                        Some(earlier) if earlier != this => break 'axes,
-                        _ => *read = Some(this),
-                    }
-                }
-                reads = extended;
-                run = run.saturating_mul(dim);
-            }
-            split = axis;
-        }
+        let (split, run, reads) = trailing_runs(out, [&strides[0], &strides[1]]);
         Runs {
             split,
             run,
-            reads: reads.map(|read| read.unwrap_or(Read::Contiguous)),
+            reads,
             strides,
         }
     }

@@ -489,6 +489,53 @@ pub fn walk<const K: usize>(
     }
 }
 
+/// How an operand is read along one run of [`trailing_runs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// `run` consecutive elements.
+    Contiguous,
+    /// One element, repeated over the run.
+    Repeated,
+}
+
+/// The longest trailing block of `dims` that `K` operands with per-axis `strides` (as for
+/// [`walk`]; 0 along broadcast axes) each read contiguously or as one repeated element:
+/// `(split, run, reads)`, with the axes from `split` on holding `run` consecutive positions.
+/// Axes of length 1 never end the block; the walk over `dims[..split]` then takes one step per
+/// run instead of one per element.
+pub fn trailing_runs<const K: usize>(
+    dims: &[u32],
+    strides: [&[usize]; K],
+) -> (usize, usize, [Read; K]) {
+    let (mut split, mut run) = (dims.len(), 1usize);
+    let mut reads: [Option<Read>; K] = [None; K];
+    'axes: while split > 0 {
+        let axis = split - 1;
+        if dims[axis] != 1 {
+            let mut extended = reads;
+            for (read, stride) in extended.iter_mut().zip(strides) {
+                let this = match stride[axis] {
+                    0 => Read::Repeated,
+                    s if s == run => Read::Contiguous,
+                    _ => break 'axes,
+                };
+                match *read {
+                    Some(earlier) if earlier != this => break 'axes,
+                    _ => *read = Some(this),
+                }
+            }
+            reads = extended;
+            run = run.saturating_mul(dims[axis] as usize);
+        }
+        split = axis;
+    }
+    (
+        split,
+        run,
+        reads.map(|read| read.unwrap_or(Read::Contiguous)),
+    )
+}
+
 /// Resolves axis `axis` of a rank-`rank` tensor, allowing negative values from the end
 /// (spec 001: `axis + N` for `axis < 0`).
 ///

@@ -11,7 +11,10 @@ use alloc::vec::Vec;
 
 use cvm_gas::Param;
 
-use super::{Arity, Family, OpDef, Operator, Usage, output_precision, resolve_axis, steps, walk};
+use super::{
+    Arity, Family, OpDef, Operator, Read, Usage, output_precision, resolve_axis, steps,
+    trailing_runs, walk,
+};
 use crate::attrs::{AttrKind, Attrs, spec};
 use crate::error::Result;
 use crate::fail;
@@ -91,51 +94,21 @@ struct Plan {
     reduction: u64,
 }
 
-/// How a run of consecutive input elements meets the output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RunKind {
-    /// The whole run reduces into one output element (reduced trailing axes).
-    Collapse,
-    /// The run adds element by element onto as many consecutive output elements (kept
-    /// trailing axes).
-    Accumulate,
-}
-
-/// The input cut into runs: its axes from `split` on hold `run` consecutive elements of one
-/// [`RunKind`]; the axes before `split` are walked, one step per run.
+/// The input cut into runs ([`trailing_runs`] of its dims, read through the output offsets
+/// of [`Plan`]): a run whose output is `Repeated` folds into one output element (reduced
+/// trailing axes); a `Contiguous` one adds element by element onto as many consecutive output
+/// elements (kept trailing axes). The axes before `split` are walked, one step per run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct InputRuns {
     split: usize,
     run: usize,
-    kind: RunKind,
+    kind: Read,
 }
 
 impl InputRuns {
-    /// The runs of an input of `dims` whose elements go to the output offsets `out_strides`
-    /// ([`Plan`]).
     fn new(dims: &[u32], out_strides: &[usize]) -> InputRuns {
-        let (mut split, mut run, mut kind) = (dims.len(), 1usize, None);
-        while split > 0 {
-            let axis = split - 1;
-            if dims[axis] != 1 {
-                let this = match out_strides[axis] {
-                    0 => RunKind::Collapse,
-                    stride if stride == run => RunKind::Accumulate,
-                    _ => break,
-                };
-                if kind.is_some_and(|earlier| earlier != this) {
-                    break;
-                }
-                kind = Some(this);
-                run = run.saturating_mul(dims[axis] as usize);
-            }
-            split = axis;
-        }
-        InputRuns {
-            split,
-            run,
-            kind: kind.unwrap_or(RunKind::Accumulate),
-        }
+        let (split, run, [kind]) = trailing_runs(dims, [out_strides]);
+        InputRuns { split, run, kind }
     }
 }
 
@@ -285,7 +258,7 @@ impl Operator for Reduce {
                     return Ok(());
                 };
                 match runs.kind {
-                    RunKind::Collapse => {
+                    Read::Repeated => {
                         let slot = out.get_mut(offset).ok_or_else(missing)?;
                         *slot = match kind {
                             ReduceKind::Sum => {
@@ -294,7 +267,7 @@ impl Operator for Reduce {
                             ReduceKind::Max => (*slot).max(fold_lanes(values, i32::MIN, i32::max)),
                         };
                     }
-                    RunKind::Accumulate => {
+                    Read::Contiguous => {
                         let slots = offset
                             .checked_add(run)
                             .and_then(|end| out.get_mut(offset..end))
