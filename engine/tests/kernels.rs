@@ -148,7 +148,7 @@ fn run_conv<S: Simd>(s: &ConvShape, data: &[i32], weights: &[i32], prepared: boo
 fn conv2d_kernels_equal_the_formula() {
     let mut rng = Rng(0x5EED_C0DE);
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
-    let mut depthwise_blocks = 0;
+    let (mut depthwise_blocks, mut depthwise_passes, mut depthwise_odd) = (0, 0, 0);
     let (mut channels_last, mut checked_gather) = (0, 0);
     for case in 0..600 {
         let shape = random_shape(&mut rng, case % 3);
@@ -176,6 +176,13 @@ fn conv2d_kernels_equal_the_formula() {
             if shape.out_w >= 32 {
                 depthwise_blocks += 1;
             }
+            let taps = shape.kernel_h * shape.kernel_w;
+            if taps > 10 {
+                depthwise_passes += 1; // more than five tap pairs: several passes
+            }
+            if taps % 2 == 1 {
+                depthwise_odd += 1; // a last tap paired with weight 0
+            }
         } else if shape.group_in() == 1 {
             fallback += 1;
         }
@@ -188,6 +195,14 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(
         depthwise_blocks >= 30,
         "{depthwise_blocks} depthwise cases with rows of 32 outputs or more"
+    );
+    assert!(
+        depthwise_passes >= 20,
+        "{depthwise_passes} depthwise cases of several passes"
+    );
+    assert!(
+        depthwise_odd >= 30,
+        "{depthwise_odd} depthwise cases with an odd tap count"
     );
     assert!(
         fallback >= 5,
@@ -293,13 +308,18 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     };
     let (x16, y16) = (S::load16(&a16), S::load16(&b16));
     let (x32, y32) = (S::load32(&a32), S::load32(&b32));
-    let (lo, hi) = S::mul_add_wide(x32, y32, x16, y16);
+    let (lo, hi) = S::interleave16(x16, y16);
     let mut results = Vec::new();
     results.extend(unpack(S::add32(x32, y32)));
     results.extend(unpack(S::max32(x32, y32)));
     results.extend(unpack(S::dot_add(x32, x16, y16)));
-    results.extend(unpack(lo));
-    results.extend(unpack(hi));
+    results.extend(unpack(S::dot_add(x32, lo, S::pair16(1, 3))));
+    results.extend(unpack(S::dot_add(y32, hi, S::pair16(a16[1], b16[2]))));
+    results.extend(unpack(S::dot_add(
+        S::splat32(0),
+        S::pair16(a16[3], b16[4]),
+        y16,
+    )));
     results.extend(unpack(S::splat32(a32[0])));
     results.extend(unpack(S::dot_add(S::splat32(0), S::splat16(a16[0]), y16)));
     results.push(S::sum32(x32));
@@ -309,6 +329,22 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(S::dot_add(S::splat32(0), first, y16)));
     results.extend(unpack(S::dot_add(S::splat32(0), second, x16)));
     results
+}
+
+#[test]
+fn portable_interleave_and_pairs_follow_their_definition() {
+    let a: [i16; 8] = std::array::from_fn(|lane| lane as i16);
+    let b: [i16; 8] = std::array::from_fn(|lane| 10 + lane as i16);
+    let (lo, hi) = Portable::interleave16(a, b);
+    assert_eq!(lo, [0, 10, 1, 11, 2, 12, 3, 13]);
+    assert_eq!(hi, [4, 14, 5, 15, 6, 16, 7, 17]);
+    assert_eq!(
+        Portable::pair16(-7, 300),
+        [-7, 300, -7, 300, -7, 300, -7, 300]
+    );
+    // A dot product of interleaved lanes with paired weights: a·w0 + b·w1 per lane.
+    let sums = Portable::dot_add([0; 4], lo, Portable::pair16(2, -3));
+    assert_eq!(sums, [-30, -31, -32, -33]);
 }
 
 #[test]

@@ -371,10 +371,12 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
 
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, a zero-padded `i16` copy split into SW column phases, so that every tap of eight
-/// consecutive outputs is one contiguous vector; eight outputs accumulate in two registers.
+/// consecutive outputs is one contiguous vector. Taps are taken in pairs ([`TapPair`]): the two
+/// taps' vectors are interleaved and multiplied by their interleaved weights with one dot
+/// product per four outputs, eight outputs accumulating in two registers.
 fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mut [i32]) {
     let s = *shape;
-    let [stride_h, stride_w] = s.strides;
+    let stride_w = s.strides[1];
     let [pad_h, pad_w] = s.padding;
     let [dil_h, dil_w] = s.dilation;
     let padded_h = s.height + 2 * pad_h;
@@ -385,8 +387,16 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
     let mut phases: Vec<i16> = vec![0; phase_len * stride_w];
-    let mut taps_of_channel: Vec<(usize, S::I16x8)> = Vec::with_capacity(taps);
-    let zero = S::splat32(0);
+    // Each tap's position relative to an output vector's first element, computed once (no
+    // division in the loops).
+    let offsets: Vec<usize> = (0..taps)
+        .map(|tap| {
+            let (ki, kj) = (tap / s.kernel_w, tap % s.kernel_w);
+            let x = kj * dil_w;
+            (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w
+        })
+        .collect();
+    let mut pairs: Vec<TapPair<S::I16x8>> = Vec::with_capacity(taps.div_ceil(2));
     for n in 0..s.batch {
         for c in 0..s.in_channels {
             // Padded column x (x = col + PW) goes to phase x % SW, position x / SW.
@@ -407,39 +417,116 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
-                // Each tap's position relative to an output vector's first element, and its
-                // weight in every lane, computed once per channel (no division in the loop).
-                taps_of_channel.clear();
-                for ki in 0..s.kernel_h {
-                    for kj in 0..s.kernel_w {
-                        let x = kj * dil_w;
-                        let offset =
-                            (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w;
-                        taps_of_channel
-                            .push((offset, S::splat16(narrow16(kernel[ki * s.kernel_w + kj]))));
-                    }
+                pairs.clear();
+                for (offsets, weights) in offsets.chunks(2).zip(kernel.chunks(2)) {
+                    // An odd last tap pairs with itself at weight 0.
+                    let (first, second) = (offsets[0], offsets[offsets.len() - 1]);
+                    let second_weight = weights.get(1).map_or(0, |&w| narrow16(w));
+                    pairs.push(TapPair {
+                        first,
+                        second,
+                        weights: S::pair16(narrow16(weights[0]), second_weight),
+                    });
                 }
                 let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
-                for (p, out_row) in out_plane.chunks_exact_mut(s.out_w.max(1)).enumerate() {
-                    let row = p * stride_h * row_len;
-                    for q0 in (0..s.out_w).step_by(LANES) {
-                        let (mut lo, mut hi) = (zero, zero);
-                        for &(offset, w) in &taps_of_channel {
-                            let start = row + q0 + offset;
-                            let Ok(lanes) =
-                                <&[i16; LANES]>::try_from(&phases[start..start + LANES])
-                            else {
-                                continue; // a slice of LANES elements always converts
-                            };
-                            (lo, hi) = S::mul_add_wide(lo, hi, S::load16(lanes), w);
-                        }
-                        let mut sums = [[0i32; 4]; 2];
-                        S::store32(&mut sums[0], lo);
-                        S::store32(&mut sums[1], hi);
-                        let valid = LANES.min(s.out_w - q0);
-                        out_row[q0..q0 + valid].copy_from_slice(&sums.as_flattened()[..valid]);
-                    }
-                }
+                depthwise_plane::<S>(&s, row_len, &pairs, &phases, out_plane);
+            }
+        }
+    }
+}
+
+/// Two taps of a depthwise kernel: their positions relative to an output vector's first
+/// element in the phase-split plane, and their weights interleaved (`[w_first, w_second]` in
+/// every pair of lanes).
+#[derive(Clone, Copy)]
+struct TapPair<V> {
+    first: usize,
+    second: usize,
+    weights: V,
+}
+
+/// Pairs per pass of [`depthwise_rows`]: a 3 × 3 kernel in one pass, its five weight vectors
+/// in registers.
+const PAIRS_PER_PASS: usize = 5;
+
+/// Writes one output plane of a depthwise channel: its tap pairs in passes of up to
+/// [`PAIRS_PER_PASS`], the first pass storing its sums and later ones adding to them.
+#[inline(never)]
+fn depthwise_plane<S: Simd>(
+    s: &ConvShape,
+    row_len: usize,
+    pairs: &[TapPair<S::I16x8>],
+    phases: &[i16],
+    out_plane: &mut [i32],
+) {
+    for (pass, group) in pairs.chunks(PAIRS_PER_PASS).enumerate() {
+        let add = pass > 0;
+        // The pair count as a constant, so that the loop over pairs unrolls.
+        macro_rules! fixed {
+            ($($count:literal)*) => {
+                $(if let Ok(group) = <&[_; $count]>::try_from(group) {
+                    depthwise_rows::<S, $count>(s, row_len, group, phases, out_plane, add);
+                })*
+            };
+        }
+        fixed!(1 2 3 4 5);
+    }
+}
+
+/// One pass of [`depthwise_plane`] over the output rows, eight outputs at a time: the sums of
+/// `P` tap pairs, stored (or added to the outputs when `add`). Exact under the bounds of
+/// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 127.
+#[inline(always)]
+fn depthwise_rows<S: Simd, const P: usize>(
+    s: &ConvShape,
+    row_len: usize,
+    pairs: &[TapPair<S::I16x8>; P],
+    phases: &[i16],
+    out_plane: &mut [i32],
+    add: bool,
+) {
+    let vectors = s.out_w.div_ceil(LANES);
+    let zero = S::splat32(0);
+    // The vectors a tap reads for the output vectors of one row, from `start` in the plane:
+    // consecutive output vectors read consecutive, disjoint runs of eight lanes. A phase row
+    // holds every one of them (`ConvShape::phase_row_len`), so none is ever cut short.
+    let run = |start: usize| {
+        let lanes = phases.get(start..).unwrap_or_default();
+        let (runs, _) = lanes.as_chunks::<LANES>();
+        runs.get(..vectors).unwrap_or(runs)
+    };
+    for (p, out_row) in out_plane.chunks_exact_mut(s.out_w.max(1)).enumerate() {
+        let row = p * s.strides[0] * row_len;
+        let taps = pairs.map(|pair| (run(row + pair.first), run(row + pair.second), pair.weights));
+        let len = taps
+            .iter()
+            .map(|(a, b, _)| a.len().min(b.len()))
+            .min()
+            .unwrap_or(0);
+        let taps = taps.map(|(a, b, weights)| (&a[..len], &b[..len], weights));
+        for (vector, outputs) in out_row.chunks_mut(LANES).take(len).enumerate() {
+            let (mut lo, mut hi) = (zero, zero);
+            for (a, b, weights) in &taps {
+                let (x_lo, x_hi) = S::interleave16(S::load16(&a[vector]), S::load16(&b[vector]));
+                lo = S::dot_add(lo, x_lo, *weights);
+                hi = S::dot_add(hi, x_hi, *weights);
+            }
+            let mut sums = [[0i32; 4]; 2];
+            if add {
+                let mut previous = [0i32; LANES];
+                previous[..outputs.len()].copy_from_slice(outputs);
+                let (halves, _) = previous.as_chunks::<4>();
+                lo = S::add32(lo, S::load32(&halves[0]));
+                hi = S::add32(hi, S::load32(&halves[1]));
+            }
+            if let ([first, second], []) = outputs.as_chunks_mut::<4>() {
+                S::store32(first, lo);
+                S::store32(second, hi);
+            } else {
+                // The last, partial vector of a row.
+                S::store32(&mut sums[0], lo);
+                S::store32(&mut sums[1], hi);
+                outputs.copy_from_slice(&sums.as_flattened()[..outputs.len()]);
             }
         }
     }

@@ -36,14 +36,11 @@ pub trait Simd: Copy {
     /// `acc + [a0·b0 + a1·b1, a2·b2 + a3·b3, a4·b4 + a5·b5, a6·b6 + a7·b7]`, products in 32
     /// bits, sums wrapping (wasm `i32x4.dot_i16x8_s`, x86 `pmaddwd`).
     fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4;
-    /// The eight full 32-bit products `a·b`, added lane-wise (wrapping) to `lo` (lanes 0–3)
-    /// and `hi` (lanes 4–7).
-    fn mul_add_wide(
-        lo: Self::I32x4,
-        hi: Self::I32x4,
-        a: Self::I16x8,
-        b: Self::I16x8,
-    ) -> (Self::I32x4, Self::I32x4);
+    /// Interleaves the lanes of `a` and `b`: `[a0, b0, a1, b1, a2, b2, a3, b3]` and
+    /// `[a4, b4, a5, b5, a6, b6, a7, b7]` (wasm `i8x16.shuffle`, x86 `punpcklwd`/`punpckhwd`).
+    fn interleave16(a: Self::I16x8, b: Self::I16x8) -> (Self::I16x8, Self::I16x8);
+    /// `[first, second]` repeated four times.
+    fn pair16(first: i16, second: i16) -> Self::I16x8;
     /// Wrapping sum of the four lanes.
     fn sum32(value: Self::I32x4) -> i32;
 }
@@ -110,12 +107,19 @@ impl Simd for Portable {
     }
 
     #[inline(always)]
-    fn mul_add_wide(lo: [i32; 4], hi: [i32; 4], a: [i16; 8], b: [i16; 8]) -> ([i32; 4], [i32; 4]) {
-        let product = |lane: usize| i32::from(a[lane]) * i32::from(b[lane]);
-        (
-            core::array::from_fn(|lane| lo[lane].wrapping_add(product(lane))),
-            core::array::from_fn(|lane| hi[lane].wrapping_add(product(lane + 4))),
-        )
+    fn interleave16(a: [i16; 8], b: [i16; 8]) -> ([i16; 8], [i16; 8]) {
+        let lane = |from: usize| {
+            move |index: usize| {
+                let source = if index % 2 == 0 { a } else { b };
+                source[from + index / 2]
+            }
+        };
+        (core::array::from_fn(lane(0)), core::array::from_fn(lane(4)))
+    }
+
+    #[inline(always)]
+    fn pair16(first: i16, second: i16) -> [i16; 8] {
+        core::array::from_fn(|index| if index % 2 == 0 { first } else { second })
     }
 
     #[inline(always)]
@@ -192,17 +196,19 @@ impl Simd for Wasm128 {
     }
 
     #[inline(always)]
-    fn mul_add_wide(
-        lo: Self::I32x4,
-        hi: Self::I32x4,
-        a: Self::I16x8,
-        b: Self::I16x8,
-    ) -> (Self::I32x4, Self::I32x4) {
-        use core::arch::wasm32::{i32x4_add, i32x4_extmul_high_i16x8, i32x4_extmul_low_i16x8};
+    fn interleave16(a: Self::I16x8, b: Self::I16x8) -> (Self::I16x8, Self::I16x8) {
+        use core::arch::wasm32::i16x8_shuffle;
         (
-            i32x4_add(lo, i32x4_extmul_low_i16x8(a, b)),
-            i32x4_add(hi, i32x4_extmul_high_i16x8(a, b)),
+            i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(a, b),
+            i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(a, b),
         )
+    }
+
+    #[inline(always)]
+    fn pair16(first: i16, second: i16) -> Self::I16x8 {
+        // The two 16-bit halves of one 32-bit lane, low half first (wasm is little-endian).
+        let lane = u32::from(first as u16) | (u32::from(second as u16) << 16);
+        core::arch::wasm32::u32x4_splat(lane)
     }
 
     #[inline(always)]
@@ -302,25 +308,20 @@ impl Simd for Sse2 {
     }
 
     #[inline(always)]
-    fn mul_add_wide(
-        lo: Self::I32x4,
-        hi: Self::I32x4,
-        a: Self::I16x8,
-        b: Self::I16x8,
-    ) -> (Self::I32x4, Self::I32x4) {
+    fn interleave16(a: Self::I16x8, b: Self::I16x8) -> (Self::I16x8, Self::I16x8) {
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe {
-            use core::arch::x86_64::{
-                _mm_add_epi32, _mm_mulhi_epi16, _mm_mullo_epi16, _mm_unpackhi_epi16,
-                _mm_unpacklo_epi16,
-            };
-            let low_halves = _mm_mullo_epi16(a, b);
-            let high_halves = _mm_mulhi_epi16(a, b);
-            (
-                _mm_add_epi32(lo, _mm_unpacklo_epi16(low_halves, high_halves)),
-                _mm_add_epi32(hi, _mm_unpackhi_epi16(low_halves, high_halves)),
-            )
+            use core::arch::x86_64::{_mm_unpackhi_epi16, _mm_unpacklo_epi16};
+            (_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b))
         }
+    }
+
+    #[inline(always)]
+    fn pair16(first: i16, second: i16) -> Self::I16x8 {
+        // The two 16-bit halves of one 32-bit lane, low half first (x86 is little-endian).
+        let lane = u32::from(first as u16) | (u32::from(second as u16) << 16);
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_set1_epi32(lane as i32) }
     }
 
     #[inline(always)]
