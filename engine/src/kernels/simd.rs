@@ -110,7 +110,7 @@ impl Simd for Portable {
     fn interleave16(a: [i16; 8], b: [i16; 8]) -> ([i16; 8], [i16; 8]) {
         let lane = |from: usize| {
             move |index: usize| {
-                let source = if index % 2 == 0 { a } else { b };
+                let source = if index.is_multiple_of(2) { a } else { b };
                 source[from + index / 2]
             }
         };
@@ -119,7 +119,13 @@ impl Simd for Portable {
 
     #[inline(always)]
     fn pair16(first: i16, second: i16) -> [i16; 8] {
-        core::array::from_fn(|index| if index % 2 == 0 { first } else { second })
+        core::array::from_fn(|index| {
+            if index.is_multiple_of(2) {
+                first
+            } else {
+                second
+            }
+        })
     }
 
     #[inline(always)]
