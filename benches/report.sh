@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prints the figures of benches/README.md from the latest criterion results: every bench's
 # median time and throughput (as README table rows), multiply-accumulates (or other work
-# elements) per second and per cycle, the wasm / native ratio of every model and kernel, and
-# what metering costs.
+# elements) per second and per cycle, the wasm / native ratio of every model and kernel, each
+# kernel alone in wasm (its wasm_x5 bench less its wasm bench, over four), and what metering
+# costs.
 #
 # Usage: benches/report.sh [CRITERION_DIR]      (default: target/criterion of the workspace)
 # The clock is the first "cpu MHz" of /proc/cpuinfo; set CPU_MHZ to override it.
@@ -94,6 +95,28 @@ for full_id in ids:
         stem = full_id[: -len("/wasm")]
         if stem + "/native" in benches:
             print(f"| `{stem}` | {ratio(full_id, stem + '/native'):.2f} |")
+
+rows = []
+for full_id in ids:
+    if full_id.startswith("kernels/") and "/wasm_x" in full_id:
+        stem, copies = full_id.rsplit("/wasm_x", 1)
+        copies = int(copies)
+        one = stem + "/wasm"
+        if one in benches and stem in benches and benches[stem][1]:
+            node_ns = (benches[full_id][0] - benches[one][0]) / (copies - 1)
+            per_second = benches[stem][1] / (node_ns / 1e9) if node_ns > 0 else float("nan")
+            native_ns = benches[stem][0]
+            rows.append(
+                f"| `{stem}` | {time(native_ns)} | {benches[stem][1] / (native_ns / 1e9) / hz:.3f} "
+                f"| {time(node_ns)} | {per_second / hz:.3f} | {node_ns / native_ns:.2f} |"
+            )
+if rows:
+    print()
+    print("Kernels alone: natively the operator bench, in wasm (wasm_xN - wasm) / (N - 1).")
+    print()
+    print("| kernel | native | per cycle | wasm | per cycle | wasm / native |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("\n".join(rows))
 
 rows = []
 for full_id in ids:

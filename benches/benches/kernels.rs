@@ -1,11 +1,14 @@
 //! Per-kernel throughput. Every kernel is a single-node model (the data operand an input, the
-//! weights parameters) timed three ways:
+//! weights parameters) timed four ways:
 //!
 //! - `kernels/<kernel>`: the operator alone, called through the operator table on pre-allocated
 //!   outputs as the executor calls it;
 //! - `kernels/<kernel>/native`: one run of the single-node model natively (input checks, output
 //!   allocation, gas charging included);
-//! - `kernels/<kernel>/wasm`: the same run in `engine.wasm`, the model loaded once in a session.
+//! - `kernels/<kernel>/wasm`: the same run in `engine.wasm`, the model loaded once in a session;
+//! - `kernels/<kernel>/wasm_x5`: the model with five copies of the node, in `engine.wasm`. Less
+//!   `wasm`, over four, it is the kernel alone in wasm (`benches/report.sh` prints it), as the
+//!   calibration tool isolates a node.
 //!
 //! Throughput is the operator's work count from its gas usage: multiply-accumulates for conv2d
 //! and dense, window elements for max_pool2d, output elements for broadcast_add, input elements
@@ -21,8 +24,19 @@ use cvm_engine::tensor::{Tensor, TensorMut};
 use cvm_host::runner::encode_inputs;
 use cvm_host::wasm::WasmEngine;
 
+/// Copies of the node in the `wasm_x5` variant of every kernel.
+const COPIES: usize = 5;
+
+/// A kernel's single-node model, and the same model with [`COPIES`] copies of the node (all
+/// reading `x`, only the last one's output returned): the difference of their wasm runs, over
+/// `COPIES - 1`, is the kernel alone in wasm, without moving the input in and the output out.
+struct Kernel {
+    one: BenchModel,
+    copies: BenchModel,
+}
+
 /// A single-node model: input `x` of `shape` (int8, seed 1), `op` applied to it and to int8
-/// parameters of `param_shapes`, output of `out_shape`.
+/// parameters of `param_shapes`, output of `out_shape`; and its [`COPIES`]-node variant.
 fn single_node(
     name: &'static str,
     op: &str,
@@ -30,26 +44,41 @@ fn single_node(
     param_shapes: &[&[u32]],
     attrs: Vec<cvm_engine::model::Attr>,
     out_shape: &[u32],
-) -> BenchModel {
-    let mut graph = GraphBuilder::new();
-    let x = graph.input("x", shape, 8);
-    let params: Vec<_> = param_shapes
-        .iter()
-        .enumerate()
-        .map(|(index, shape)| graph.int8_param(&format!("p{index}"), shape))
-        .collect();
-    let mut operands = vec![&x];
-    operands.extend(params.iter());
-    let y = graph.node(name, op, &operands, attrs, out_shape.to_vec());
-    graph.output("y", &y);
-    let n = shape.iter().map(|&d| d as usize).product();
-    BenchModel {
-        name,
-        bytes: graph.finish().encode(),
-        inputs: vec![InputTensor {
-            shape: shape.to_vec(),
-            data: int8_values(n, 1),
-        }],
+) -> Kernel {
+    let build = |copies: usize| {
+        let mut graph = GraphBuilder::new();
+        let x = graph.input("x", shape, 8);
+        let params: Vec<_> = param_shapes
+            .iter()
+            .enumerate()
+            .map(|(index, shape)| graph.int8_param(&format!("p{index}"), shape))
+            .collect();
+        let mut operands = vec![&x];
+        operands.extend(params.iter());
+        for copy in 1..copies {
+            graph.node(
+                &format!("{name}_{copy}"),
+                op,
+                &operands,
+                attrs.clone(),
+                out_shape.to_vec(),
+            );
+        }
+        let y = graph.node(name, op, &operands, attrs.clone(), out_shape.to_vec());
+        graph.output("y", &y);
+        let n = shape.iter().map(|&d| d as usize).product();
+        BenchModel {
+            name,
+            bytes: graph.finish().encode(),
+            inputs: vec![InputTensor {
+                shape: shape.to_vec(),
+                data: int8_values(n, 1),
+            }],
+        }
+    };
+    Kernel {
+        one: build(1),
+        copies: build(COPIES),
     }
 }
 
@@ -61,7 +90,7 @@ fn conv(
     kernel: u32,
     stride: u32,
     groups: u32,
-) -> BenchModel {
+) -> Kernel {
     let [n, c, h, w] = in_shape;
     let padding = kernel / 2;
     let out = |extent: u32| (extent + 2 * padding - kernel) / stride + 1;
@@ -81,7 +110,7 @@ fn conv(
 }
 
 /// Dense without bias: (M, K) by (N, K).
-fn dense(name: &'static str, m: u32, k: u32, n: u32) -> BenchModel {
+fn dense(name: &'static str, m: u32, k: u32, n: u32) -> Kernel {
     single_node(
         name,
         "dense",
@@ -93,7 +122,7 @@ fn dense(name: &'static str, m: u32, k: u32, n: u32) -> BenchModel {
 }
 
 /// Max pooling of 1×64×32×32, stride 2.
-fn max_pool(name: &'static str, pool: u32, padding: u32) -> BenchModel {
+fn max_pool(name: &'static str, pool: u32, padding: u32) -> Kernel {
     let out = (32 + 2 * padding - pool) / 2 + 1;
     single_node(
         name,
@@ -109,13 +138,18 @@ fn max_pool(name: &'static str, pool: u32, padding: u32) -> BenchModel {
     )
 }
 
-/// Times `bench` three ways (see the file comment); throughput in counts of `param`.
-fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, bench: &BenchModel, param: Param) {
+/// Times `kernel` four ways (see the file comment); throughput in counts of `param`.
+fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, kernel: &Kernel, param: Param) {
+    let bench = &kernel.one;
     let checked = check(bench).unwrap_or_else(|message| panic!("{message}"));
     let count = work(&checked.model, param);
     let mut session =
         loaded_session(wasm, bench, &checked).unwrap_or_else(|message| panic!("{message}"));
     let encoded = encode_inputs(&bench.inputs);
+    let copies = &kernel.copies;
+    let copies_checked = check(copies).unwrap_or_else(|message| panic!("{message}"));
+    let mut copies_session =
+        loaded_session(wasm, copies, &copies_checked).unwrap_or_else(|message| panic!("{message}"));
 
     // The operator alone: operands as the executor hands them over, outputs pre-allocated.
     let model = &checked.model;
@@ -157,6 +191,11 @@ fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, bench: &BenchModel, param:
     });
     group.bench_function(format!("{name}/wasm"), |b| {
         b.iter(|| session.run(&encoded, u64::MAX).expect("run"))
+    });
+    // Throughput of the whole model: COPIES times the work.
+    group.throughput(Throughput::Elements(count * COPIES as u64));
+    group.bench_function(format!("{name}/wasm_x{COPIES}"), |b| {
+        b.iter(|| copies_session.run(&encoded, u64::MAX).expect("run"))
     });
     group.finish();
 }
