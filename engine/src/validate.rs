@@ -97,6 +97,15 @@ pub fn node_usage(
     outputs: &[TensorType],
 ) -> Result<Usage> {
     let mut usage = operator.usage(inputs, outputs)?;
+    // Version 3 counts steps as version 2 does, except where the operator reports its own.
+    if !usage.iter().any(|&(param, _)| param == Param::StepV3) {
+        let steps = usage
+            .iter()
+            .filter(|&&(param, _)| param == Param::Step)
+            .try_fold(0u64, |total, &(_, count)| total.checked_add(count))
+            .ok_or_else(|| fail!(LimitExceeded, "step count overflows"))?;
+        usage.push((Param::StepV3, steps));
+    }
     let out_elements = outputs
         .iter()
         .try_fold(0u64, |acc, ty| acc.checked_add(ty.shape.elements()))

@@ -177,11 +177,16 @@ fn conv2d_kernels_equal_the_formula() {
                 depthwise_blocks += 1;
             }
             let taps = shape.kernel_h * shape.kernel_w;
-            if taps > 10 {
-                depthwise_passes += 1; // more than five tap pairs: several passes
+            assert_eq!(
+                conv::depthwise_pairing(&shape).len() as u64,
+                shape.depthwise_entries(),
+                "{shape:?}"
+            );
+            if taps > 12 {
+                depthwise_passes += 1; // more than six entries of two taps: several passes
             }
-            if taps % 2 == 1 {
-                depthwise_odd += 1; // a last tap paired with weight 0
+            if shape.kernel_w % 2 == 1 {
+                depthwise_odd += 1; // a tap without a neighbour in every kernel row
             }
         } else if shape.group_in() == 1 {
             fallback += 1;
@@ -202,7 +207,7 @@ fn conv2d_kernels_equal_the_formula() {
     );
     assert!(
         depthwise_odd >= 30,
-        "{depthwise_odd} depthwise cases with an odd tap count"
+        "{depthwise_odd} depthwise cases with an odd kernel width"
     );
     assert!(
         fallback >= 5,

@@ -59,16 +59,26 @@ fn model() -> Vec<u8> {
                 vec![ValueRef::Node { node: 0, output: 0 }],
                 Vec::new(),
             ),
+            // Priced differently by versions 2 and 3.
+            node(
+                "q",
+                "cvm_right_shift",
+                vec![ValueRef::Node { node: 1, output: 0 }],
+                vec![
+                    attr("precision", AttrValue::Int(8)),
+                    attr("shift_bit", AttrValue::Int(2)),
+                ],
+            ),
             node(
                 "s",
                 "sum",
-                vec![ValueRef::Node { node: 1, output: 0 }],
+                vec![ValueRef::Node { node: 2, output: 0 }],
                 Vec::new(),
             ),
         ],
         outputs: vec![OutputDecl {
             name: "s".into(),
-            value: ValueRef::Node { node: 2, output: 0 },
+            value: ValueRef::Node { node: 3, output: 0 },
         }],
     }
     .encode()

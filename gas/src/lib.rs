@@ -8,7 +8,8 @@
 //! Every operator reports the counts of every schedule version side by side; a schedule prices
 //! the parameters it uses and gives the others cost 0. Version 1 uses ids 0–6; version 2 keeps
 //! `node_base` and `output_element` and replaces the rest with ids 7–9, whose counts follow the
-//! kernels that really run (see `docs/gas.md`).
+//! kernels that really run (see `docs/gas.md`); version 3 prices the same as version 2 but
+//! counts its steps as id 10, which follows the kernels made faster after version 2.
 //!
 //! Architecture Invariant: parameter ids ([`Param`] discriminants), the counts an operator reports
 //! for them, and the numbers of a published schedule version never change. A new price list is a
@@ -45,11 +46,15 @@ pub enum Param {
     /// One exact multiply-accumulate of 32-bit operands into an `i128` sum (CINN `Conv`, `Dot`,
     /// `Reduce` kProd and the batch-norm primitives).
     WideMultiplyAccumulate = 9,
+    /// One step as version 3 counts it: the [`Param::Step`] count, except for the operators whose
+    /// kernels became faster after version 2 (the depthwise conv2d kernel, the vector max_pool2d
+    /// kernel, `cvm_clip`, `cvm_left_shift`, `cvm_right_shift`), which count their steps anew.
+    StepV3 = 10,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 10] = [
+    pub const ALL: [Param; 11] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -60,6 +65,7 @@ impl Param {
         Param::Step,
         Param::MacGroup,
         Param::WideMultiplyAccumulate,
+        Param::StepV3,
     ];
 
     /// Number of parameters in the schedule.
@@ -88,6 +94,7 @@ impl Param {
             Param::Step => "step",
             Param::MacGroup => "mac_group",
             Param::WideMultiplyAccumulate => "wide_multiply_accumulate",
+            Param::StepV3 => "step_v3",
         }
     }
 }
@@ -125,6 +132,7 @@ impl Schedule {
             0,   // step
             0,   // mac_group
             0,   // wide_multiply_accumulate
+            0,   // step_v3
         ],
     };
 
@@ -143,14 +151,34 @@ impl Schedule {
             1,   // step
             3,   // mac_group
             32,  // wide_multiply_accumulate
+            0,   // step_v3
+        ],
+    };
+
+    /// Schedule version 3: the prices of version 2, with steps counted after the kernels made
+    /// faster since ([`Param::StepV3`]); recalibrated (see `docs/gas.md`, "Calibration").
+    pub const V3: Schedule = Schedule {
+        version: 3,
+        costs: [
+            400, // node_base
+            2,   // output_element
+            0,   // element_copy
+            0,   // element_arith
+            0,   // multiply_accumulate
+            0,   // window_compare
+            0,   // transcendental
+            0,   // step
+            3,   // mac_group
+            32,  // wide_multiply_accumulate
+            1,   // step_v3
         ],
     };
 
     /// Every published schedule, oldest first.
-    pub const ALL: [&'static Schedule; 2] = [&Self::V1, &Self::V2];
+    pub const ALL: [&'static Schedule; 3] = [&Self::V1, &Self::V2, &Self::V3];
 
-    /// The schedule the engine uses when a caller names none: the calibrated version 2.
-    pub const CURRENT: &'static Schedule = &Self::V2;
+    /// The schedule the engine uses when a caller names none: the calibrated version 3.
+    pub const CURRENT: &'static Schedule = &Self::V3;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -196,6 +224,7 @@ mod tests {
             (Param::Step, 7, "step"),
             (Param::MacGroup, 8, "mac_group"),
             (Param::WideMultiplyAccumulate, 9, "wide_multiply_accumulate"),
+            (Param::StepV3, 10, "step_v3"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -208,7 +237,7 @@ mod tests {
     #[test]
     fn v1_numbers_are_frozen() {
         let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V1.cost(param));
-        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0]);
+        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0]);
         assert_eq!(Schedule::V1.version, 1);
         assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
     }
@@ -216,18 +245,26 @@ mod tests {
     #[test]
     fn v2_numbers_are_frozen() {
         let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V2.cost(param));
-        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32]);
+        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0]);
         assert_eq!(Schedule::V2.version, 2);
         assert_eq!(Schedule::by_version(2), Some(&Schedule::V2));
+    }
+
+    #[test]
+    fn v3_numbers_are_frozen() {
+        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V3.cost(param));
+        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1]);
+        assert_eq!(Schedule::V3.version, 3);
+        assert_eq!(Schedule::by_version(3), Some(&Schedule::V3));
         assert_eq!(Schedule::by_version(0), None);
-        assert_eq!(Schedule::by_version(3), None);
-        assert_eq!(Schedule::CURRENT, &Schedule::V2);
+        assert_eq!(Schedule::by_version(4), None);
+        assert_eq!(Schedule::CURRENT, &Schedule::V3);
     }
 
     #[test]
     fn each_schedule_prices_only_its_own_counts() {
-        // Version 1 ignores the version 2 counts and version 2 the version 1 counts, so one
-        // usage list carrying both is priced correctly by each.
+        // Each version ignores the counts of the others, so one usage list carrying all of
+        // them is priced correctly by each.
         let usage = [
             (Param::NodeBase, 1),
             (Param::OutputElement, 10),
@@ -235,9 +272,11 @@ mod tests {
             (Param::Step, 30),
             (Param::MacGroup, 5),
             (Param::WideMultiplyAccumulate, 2),
+            (Param::StepV3, 7),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
         assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
+        assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
     }
 
     #[test]

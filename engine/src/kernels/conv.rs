@@ -105,6 +105,27 @@ impl ConvShape {
         self.out_w.div_ceil(LANES) * LANES + max_offset + 1
     }
 
+    /// Tap entries of the depthwise kernel ([`TapEntry`]): two taps of a kernel row share one
+    /// when they sit at adjacent positions of the phase-split plane, any other tap takes one
+    /// alone. Computed without enumerating the taps: column kj lies in phase (kj · DW) mod SW
+    /// at position ⌊kj · DW / SW⌋, so when DW divides SW the taps of each of the SW / DW phases
+    /// used are adjacent (n of them make ⌈n / 2⌉ entries), and otherwise no two are.
+    pub fn depthwise_entries(&self) -> u64 {
+        let [_, stride_w] = self.strides;
+        let dil_w = self.dilation[1];
+        let (kernel_h, kernel_w) = (self.kernel_h as u64, self.kernel_w as u64);
+        let per_row = if stride_w.is_multiple_of(dil_w) {
+            // Column kj is in phase class kj mod m; class r holds ⌊(KW − 1 − r) / m⌋ + 1 taps.
+            let m = (stride_w / dil_w) as u64;
+            (0..m.min(kernel_w))
+                .map(|r| ((kernel_w - 1 - r) / m + 1).div_ceil(2))
+                .sum()
+        } else {
+            kernel_w
+        };
+        per_row.saturating_mul(kernel_h)
+    }
+
     /// `i16` elements of the depthwise kernel's padded, phase-split channel plane.
     pub fn depthwise_plane_len(&self) -> u64 {
         let padded_h = (self.height + 2 * self.padding[0]) as u64;
@@ -117,13 +138,16 @@ impl ConvShape {
     /// at load time.
     pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
         if self.uses_depthwise() {
-            // The phase-split plane, each tap's offset and splatted weight (at most 32
-            // bytes), and one output vector.
+            // The phase-split plane in whole vectors and one vector more (16 bytes each), its
+            // plane of neighbour pairs (32 bytes per vector), per tap its position and index
+            // (16 bytes) and an entry (at most 32 bytes), and one output vector.
             let taps = (self.kernel_h * self.kernel_w) as u64;
-            return self
-                .depthwise_plane_len()
-                .saturating_mul(2)
-                .saturating_add(taps.saturating_mul(32))
+            let vectors = self.depthwise_plane_len().div_ceil(LANES as u64);
+            return vectors
+                .saturating_add(1)
+                .saturating_mul(16)
+                .saturating_add(vectors.saturating_mul(32))
+                .saturating_add(taps.saturating_mul(48))
                 .saturating_add(32);
         }
         let mut patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
@@ -371,14 +395,14 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
 
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, a zero-padded `i16` copy split into SW column phases, so that every tap of eight
-/// consecutive outputs is one contiguous vector. Taps are taken in pairs ([`TapPair`]): the two
-/// taps' vectors are interleaved and multiplied by their interleaved weights with one dot
-/// product per four outputs, eight outputs accumulating in two registers.
+/// consecutive outputs is one contiguous vector; then a plane of neighbour pairs of that copy
+/// (`(v[i], v[i + 1])` at position i), so that two taps at adjacent positions (neighbouring
+/// columns of a kernel row) are one vector of pairs, multiplied by their two weights with one
+/// dot product per four outputs ([`TapEntry`]). Eight outputs accumulate in two registers.
 fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mut [i32]) {
     let s = *shape;
     let stride_w = s.strides[1];
     let [pad_h, pad_w] = s.padding;
-    let [dil_h, dil_w] = s.dilation;
     let padded_h = s.height + 2 * pad_h;
     let row_len = s.phase_row_len();
     let phase_len = padded_h * row_len;
@@ -386,17 +410,13 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
     let pixels = s.out_h * s.out_w;
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
-    let mut phases: Vec<i16> = vec![0; phase_len * stride_w];
-    // Each tap's position relative to an output vector's first element, computed once (no
-    // division in the loops).
-    let offsets: Vec<usize> = (0..taps)
-        .map(|tap| {
-            let (ki, kj) = (tap / s.kernel_w, tap % s.kernel_w);
-            let x = kj * dil_w;
-            (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w
-        })
-        .collect();
-    let mut pairs: Vec<TapPair<S::I16x8>> = Vec::with_capacity(taps.div_ceil(2));
+    // The phases rounded up to whole vectors, and one vector more: the pair plane reads one
+    // lane past each vector.
+    let vectors = (phase_len * stride_w).div_ceil(LANES);
+    let mut phases: Vec<i16> = vec![0; (vectors + 1) * LANES];
+    let mut pair_plane: Vec<i16> = vec![0; vectors * 2 * LANES];
+    let pairing = depthwise_pairing(&s);
+    let mut entries: Vec<TapEntry<S::I16x8>> = Vec::with_capacity(pairing.len());
     for n in 0..s.batch {
         for c in 0..s.in_channels {
             // Padded column x (x = col + PW) goes to phase x % SW, position x / SW.
@@ -414,100 +434,151 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
                     narrow16,
                 );
             }
+            neighbour_pairs::<S>(&phases, &mut pair_plane);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
-                pairs.clear();
-                for (offsets, weights) in offsets.chunks(2).zip(kernel.chunks(2)) {
-                    // An odd last tap pairs with itself at weight 0.
-                    let (first, second) = (offsets[0], offsets[offsets.len() - 1]);
-                    let second_weight = weights.get(1).map_or(0, |&w| narrow16(w));
-                    pairs.push(TapPair {
-                        first,
-                        second,
-                        weights: S::pair16(narrow16(weights[0]), second_weight),
-                    });
-                }
+                let weight = |tap: usize| kernel.get(tap).map_or(0, |&w| narrow16(w));
+                entries.clear();
+                entries.extend(pairing.iter().map(|&(offset, first, second)| TapEntry {
+                    offset,
+                    // A tap alone takes weight 0 for its neighbour.
+                    weights: S::pair16(weight(first), second.map_or(0, weight)),
+                }));
                 let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
-                depthwise_plane::<S>(&s, row_len, &pairs, &phases, out_plane);
+                depthwise_plane::<S>(&s, row_len, &entries, &pair_plane, out_plane);
             }
         }
     }
 }
 
-/// Two taps of a depthwise kernel: their positions relative to an output vector's first
-/// element in the phase-split plane, and their weights interleaved (`[w_first, w_second]` in
-/// every pair of lanes).
+/// The tap entries of the depthwise kernel for `s`, in order of position: (position of the
+/// first tap relative to an output vector's first element in the phase-split plane, its index
+/// in the kernel (ki · KW + kj), the index of the tap at the next position if any). Two taps
+/// at adjacent positions share an entry; positions are distinct, and two are adjacent only
+/// within one kernel row (a phase row is longer than any row's reach). As many entries as
+/// [`ConvShape::depthwise_entries`].
+pub fn depthwise_pairing(s: &ConvShape) -> Vec<(usize, usize, Option<usize>)> {
+    let row_len = s.phase_row_len();
+    let phase_len = (s.height + 2 * s.padding[0]) * row_len;
+    let [dil_h, dil_w] = s.dilation;
+    let stride_w = s.strides[1];
+    // Computed once per node: no division in the loops.
+    let mut order: Vec<(usize, usize)> = (0..s.kernel_h * s.kernel_w)
+        .map(|tap| {
+            let (ki, kj) = (tap / s.kernel_w, tap % s.kernel_w);
+            let x = kj * dil_w;
+            let offset = (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w;
+            (offset, tap)
+        })
+        .collect();
+    order.sort_unstable();
+    let mut pairing = Vec::with_capacity(order.len());
+    let mut rest = order.as_slice();
+    while let Some((&(offset, tap), after)) = rest.split_first() {
+        match after.split_first() {
+            Some((&(next, next_tap), later)) if next == offset + 1 => {
+                pairing.push((offset, tap, Some(next_tap)));
+                rest = later;
+            }
+            _ => {
+                pairing.push((offset, tap, None));
+                rest = after;
+            }
+        }
+    }
+    pairing
+}
+
+/// Writes `(values[i], values[i + 1])` at `pairs[2i..2i + 2]` for every i of `pairs`' length.
+fn neighbour_pairs<S: Simd>(values: &[i16], pairs: &mut [i16]) {
+    let (at, _) = values.as_chunks::<LANES>();
+    let (next, _) = values.get(1..).unwrap_or_default().as_chunks::<LANES>();
+    let (targets, _) = pairs.as_chunks_mut::<{ 2 * LANES }>();
+    for ((at, next), target) in at.iter().zip(next).zip(targets) {
+        let (lo, hi) = S::interleave16(S::load16(at), S::load16(next));
+        let (halves, _) = target.as_chunks_mut::<LANES>();
+        if let [first, second] = halves {
+            S::store16(first, lo);
+            S::store16(second, hi);
+        }
+    }
+}
+
+/// One or two taps of a depthwise kernel: the position of the first relative to an output
+/// vector's first element in the phase-split plane (the second is at the next position), and
+/// their weights interleaved (`[w_first, w_second]` in every pair of lanes; `w_second` = 0
+/// for a single tap).
 #[derive(Clone, Copy)]
-struct TapPair<V> {
-    first: usize,
-    second: usize,
+struct TapEntry<V> {
+    offset: usize,
     weights: V,
 }
 
-/// Pairs per pass of [`depthwise_rows`]: a 3 × 3 kernel in one pass, its five weight vectors
-/// in registers.
-const PAIRS_PER_PASS: usize = 5;
+/// Entries per pass of [`depthwise_rows`]: a 3 × 3 kernel (three rows of a pair and a single)
+/// in one pass, its six weight vectors in registers.
+const ENTRIES_PER_PASS: usize = 6;
 
-/// Writes one output plane of a depthwise channel: its tap pairs in passes of up to
-/// [`PAIRS_PER_PASS`], the first pass storing its sums and later ones adding to them.
+/// Writes one output plane of a depthwise channel: its tap entries in passes of up to
+/// [`ENTRIES_PER_PASS`], the first pass storing its sums and later ones adding to them.
 #[inline(never)]
 fn depthwise_plane<S: Simd>(
     s: &ConvShape,
     row_len: usize,
-    pairs: &[TapPair<S::I16x8>],
-    phases: &[i16],
+    entries: &[TapEntry<S::I16x8>],
+    pair_plane: &[i16],
     out_plane: &mut [i32],
 ) {
-    for (pass, group) in pairs.chunks(PAIRS_PER_PASS).enumerate() {
+    for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
         let add = pass > 0;
-        // The pair count as a constant, so that the loop over pairs unrolls.
+        // The entry count as a constant, so that the loop over entries unrolls.
         macro_rules! fixed {
             ($($count:literal)*) => {
                 $(if let Ok(group) = <&[_; $count]>::try_from(group) {
-                    depthwise_rows::<S, $count>(s, row_len, group, phases, out_plane, add);
+                    depthwise_rows::<S, $count>(s, row_len, group, pair_plane, out_plane, add);
                 })*
             };
         }
-        fixed!(1 2 3 4 5);
+        fixed!(1 2 3 4 5 6);
     }
 }
 
 /// One pass of [`depthwise_plane`] over the output rows, eight outputs at a time: the sums of
-/// `P` tap pairs, stored (or added to the outputs when `add`). Exact under the bounds of
+/// `E` tap entries, stored (or added to the outputs when `add`). Exact under the bounds of
 /// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 127.
 #[inline(always)]
-fn depthwise_rows<S: Simd, const P: usize>(
+fn depthwise_rows<S: Simd, const E: usize>(
     s: &ConvShape,
     row_len: usize,
-    pairs: &[TapPair<S::I16x8>; P],
-    phases: &[i16],
+    entries: &[TapEntry<S::I16x8>; E],
+    pair_plane: &[i16],
     out_plane: &mut [i32],
     add: bool,
 ) {
     let vectors = s.out_w.div_ceil(LANES);
     let zero = S::splat32(0);
-    // The vectors a tap reads for the output vectors of one row, from `start` in the plane:
-    // consecutive output vectors read consecutive, disjoint runs of eight lanes. A phase row
-    // holds every one of them (`ConvShape::phase_row_len`), so none is ever cut short.
-    let run = |start: usize| {
-        let lanes = phases.get(start..).unwrap_or_default();
-        let (runs, _) = lanes.as_chunks::<LANES>();
-        runs.get(..vectors).unwrap_or(runs)
-    };
-    for (p, out_row) in out_plane.chunks_exact_mut(s.out_w.max(1)).enumerate() {
-        let row = p * s.strides[0] * row_len;
-        let taps = pairs.map(|pair| (run(row + pair.first), run(row + pair.second), pair.weights));
-        let len = taps
-            .iter()
-            .map(|(a, b, _)| a.len().min(b.len()))
-            .min()
-            .unwrap_or(0);
-        let taps = taps.map(|(a, b, weights)| (&a[..len], &b[..len], weights));
-        for (vector, outputs) in out_row.chunks_mut(LANES).take(len).enumerate() {
+    // The pairs an entry reads for the output vectors of one row: consecutive output vectors
+    // read consecutive, disjoint runs of eight pairs (sixteen lanes), `span` lanes in all,
+    // from the entry's start in the pair plane plus the row's. A phase row holds every one of
+    // them (`ConvShape::phase_row_len`), so no run is ever missing or cut short.
+    let span = 2 * LANES * vectors;
+    let starts = entries.map(|entry| 2 * entry.offset);
+    let weights = entries.map(|entry| entry.weights);
+    let row_step = 2 * s.strides[0] * row_len;
+    let mut row_start = 0;
+    for out_row in out_plane.chunks_exact_mut(s.out_w.max(1)) {
+        let runs = starts.map(|start| {
+            let first = row_start + start;
+            let lanes = pair_plane.get(first..first + span).unwrap_or_default();
+            lanes.as_chunks::<{ 2 * LANES }>().0
+        });
+        row_start += row_step;
+        let len = runs.iter().map(|run| run.len()).min().unwrap_or(0);
+        let taps: [_; E] = core::array::from_fn(|e| (&runs[e][..len], weights[e]));
+        for (vector, outputs) in (0..len).zip(out_row.chunks_mut(LANES)) {
             let (mut lo, mut hi) = (zero, zero);
-            for (a, b, weights) in &taps {
-                let (x_lo, x_hi) = S::interleave16(S::load16(&a[vector]), S::load16(&b[vector]));
+            for (run, weights) in &taps {
+                let (x_lo, x_hi) = S::load16x2(&run[vector]);
                 lo = S::dot_add(lo, x_lo, *weights);
                 hi = S::dot_add(hi, x_hi, *weights);
             }

@@ -33,6 +33,46 @@ fn scatter_row<T: Copy>(
     phases: &mut [T],
     convert: impl Fn(i32) -> T,
 ) {
+    if stride == 1 {
+        // One phase: a contiguous, vectorisable copy.
+        let start = row_offset + pad;
+        let Some(target) = phases.get_mut(start..start + line.len()) else {
+            return; // callers size the phases for every row; never reached
+        };
+        for (slot, &value) in target.iter_mut().zip(line) {
+            *slot = convert(value);
+        }
+        return;
+    }
+    if stride == 2 {
+        // Two phases: column pairs split into both at once, a loop the compiler vectorises.
+        // Column 0 lands in phase PAD mod 2 at position PAD / 2, column 1 in the other phase
+        // at (PAD + 1) / 2; column 2i + j follows its column j at position + i.
+        let (even, odd) = phases.split_at_mut(phase_len.min(phases.len()));
+        let (first, second) = if pad.is_multiple_of(2) {
+            (even, odd)
+        } else {
+            (odd, even)
+        };
+        let (pairs, last) = line.as_chunks::<2>();
+        let first_start = row_offset + pad / 2;
+        let second_start = row_offset + pad.div_ceil(2);
+        let (Some(first), Some(second)) = (
+            first.get_mut(first_start..first_start + pairs.len() + last.len()),
+            second.get_mut(second_start..second_start + pairs.len()),
+        ) else {
+            return; // callers size the phases for every row; never reached
+        };
+        let (first_pairs, first_last) = first.split_at_mut(pairs.len());
+        for ((a, b), [x, y]) in first_pairs.iter_mut().zip(second.iter_mut()).zip(pairs) {
+            *a = convert(*x);
+            *b = convert(*y);
+        }
+        if let (Some(slot), Some(&value)) = (first_last.first_mut(), last.first()) {
+            *slot = convert(value);
+        }
+        return;
+    }
     for phase in 0..stride {
         // The first column whose padded position falls in this phase.
         let first = (phase + stride - pad % stride) % stride;

@@ -23,6 +23,8 @@ pub trait Simd: Copy {
     fn load16x2(values: &[i16; 16]) -> (Self::I16x8, Self::I16x8);
     /// Eight copies of `value`.
     fn splat16(value: i16) -> Self::I16x8;
+    /// Stores eight `i16`.
+    fn store16(target: &mut [i16; 8], value: Self::I16x8);
     /// Loads four `i32`.
     fn load32(values: &[i32; 4]) -> Self::I32x4;
     /// Stores four `i32`.
@@ -70,6 +72,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn splat16(value: i16) -> [i16; 8] {
         [value; 8]
+    }
+
+    #[inline(always)]
+    fn store16(target: &mut [i16; 8], value: [i16; 8]) {
+        *target = value;
     }
 
     #[inline(always)]
@@ -165,6 +172,13 @@ impl Simd for Wasm128 {
     #[inline(always)]
     fn splat16(value: i16) -> Self::I16x8 {
         core::arch::wasm32::i16x8_splat(value)
+    }
+
+    #[inline(always)]
+    fn store16(target: &mut [i16; 8], value: Self::I16x8) {
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 16-byte array;
+        // `v128_store` has no alignment requirement.
+        unsafe { core::arch::wasm32::v128_store(target.as_mut_ptr().cast(), value) }
     }
 
     #[inline(always)]
@@ -264,6 +278,13 @@ impl Simd for Sse2 {
     fn splat16(value: i16) -> Self::I16x8 {
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe { core::arch::x86_64::_mm_set1_epi16(value) }
+    }
+
+    #[inline(always)]
+    fn store16(target: &mut [i16; 8], value: Self::I16x8) {
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 16-byte array; `storeu`
+        // has no alignment requirement.
+        unsafe { core::arch::x86_64::_mm_storeu_si128(target.as_mut_ptr().cast(), value) }
     }
 
     #[inline(always)]

@@ -83,6 +83,20 @@ pub fn rounding_shift(value: i64, shift_bit: u32) -> i64 {
     ((value >> (shift_bit - 1)) + 1) >> 1
 }
 
+/// [`rounding_shift`] in 32-bit arithmetic, for the vectorised loops: with y = ⌊x / 2^(s−1)⌋,
+/// ⌊(y + 1) / 2⌋ = ⌊y / 2⌋ + (y mod 2), which never overflows. s in 1..=32.
+#[inline(always)]
+fn rounding_shift32(value: i32, shift_bit: u32) -> i32 {
+    let halved = value >> (shift_bit - 1);
+    (halved >> 1) + (halved & 1)
+}
+
+/// [`clip_to_precision`] of an `i32`, in 32-bit arithmetic: the bound ±(2^(p−1) − 1) fits.
+#[inline(always)]
+fn clip32(value: i32, bound: i32) -> i32 {
+    value.clamp(-bound, bound)
+}
+
 impl UnaryKind {
     /// Version 2 steps: `abs` and `negative` check each result (a branch per element); the
     /// others run as branch-free loops the compiler vectorises.
@@ -94,6 +108,19 @@ impl UnaryKind {
             | UnaryKind::CvmClip { .. }
             | UnaryKind::CvmLeftShift { .. } => ElementSteps::new(64, 1),
             UnaryKind::CvmRightShift { .. } => ElementSteps::new(64, 2),
+        }
+    }
+
+    /// Version 3 steps, where they differ from version 2: `cvm_clip`, `cvm_left_shift` and
+    /// `cvm_right_shift` now run in 32-bit lanes (vectorised 64-bit arithmetic before), the
+    /// first two as cheap as `clip`, the rounding shift one step per element more.
+    fn steps_v3(self) -> Option<ElementSteps> {
+        match self {
+            UnaryKind::CvmClip { .. } | UnaryKind::CvmLeftShift { .. } => {
+                Some(ElementSteps::new(64, 0))
+            }
+            UnaryKind::CvmRightShift { .. } => Some(ElementSteps::new(64, 1)),
+            _ => None,
         }
     }
 }
@@ -135,10 +162,14 @@ impl Operator for Unary {
 
     fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let elements = outputs[0].shape.elements();
-        Ok(vec![
+        let mut usage = vec![
             (Param::ElementArith, elements),
             self.kind.steps().usage(elements)?,
-        ])
+        ];
+        if let Some(steps) = self.kind.steps_v3() {
+            usage.push(steps.usage_v3(elements)?);
+        }
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -159,22 +190,27 @@ impl Operator for Unary {
                 };
             }),
             UnaryKind::Clip { min, max } => pairs.for_each(|(y, &x)| *y = x.clamp(min, max)),
+            // The clipping and shifting loops stay in 32 bits, so that they vectorise.
             UnaryKind::CvmClip { precision } => {
-                pairs.for_each(|(y, &x)| *y = clip_to_precision(i64::from(x), precision));
+                let bound = clip_to_precision(i64::MAX, precision);
+                pairs.for_each(|(y, &x)| *y = clip32(x, bound));
             }
             UnaryKind::CvmLeftShift {
                 precision,
                 shift_bit,
-            } => pairs.for_each(|(y, &x)| {
-                // p + shift_bit ≤ 32 (checked at validation) keeps the product below 2^31.
-                *y = clip_to_precision(i64::from(x) << shift_bit, precision);
-            }),
+            } => {
+                // p + shift_bit ≤ 32 (checked at validation) keeps |x| · 2^shift_bit below
+                // 2^31, so the 32-bit shift is exact.
+                let bound = clip_to_precision(i64::MAX, precision);
+                pairs.for_each(|(y, &x)| *y = clip32(x << shift_bit, bound));
+            }
             UnaryKind::CvmRightShift {
                 precision,
                 shift_bit,
-            } => pairs.for_each(|(y, &x)| {
-                *y = clip_to_precision(rounding_shift(i64::from(x), shift_bit), precision);
-            }),
+            } => {
+                let bound = clip_to_precision(i64::MAX, precision);
+                pairs.for_each(|(y, &x)| *y = clip32(rounding_shift32(x, shift_bit), bound));
+            }
         }
         Ok(())
     }
@@ -395,6 +431,34 @@ impl Operator for ElemwiseBinary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_32_bit_loops_equal_the_64_bit_formulas() {
+        let mut values = vec![i32::MIN, i32::MIN + 1, i32::MAX, i32::MAX - 1, -1, 0, 1];
+        let mut state: u32 = 0x1234_5678;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            values.push(state as i32);
+            values.push((state as i32) >> (state % 31));
+        }
+        for shift_bit in 1..=32 {
+            for &x in &values {
+                assert_eq!(
+                    i64::from(rounding_shift32(x, shift_bit)),
+                    rounding_shift(i64::from(x), shift_bit),
+                    "{x} >> {shift_bit}"
+                );
+            }
+        }
+        for precision in 1..=32u8 {
+            let bound = clip_to_precision(i64::MAX, precision);
+            for &x in &values {
+                assert_eq!(clip32(x, bound), clip_to_precision(i64::from(x), precision));
+            }
+        }
+    }
 
     #[test]
     fn rounding_shift_rounds_half_up() {

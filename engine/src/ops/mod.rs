@@ -329,6 +329,20 @@ pub fn count(factors: &[u64]) -> Result<u64> {
 /// # Errors
 /// `LimitExceeded` when the count overflows `u64`.
 pub fn steps(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
+    count_steps(Param::Step, setup, terms)
+}
+
+/// The version 3 `step_v3` count of a node, as [`steps`] computes version 2's. Only operators
+/// whose version 3 count differs report one; every other node's `step_v3` is its `step`
+/// ([`crate::validate::node_usage`]).
+///
+/// # Errors
+/// `LimitExceeded` when the count overflows `u64`.
+pub fn steps_v3(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
+    count_steps(Param::StepV3, setup, terms)
+}
+
+fn count_steps(param: Param, setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
     terms
         .iter()
         .try_fold(setup, |total, &(weight, units)| {
@@ -336,7 +350,7 @@ pub fn steps(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
                 .checked_mul(units)
                 .and_then(|steps| total.checked_add(steps))
         })
-        .map(|total| (Param::Step, total))
+        .map(|total| (param, total))
         .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
 }
 
@@ -362,6 +376,14 @@ impl ElementSteps {
     /// `LimitExceeded` when the count overflows `u64`.
     pub fn usage(self, elements: u64) -> Result<(Param, u64)> {
         steps(self.setup, &[(self.per_element, elements)])
+    }
+
+    /// The `step_v3` count for `elements` output elements ([`steps_v3`]).
+    ///
+    /// # Errors
+    /// `LimitExceeded` when the count overflows `u64`.
+    pub fn usage_v3(self, elements: u64) -> Result<(Param, u64)> {
+        steps_v3(self.setup, &[(self.per_element, elements)])
     }
 }
 

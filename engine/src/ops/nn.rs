@@ -14,13 +14,13 @@ use cvm_gas::Param;
 
 use super::{
     Arity, ElementSteps, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank,
-    in_bounds_taps, output_precision, steps,
+    in_bounds_taps, output_precision, steps, steps_v3,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::conv::{self, ConvShape};
-use crate::kernels::gemm::{self, PackOrder, PackedRows, ROW_ALIGN};
+use crate::kernels::gemm::{self, LANES, PackOrder, PackedRows, ROW_ALIGN};
 use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
@@ -285,9 +285,15 @@ fn mac_precision(
 
 /// The version 2 counts of a conv2d of geometry `shape` with `out_elements` outputs, after the
 /// kernel that runs it (`kernels::conv`):
-/// - depthwise: per channel the phase-split padded plane is built (one step per element, plus
-///   a fixed cost per channel), then every tap is one vector multiply-add per output: 600 +
-///   440·N·C + plane + 3·E·KH·KW steps;
+/// - depthwise, version 2: per channel the phase-split padded plane is built (one step per
+///   element, plus a fixed cost per channel), then every tap is one vector multiply-add per
+///   output: 600 + 440·N·C + plane + 3·E·KH·KW steps;
+/// - depthwise, version 3 (`step_v3`, the kernel of neighbour pairs): per input channel the
+///   phase-split plane and its plane of neighbour pairs are built (3 steps per plane element,
+///   24 per channel), then for every output row each tap entry (`ConvShape::depthwise_entries`:
+///   adjacent taps of a kernel row share one) finds its runs (16 steps) and takes one pair of
+///   dot products per vector of eight outputs (4 steps): 1800 + 24·N·C + 3·N·C·L + 16·R·T +
+///   4·R·⌈OW/8⌉·T, with L the plane's elements, R = N·OC·OH the output rows and T the entries;
 /// - otherwise ⌈ICg·KH·KW / 16⌉ `mac_group`s per output, plus per output the im2col gather and
 ///   the bias: 1500 + 29·E steps, and either 4 steps per element of the zero-padded
 ///   channels-last copy of the input or, when that copy would not fit, 12 steps per element
@@ -298,14 +304,32 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
     if shape.uses_depthwise() {
         let channels = count(&[as_u64(shape.batch), as_u64(shape.in_channels)])?;
         let plane = count(&[channels, shape.depthwise_plane_len()])?;
-        return Ok(vec![steps(
-            600,
-            &[
-                (440, channels),
-                (1, plane),
-                (3, count(&[out_elements, taps])?),
-            ],
-        )?]);
+        let entries = shape.depthwise_entries();
+        let rows = count(&[
+            as_u64(shape.batch),
+            as_u64(shape.out_channels),
+            as_u64(shape.out_h),
+        ])?;
+        let vectors = count(&[rows, as_u64(shape.out_w.div_ceil(LANES))])?;
+        return Ok(vec![
+            steps(
+                600,
+                &[
+                    (440, channels),
+                    (1, plane),
+                    (3, count(&[out_elements, taps])?),
+                ],
+            )?,
+            steps_v3(
+                1800,
+                &[
+                    (24, channels),
+                    (3, plane),
+                    (16, count(&[rows, entries])?),
+                    (4, count(&[vectors, entries])?),
+                ],
+            )?,
+        ]);
     }
     let depth = as_u64(shape.depth());
     let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
@@ -787,37 +811,43 @@ impl Operator for MaxPool2d {
         let out_dims = outputs[0].dims();
         let shape = self.shape(inputs[0].dims(), [out_dims[2], out_dims[3]]);
         // Version 2, after `kernels::pool`: the vector kernel copies each plane padded with
-        // i32::MIN (5 steps per element of the padded input), then takes the maximum over the
+        // i32::MIN (5 steps per element of the padded input; version 3 counts 1, the copy
+        // being vectorised for strides 1 and 2 since), then takes the maximum over the
         // window's rows of vectors (4 steps per output and window row or column); the plain
         // loop, for padding far larger than the input, clips each window to the input and
         // scans the rows left (27 steps per output, 15 per row, 1 per element).
-        let version2 = if shape.vectorised() {
+        if shape.vectorised() {
             let padded = count(&[
                 shape.planes as u64,
                 (shape.height + 2 * shape.padding[0]) as u64,
                 (shape.width + 2 * shape.padding[1]) as u64,
             ])?;
             let rows = count(&[out_elements, pool_h + pool_w])?;
-            steps(540, &[(5, padded), (4, rows)])?
-        } else {
-            let planes = shape.planes as u64;
-            let axis = |a: usize, out: usize, size: usize| {
-                in_bounds_taps(
-                    out,
-                    shape.window[a],
-                    shape.strides[a] as u32,
-                    1,
-                    shape.padding[a] as i64,
-                    size,
-                )
-            };
-            let rows_h = axis(0, shape.out_h, shape.height);
-            let cols_w = axis(1, shape.out_w, shape.width);
-            let rows = count(&[planes, rows_h, shape.out_w as u64])?;
-            let values = count(&[planes, rows_h, cols_w])?;
-            steps(540, &[(27, out_elements), (15, rows), (1, values)])?
+            return Ok(vec![
+                (Param::WindowCompare, window),
+                steps(540, &[(5, padded), (4, rows)])?,
+                steps_v3(540, &[(1, padded), (4, rows)])?,
+            ]);
+        }
+        let planes = shape.planes as u64;
+        let axis = |a: usize, out: usize, size: usize| {
+            in_bounds_taps(
+                out,
+                shape.window[a],
+                shape.strides[a] as u32,
+                1,
+                shape.padding[a] as i64,
+                size,
+            )
         };
-        Ok(vec![(Param::WindowCompare, window), version2])
+        let rows_h = axis(0, shape.out_h, shape.height);
+        let cols_w = axis(1, shape.out_w, shape.width);
+        let rows = count(&[planes, rows_h, shape.out_w as u64])?;
+        let values = count(&[planes, rows_h, cols_w])?;
+        Ok(vec![
+            (Param::WindowCompare, window),
+            steps(540, &[(27, out_elements), (15, rows), (1, values)])?,
+        ])
     }
 
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
