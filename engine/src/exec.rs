@@ -1,5 +1,13 @@
 //! The executor: checks inputs, then runs a [`ValidatedModel`] node by node, charging each
-//! node's gas before it runs and freeing every buffer after its last use.
+//! node's gas before it runs.
+//!
+//! A run allocates one arena for all node outputs, laid out by the static plan of validation
+//! ([`crate::plan`]): each node's outputs are zeroed in place and handed to its operator as
+//! views, next to views of its operands (arena values, the caller's inputs, or the model's
+//! parameters); a value's elements are reused by later values once it is dead. The views are
+//! carved out of the arena with `split_at_mut`, so the plan's promise that a node's outputs
+//! share no element with its inputs or each other is checked, not assumed: a plan that broke
+//! it would fail the run as an engine bug. The model outputs are copied out at the end.
 //!
 //! Architecture Invariant: gas is charged before work, from the static per-node figures of
 //! validation, so a complete run charges exactly `ValidatedModel::total_gas`, and a run whose
@@ -9,14 +17,15 @@
 //! can measure what metering costs.
 
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 use borsh::{BorshDeserialize, BorshSerialize};
 
 use crate::error::{Error, Result};
 use crate::fail;
 use crate::outcome::Report;
-use crate::tensor::{Tensor, TensorMut, TensorRef, precision_bound};
-use crate::validate::{ValidatedModel, ValueId};
+use crate::tensor::{Tensor, TensorMut, TensorRef, TensorType, precision_bound};
+use crate::validate::{ValidatedModel, ValidatedNode, ValueId};
 
 /// A model input as callers supply it: shape and row-major values. Its precision is the
 /// declared one.
@@ -143,22 +152,177 @@ fn check_inputs(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Result<Vec<
         .collect()
 }
 
-/// Storage of the values of one run. Parameters are borrowed from the model.
-struct Values<'m> {
-    model: &'m ValidatedModel,
-    slots: Vec<Option<Tensor>>,
+/// A value a node touches in the arena: where it lives and how the node uses it.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    start: usize,
+    len: usize,
+    value: ValueId,
+    /// The position among the node's outputs, or `None` for an operand.
+    output: Option<usize>,
 }
 
-impl<'m> Values<'m> {
-    fn get(&self, id: ValueId) -> Result<&Tensor> {
-        if self.model.is_param(id) {
-            return Ok(&self.model.params[id - self.model.inputs.len()].1);
-        }
-        self.slots
-            .get(id)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| fail!(InvalidReference, "value {id} is not available (engine bug)"))
+/// An engine-bug failure: the memory plan does not hold.
+fn plan_broken(what: core::fmt::Arguments<'_>) -> Error {
+    fail!(
+        InvalidReference,
+        "the memory plan is inconsistent: {what} (engine bug)"
+    )
+}
+
+/// The arena elements of node output `value`, as indices of the arena.
+fn arena_region(model: &ValidatedModel, value: ValueId) -> Result<Option<(usize, usize)>> {
+    let Some(range) = model.arena_range(value) else {
+        return Ok(None);
+    };
+    let start = usize::try_from(range.start);
+    let len = usize::try_from(range.end - range.start);
+    match (start, len) {
+        (Ok(start), Ok(len)) => Ok(Some((start, len))),
+        _ => Err(plan_broken(format_args!(
+            "value {value} at {range:?} is outside the address space"
+        ))),
     }
+}
+
+/// The views of one node's operands and outputs.
+struct NodeViews<'a> {
+    operands: Vec<TensorRef<'a>>,
+    results: Vec<TensorMut<'a>>,
+}
+
+/// Carves the views node `node` needs: its operands from `inputs` (the caller's tensors), the
+/// model's parameters and `arena`, and its outputs from `arena`, zeroed.
+///
+/// The regions the node touches are sorted by offset and split off the arena one after the
+/// other; an operand the node reads twice is one shared region. Regions that overlap, or lie
+/// outside the arena, fail as an engine bug.
+fn node_views<'a>(
+    model: &'a ValidatedModel,
+    node: &'a ValidatedNode,
+    inputs: &'a [Tensor],
+    arena: &'a mut [i32],
+) -> Result<NodeViews<'a>> {
+    let mut regions: Vec<Region> = Vec::with_capacity(node.inputs.len() + node.output_types.len());
+    for &value in &node.inputs {
+        if let Some((start, len)) = arena_region(model, value)? {
+            regions.push(Region {
+                start,
+                len,
+                value,
+                output: None,
+            });
+        }
+    }
+    for position in 0..node.output_types.len() {
+        let value = node.first_output + position;
+        let (start, len) = arena_region(model, value)?
+            .ok_or_else(|| plan_broken(format_args!("output {value} has no place")))?;
+        regions.push(Region {
+            start,
+            len,
+            value,
+            output: Some(position),
+        });
+    }
+    // Empty regions take no elements and may sit anywhere; the others must be disjoint, a
+    // repeated operand being one region.
+    regions.retain(|region| region.len > 0);
+    regions.sort_unstable_by_key(|region| (region.start, region.value));
+    regions.dedup_by_key(|region| region.value);
+
+    let mut operand_data: Vec<(ValueId, &'a [i32])> = Vec::new();
+    let mut output_data: Vec<&'a mut [i32]> = Vec::new();
+    output_data.resize_with(node.output_types.len(), Default::default);
+    let mut rest: &'a mut [i32] = arena;
+    let mut rest_start = 0usize;
+    for region in &regions {
+        let carved = region
+            .start
+            .checked_sub(rest_start)
+            .and_then(|gap| rest.split_at_mut_checked(gap))
+            .and_then(|(_, tail)| tail.split_at_mut_checked(region.len));
+        let Some((data, tail)) = carved else {
+            return Err(plan_broken(format_args!(
+                "value {} at {}..{} overlaps another value of the node or leaves the arena",
+                region.value,
+                region.start,
+                region.start + region.len
+            )));
+        };
+        rest = tail;
+        rest_start = region.start + region.len;
+        match region.output {
+            Some(position) => {
+                data.fill(0);
+                output_data[position] = data;
+            }
+            None => operand_data.push((region.value, data)),
+        }
+    }
+    operand_data.sort_unstable_by_key(|&(value, _)| value);
+
+    let n_inputs = model.inputs.len();
+    let operands = node
+        .inputs
+        .iter()
+        .map(|&value| {
+            if let Some(tensor) = inputs.get(value) {
+                return Ok(tensor.view());
+            }
+            if model.is_param(value) {
+                return Ok(model.params[value - n_inputs].1.view());
+            }
+            let ty = model.value_types.get(value).ok_or_else(|| {
+                fail!(
+                    InvalidReference,
+                    "value {value} is not available (engine bug)"
+                )
+            })?;
+            let data = match operand_data.binary_search_by_key(&value, |&(id, _)| id) {
+                Ok(found) => operand_data[found].1,
+                // Only empty values have no region.
+                Err(_) if ty.shape.elements() == 0 => &[],
+                Err(_) => {
+                    return Err(plan_broken(format_args!("operand {value} has no region")));
+                }
+            };
+            Ok(TensorRef {
+                dims: ty.shape.dims(),
+                precision: ty.precision,
+                data,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let results = node
+        .output_types
+        .iter()
+        .zip(output_data)
+        .map(|(ty, data)| TensorMut {
+            dims: ty.shape.dims(),
+            precision: ty.precision,
+            data,
+        })
+        .collect();
+    Ok(NodeViews { operands, results })
+}
+
+/// A copy of `data`, allocated fallibly.
+fn copy_out(ty: &TensorType, data: &[i32]) -> Result<Tensor> {
+    let mut copy = Vec::new();
+    copy.try_reserve_exact(data.len()).map_err(|_| {
+        fail!(
+            MemoryLimit,
+            "cannot allocate {} elements for an output",
+            data.len()
+        )
+    })?;
+    copy.extend_from_slice(data);
+    Ok(Tensor {
+        shape: ty.shape.clone(),
+        precision: ty.precision,
+        data: copy,
+    })
 }
 
 fn execute<M: Meter>(
@@ -167,61 +331,62 @@ fn execute<M: Meter>(
     meter: &mut M,
 ) -> Result<Vec<(String, Tensor)>> {
     let inputs = check_inputs(model, inputs)?;
-    let mut values = Values {
-        model,
-        slots: Vec::new(),
+    let no_arena = || {
+        fail!(
+            MemoryLimit,
+            "cannot allocate the arena of {} bytes",
+            model.arena_bytes
+        )
     };
-    values.slots.resize_with(model.value_types.len(), || None);
-    for (slot, tensor) in values.slots.iter_mut().zip(inputs) {
-        *slot = Some(tensor);
-    }
+    let arena_elements = usize::try_from(model.arena_bytes / 4).map_err(|_| no_arena())?;
+    let mut arena: Vec<i32> = Vec::new();
+    arena
+        .try_reserve_exact(arena_elements)
+        .map_err(|_| no_arena())?;
+    arena.resize(arena_elements, 0);
 
     for (node_index, node) in model.nodes.iter().enumerate() {
         let at_node = |error: Error| error.at_node(node_index as u32, &node.name, node.op.name);
         meter.charge(node.gas).map_err(at_node)?;
-
-        let mut outputs: Vec<Tensor> = node
-            .output_types
-            .iter()
-            .map(Tensor::zeroed)
-            .collect::<Result<_>>()
+        let NodeViews {
+            operands,
+            mut results,
+        } = node_views(model, node, &inputs, &mut arena).map_err(at_node)?;
+        node.operator
+            .run(&operands, &mut results)
             .map_err(at_node)?;
-        {
-            let operands: Vec<TensorRef<'_>> = node
-                .inputs
-                .iter()
-                .map(|&id| values.get(id).map(Tensor::view))
-                .collect::<Result<_>>()
-                .map_err(at_node)?;
-            let mut results: Vec<TensorMut<'_>> =
-                outputs.iter_mut().map(Tensor::view_mut).collect();
-            node.operator
-                .run(&operands, &mut results)
-                .map_err(at_node)?;
-        }
-        for (offset, tensor) in outputs.into_iter().enumerate() {
-            values.slots[node.first_output + offset] = Some(tensor);
-        }
-        for &dead in &node.frees {
-            values.slots[dead] = None;
-        }
     }
 
+    // The last listing of a model input takes the caller's tensor; every other listing is a
+    // copy (validation counts them in the peak).
+    let mut last_listing = vec![None; inputs.len()];
+    for (position, &(_, id)) in model.outputs.iter().enumerate() {
+        if let Some(last) = last_listing.get_mut(id) {
+            *last = Some(position);
+        }
+    }
+    let mut inputs: Vec<Option<Tensor>> = inputs.into_iter().map(Some).collect();
     let mut results = Vec::with_capacity(model.outputs.len());
     for (position, (name, id)) in model.outputs.iter().enumerate() {
-        // The last listing of a value takes it; earlier listings (and parameters) clone.
-        let listed_again = model.outputs[position + 1..]
-            .iter()
-            .any(|(_, other)| other == id);
-        let tensor = if model.is_param(*id) || listed_again {
-            values.get(*id)?.clone()
+        let id = *id;
+        let unavailable = || {
+            fail!(
+                InvalidReference,
+                "output \"{name}\" is not available (engine bug)"
+            )
+        };
+        let ty = model.value_types.get(id).ok_or_else(unavailable)?;
+        let tensor = if let Some(input) = inputs.get_mut(id) {
+            if last_listing[id] == Some(position) {
+                input.take().ok_or_else(unavailable)?
+            } else {
+                copy_out(ty, &input.as_ref().ok_or_else(unavailable)?.data)?
+            }
+        } else if model.is_param(id) {
+            copy_out(ty, &model.params[id - inputs.len()].1.data)?
         } else {
-            values.slots[*id].take().ok_or_else(|| {
-                fail!(
-                    InvalidReference,
-                    "output \"{name}\" is not available (engine bug)"
-                )
-            })?
+            let (start, len) = arena_region(model, id)?.ok_or_else(unavailable)?;
+            copy_out(ty, arena.get(start..start + len).ok_or_else(unavailable)?)?
         };
         results.push((name.clone(), tensor));
     }
@@ -234,7 +399,7 @@ mod tests {
 
     use super::*;
     use crate::model::{InputDecl, Model, Node, OutputDecl, ValueRef};
-    use crate::outcome::Status;
+    use crate::outcome::{OutputTensor, Status};
 
     /// `relu(relu(x))` on four values: two nodes of 104 gas each.
     fn two_relus() -> ValidatedModel {
@@ -304,5 +469,266 @@ mod tests {
         // Without a meter the same limit does not apply.
         let unmetered = run_unmetered(&model, input());
         assert!(matches!(unmetered.outcome.status, Status::Ok { .. }));
+    }
+
+    fn op(name: &str) -> u16 {
+        crate::ops::by_name(name)
+            .map(|op| op.code)
+            .unwrap_or_default()
+    }
+
+    fn at(node: u32) -> ValueRef {
+        ValueRef::Node { node, output: 0 }
+    }
+
+    /// Runs `model` the way the executor did before the arena: a fresh zeroed tensor for every
+    /// node output, nothing ever reused. The reference the arena executor must agree with.
+    fn run_separately(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Vec<OutputTensor> {
+        let mut values: Vec<Option<Tensor>> = vec![None; model.value_types.len()];
+        for (id, input) in inputs.into_iter().enumerate() {
+            values[id] = Some(Tensor {
+                shape: crate::Shape::new(input.shape),
+                precision: model.inputs[id].ty.precision,
+                data: input.data,
+            });
+        }
+        for (index, (_, param)) in model.params.iter().enumerate() {
+            values[model.inputs.len() + index] = Some(param.clone());
+        }
+        for node in &model.nodes {
+            let mut outputs: Vec<Tensor> = node
+                .output_types
+                .iter()
+                .map(|ty| Tensor::zeroed(ty).unwrap())
+                .collect();
+            let operands: Vec<TensorRef<'_>> = node
+                .inputs
+                .iter()
+                .map(|&id| values[id].as_ref().unwrap().view())
+                .collect();
+            let mut results: Vec<TensorMut<'_>> =
+                outputs.iter_mut().map(Tensor::view_mut).collect();
+            node.operator.run(&operands, &mut results).unwrap();
+            drop(results);
+            for (position, tensor) in outputs.into_iter().enumerate() {
+                values[node.first_output + position] = Some(tensor);
+            }
+        }
+        model
+            .outputs
+            .iter()
+            .map(|&(_, id)| values[id].clone().unwrap().into())
+            .collect()
+    }
+
+    fn outputs_of(report: Report) -> Vec<OutputTensor> {
+        match report.outcome.status {
+            Status::Ok { outputs } => outputs,
+            status => panic!("{status:?}"),
+        }
+    }
+
+    #[test]
+    fn values_sharing_arena_elements_compute_what_separate_buffers_do() {
+        // a = relu(x), b = a + a, c = −b, d = c − a, e = |d|, f = e + x; a lives across three
+        // nodes, b is read twice by one node and is a model output, as are x and f (twice).
+        let node = |name: &str, op_name: &str, inputs: Vec<ValueRef>| Node {
+            name: name.into(),
+            op: op(op_name),
+            inputs,
+            attrs: vec![],
+        };
+        let model = Model {
+            inputs: vec![InputDecl {
+                name: "x".into(),
+                shape: vec![4],
+                precision: 8,
+            }],
+            params: vec![],
+            nodes: vec![
+                node("a", "relu", vec![ValueRef::Input(0)]),
+                node("b", "elemwise_add", vec![at(0), at(0)]),
+                node("c", "negative", vec![at(1)]),
+                node("d", "elemwise_sub", vec![at(2), at(0)]),
+                node("e", "abs", vec![at(3)]),
+                node("f", "elemwise_add", vec![at(4), ValueRef::Input(0)]),
+            ],
+            outputs: ["f", "b", "x", "f again"]
+                .iter()
+                .zip([at(5), at(1), ValueRef::Input(0), at(5)])
+                .map(|(name, value)| OutputDecl {
+                    name: (*name).into(),
+                    value,
+                })
+                .collect(),
+        };
+        let model = ValidatedModel::from_bytes(&model.encode()).unwrap();
+        // Six values of 16 bytes, in fewer: the plan makes them share elements.
+        assert!(model.arena_bytes < 6 * 16, "{}", model.arena_bytes);
+        let outputs = outputs_of(run(&model, input(), u64::MAX));
+        let data: Vec<&[i32]> = outputs.iter().map(|tensor| &tensor.data[..]).collect();
+        assert_eq!(
+            data,
+            [
+                &[-3, 0, 20, -127][..],
+                &[0, 0, 10, 0],
+                &[-3, 0, 5, -127],
+                &[-3, 0, 20, -127]
+            ]
+        );
+        assert_eq!(outputs, run_separately(&model, input()));
+    }
+
+    /// A random graph over `x`, `y` (inputs) and `p` (a parameter), all of shape [n]: 1 to 40
+    /// elementwise nodes, whose operands are mostly recent values and sometimes any earlier
+    /// one; outputs: the last node, another random value, `x` and `p`.
+    fn random_model(seed: u64) -> (Model, Vec<InputTensor>) {
+        let mut state = seed;
+        let mut next = move |bound: u64| {
+            // SplitMix64.
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % bound
+        };
+        let n = 1 + next(9) as u32;
+        let values = |next: &mut dyn FnMut(u64) -> u64| -> Vec<i32> {
+            (0..n).map(|_| next(255) as i32 - 127).collect()
+        };
+        let inputs = vec![
+            InputTensor {
+                shape: vec![n],
+                data: values(&mut next),
+            },
+            InputTensor {
+                shape: vec![n],
+                data: values(&mut next),
+            },
+        ];
+        let mut model = Model {
+            inputs: ["x", "y"]
+                .iter()
+                .map(|name| InputDecl {
+                    name: (*name).into(),
+                    shape: vec![n],
+                    precision: 8,
+                })
+                .collect(),
+            params: vec![crate::model::ParamDecl {
+                name: "p".into(),
+                shape: vec![n],
+                precision: 8,
+                data: crate::model::ParamData::I8(
+                    values(&mut next).iter().map(|&v| v as i8).collect(),
+                ),
+            }],
+            nodes: vec![],
+            outputs: vec![],
+        };
+        // Every value with its precision: inputs, the parameter, then node outputs.
+        let mut refs = vec![
+            (ValueRef::Input(0), 8u8),
+            (ValueRef::Input(1), 8),
+            (ValueRef::Param(0), 8),
+        ];
+        for index in 0..1 + next(40) as u32 {
+            let operand = |next: &mut dyn FnMut(u64) -> u64| {
+                let window = if next(4) == 0 {
+                    refs.len()
+                } else {
+                    refs.len().min(4)
+                };
+                refs[refs.len() - 1 - next(window as u64) as usize]
+            };
+            let (a, b) = (operand(&mut next), operand(&mut next));
+            let (name, inputs, precision, attrs) = match next(6) {
+                0 => ("relu", vec![a.0], a.1, vec![]),
+                1 => ("negative", vec![a.0], a.1, vec![]),
+                2 if a.1.max(b.1) < 24 => {
+                    ("elemwise_add", vec![a.0, b.0], a.1.max(b.1) + 1, vec![])
+                }
+                3 if a.1.max(b.1) < 24 => ("elemwise_sub", vec![a.0, a.0], a.1 + 1, vec![]),
+                4 if a.1 + b.1 < 24 => ("broadcast_mul", vec![a.0, b.0], a.1 + b.1, vec![]),
+                _ => (
+                    "cvm_clip",
+                    vec![a.0],
+                    a.1.min(6),
+                    vec![crate::model::Attr {
+                        name: "precision".into(),
+                        value: crate::model::AttrValue::Int(6),
+                    }],
+                ),
+            };
+            model.nodes.push(Node {
+                name: alloc::format!("n{index}"),
+                op: op(name),
+                inputs,
+                attrs,
+            });
+            refs.push((at(index), precision));
+        }
+        let last = refs.len() - 1;
+        let other = next(refs.len() as u64) as usize;
+        model.outputs = [("last", last), ("other", other), ("x", 0), ("p", 2)]
+            .iter()
+            .map(|&(name, index)| OutputDecl {
+                name: name.into(),
+                value: refs[index].0,
+            })
+            .collect();
+        (model, inputs)
+    }
+
+    #[test]
+    fn random_graphs_compute_what_separate_buffers_do() {
+        let (mut arena_bytes, mut output_bytes) = (0u64, 0u64);
+        for seed in 0..200 {
+            let (model, inputs) = random_model(seed);
+            let model = ValidatedModel::from_bytes(&model.encode())
+                .unwrap_or_else(|error| panic!("seed {seed}: {error:?}"));
+            let expected = run_separately(&model, inputs.clone());
+            let report = run(&model, inputs, u64::MAX);
+            assert_eq!(report.outcome.gas_used, model.total_gas);
+            assert_eq!(outputs_of(report), expected, "seed {seed}");
+            arena_bytes += model.arena_bytes;
+            output_bytes += model
+                .nodes
+                .iter()
+                .flat_map(|node| &node.output_types)
+                .map(|ty| 4 * ty.shape.elements())
+                .sum::<u64>();
+        }
+        // The values do share elements: the arenas hold far less than all node outputs.
+        assert!(
+            3 * arena_bytes < output_bytes,
+            "{arena_bytes} of {output_bytes}"
+        );
+    }
+
+    #[test]
+    fn an_inconsistent_plan_fails_as_an_engine_bug() {
+        let invalid_reference = |node| Status::Error {
+            code: crate::ErrorCode::InvalidReference.number(),
+            node: Some(node),
+        };
+        // The second relu's output on top of its input.
+        let mut model = two_relus();
+        model.arena_offsets = vec![0, 2];
+        let report = run(&model, input(), u64::MAX);
+        assert_eq!(report.outcome.status, invalid_reference(1));
+        // An output past the end of the arena.
+        model.arena_offsets = vec![0, 5];
+        let report = run(&model, input(), u64::MAX);
+        assert_eq!(report.outcome.status, invalid_reference(1));
+        // The plan as validated runs.
+        let mut model = two_relus();
+        assert_eq!(model.arena_offsets, [0, 4]);
+        assert_eq!(model.arena_bytes, 32);
+        model.arena_offsets = vec![4, 0];
+        assert!(matches!(
+            run(&model, input(), u64::MAX).outcome.status,
+            Status::Ok { .. }
+        ));
     }
 }

@@ -8,10 +8,10 @@
 //! [`Report`], whose [`Outcome`] is the part every node must agree on.
 //!
 //! Code map: [`model`] (canonical format), [`attrs`] (attribute schemas), [`ops`] (the operator
-//! table and one file per family), [`validate`], [`exec`], [`outcome`], [`error`] (frozen codes),
-//! [`tensor`], [`limits`], [`kernels`] (vectorised conv2d, dense and pooling), and `abi` (the
-//! wasm32 exports). `unsafe` appears only in `abi` and in the vector loads and stores of
-//! `kernels::simd`.
+//! table and one file per family), [`validate`], [`plan`] (where node outputs live in a run's
+//! arena), [`exec`], [`outcome`], [`error`] (frozen codes), [`tensor`], [`limits`], [`kernels`]
+//! (vectorised conv2d, dense and pooling), and `abi` (the wasm32 exports). `unsafe` appears
+//! only in `abi` and in the vector loads and stores of `kernels::simd`.
 #![no_std]
 
 extern crate alloc;
@@ -25,6 +25,7 @@ pub mod limits;
 pub mod model;
 pub mod ops;
 pub mod outcome;
+pub mod plan;
 pub mod tensor;
 pub mod validate;
 
@@ -59,8 +60,10 @@ pub struct Estimate {
     pub nodes: Vec<NodeEstimate>,
     /// Gas of a complete run.
     pub total_gas: u64,
-    /// Peak bytes of tensor data alive during a run.
+    /// Peak bytes of tensor data a run holds ([`ValidatedModel::peak_memory_bytes`]).
     pub peak_memory_bytes: u64,
+    /// Bytes of the arena holding every node output ([`ValidatedModel::arena_bytes`]).
+    pub arena_bytes: u64,
 }
 
 /// Gas of one node.
@@ -90,6 +93,7 @@ impl ValidatedModel {
                 .collect(),
             total_gas: self.total_gas,
             peak_memory_bytes: self.peak_memory_bytes,
+            arena_bytes: self.arena_bytes,
         }
     }
 }

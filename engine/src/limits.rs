@@ -31,6 +31,7 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// the work of any accepted model, and with it the wasm fuel a host grants.
 pub const MAX_GAS_PER_RUN: u64 = 1 << 40;
 
-/// Most bytes of tensor data alive at once while running (parameters, inputs and live
-/// intermediate values), from the static memory plan: 1 GiB.
+/// Most bytes of tensor data a run may hold at once (parameters, packed weights, inputs, the
+/// arena of node outputs, and operators' working memory or the output copies), from the static
+/// memory plan: 1 GiB.
 pub const MAX_PEAK_MEMORY_BYTES: u64 = 1 << 30;

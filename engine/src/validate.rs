@@ -4,11 +4,13 @@
 //! Validation checks names and limits, decodes parameters once (checking them against their
 //! precision), resolves references (which must point backwards, so the graph is acyclic and in
 //! topological order), parses attributes through each operator's schema, infers every value's
-//! shape and precision, prices every node with the gas schedule, and plans memory: when each
-//! buffer dies and the peak number of bytes alive.
+//! shape and precision, prices every node with the gas schedule, and plans memory: the offset of
+//! every node output in the one arena a run allocates ([`crate::plan`]), and the peak number
+//! of bytes a run holds.
 //!
 //! Architecture Invariant: after validation, running can only fail with input checks (3xx),
-//! execution-phase codes (4xx), or `MemoryLimit` when an output buffer cannot be allocated.
+//! execution-phase codes (4xx), or `MemoryLimit` when the arena or an output copy cannot be
+//! allocated.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -17,6 +19,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use cvm_gas::{Param, Schedule};
 
@@ -27,6 +30,7 @@ use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::limits;
 use crate::model::{Model, ParamData, ValueRef};
 use crate::ops::{self, OpDef, Operator, Usage};
+use crate::plan::{self, PlanNode};
 use crate::tensor::{Shape, Tensor, TensorType, check_precision, precision_bound};
 
 /// Index of a value in the flat value space: inputs, then parameters, then node outputs.
@@ -49,8 +53,6 @@ pub struct ValidatedNode {
     pub output_types: Vec<TensorType>,
     /// Gas charged before the node runs.
     pub gas: u64,
-    /// Values whose last use is this node and that can be freed after it.
-    pub frees: Vec<ValueId>,
     /// Working memory the operator allocates while it runs, beyond its outputs.
     pub scratch_bytes: u64,
 }
@@ -79,8 +81,18 @@ pub struct ValidatedModel {
     pub value_types: Vec<TensorType>,
     /// Gas of a complete run: the sum of every node's gas.
     pub total_gas: u64,
-    /// Peak bytes of tensor data alive during a run, parameters included.
+    /// Peak bytes of tensor data a run holds: parameters, packed weights and the caller's
+    /// inputs (for the whole run), the arena, and the larger of the largest working memory of
+    /// any node (`scratch_bytes`) and the model outputs copied out of the arena at the end.
+    /// At most [`limits::MAX_PEAK_MEMORY_BYTES`].
     pub peak_memory_bytes: u64,
+    /// Bytes of the arena that holds every node output during a run: 4 × the highest offset
+    /// plus size of any node output.
+    pub arena_bytes: u64,
+    /// Offset (in `i32` elements) of every node output in the arena, by value id minus the
+    /// number of inputs and parameters. Values alive at a common node, or a node's inputs and
+    /// outputs, never share an element ([`crate::plan`]).
+    pub arena_offsets: Vec<u64>,
     /// The gas schedule the model was priced with.
     pub schedule: &'static Schedule,
 }
@@ -158,6 +170,16 @@ impl ValidatedModel {
     /// Whether `value` is a parameter.
     pub fn is_param(&self, value: ValueId) -> bool {
         (self.inputs.len()..self.first_node_value()).contains(&value)
+    }
+
+    /// The elements of the arena node output `value` occupies; `None` for an input or a
+    /// parameter (or an id past the model).
+    pub fn arena_range(&self, value: ValueId) -> Option<Range<u64>> {
+        let offset = *self
+            .arena_offsets
+            .get(value.checked_sub(self.first_node_value())?)?;
+        let size = self.value_types.get(value)?.shape.elements();
+        Some(offset..offset.saturating_add(size))
     }
 }
 
@@ -390,7 +412,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 first_output: value_types.len(),
                 output_types,
                 gas,
-                frees: Vec::new(),
                 scratch_bytes,
             })
         })()
@@ -445,8 +466,8 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         validated_outputs.push((output.name, id));
     }
 
-    let peak_memory_bytes = plan_memory(
-        &mut validated_nodes,
+    let memory = plan_memory(
+        &validated_nodes,
         &validated_outputs,
         &value_types,
         n_inputs,
@@ -460,7 +481,9 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         outputs: validated_outputs,
         value_types,
         total_gas,
-        peak_memory_bytes,
+        peak_memory_bytes: memory.peak_bytes,
+        arena_bytes: memory.arena_bytes,
+        arena_offsets: memory.arena_offsets,
         schedule,
     })
 }
@@ -517,65 +540,88 @@ fn resolve(
     }
 }
 
-/// Computes when each input and node output dies and the peak bytes alive during a run.
+/// The memory plan of a model.
+struct MemoryPlan {
+    /// [`ValidatedModel::peak_memory_bytes`].
+    peak_bytes: u64,
+    /// [`ValidatedModel::arena_bytes`].
+    arena_bytes: u64,
+    /// [`ValidatedModel::arena_offsets`].
+    arena_offsets: Vec<u64>,
+}
+
+/// Places every node output in the arena ([`plan::place`]) and computes the peak bytes a run
+/// holds.
 ///
-/// Parameters are alive for the whole run. Inputs and node outputs are freed after their last
-/// use, except model outputs, which live to the end. A node output nobody uses is freed right
-/// after the node. While a node runs, its working memory (`scratch_bytes`) is alive as well.
-/// Weights packed at load time (`packed_bytes`) are alive for the whole run, like parameters.
+/// The executor keeps the parameters and the weights packed at load time (`packed_bytes`), the
+/// caller's inputs and the arena for the whole run. On top of them it holds, while a node
+/// runs, that operator's working memory (`scratch_bytes`), and at the end the copies of the
+/// model outputs (every listing but the last one of a model input, which is moved out). Those
+/// never coexist, so the peak is the sum of the former and the larger of the latter two.
+///
+/// # Errors
+/// `MemoryLimit` if the peak exceeds [`limits::MAX_PEAK_MEMORY_BYTES`] or an offset overflows.
 fn plan_memory(
-    nodes: &mut [ValidatedNode],
+    nodes: &[ValidatedNode],
     outputs: &[(String, ValueId)],
     value_types: &[TensorType],
     n_inputs: usize,
     n_leading: usize,
     packed_bytes: u64,
-) -> Result<u64> {
-    const KEEP: usize = usize::MAX;
-    // Last node using each value; KEEP for model outputs; None for unused values.
-    let mut last_use: Vec<Option<usize>> = vec![None; value_types.len()];
-    for (node_index, node) in nodes.iter().enumerate() {
-        for &input in &node.inputs {
-            last_use[input] = Some(node_index);
-        }
-        let outputs = node.first_output..node.first_output + node.output_types.len();
-        for last in &mut last_use[outputs] {
-            last.get_or_insert(node_index);
-        }
-    }
-    for &(_, id) in outputs {
-        last_use[id] = Some(KEEP);
-    }
-    for (value, last) in last_use.iter().enumerate() {
-        let is_param = (n_inputs..n_leading).contains(&value);
-        match last {
-            Some(node_index) if *node_index != KEEP && !is_param => {
-                nodes[*node_index].frees.push(value)
-            }
-            _ => {}
-        }
-    }
+) -> Result<MemoryPlan> {
+    let plan_nodes: Vec<PlanNode<'_>> = nodes
+        .iter()
+        .map(|node| PlanNode {
+            inputs: &node.inputs,
+            outputs: node.first_output..node.first_output + node.output_types.len(),
+        })
+        .collect();
+    let sizes: Vec<u64> = value_types[n_leading..]
+        .iter()
+        .map(|ty| ty.shape.elements())
+        .collect();
+    let model_outputs: Vec<ValueId> = outputs.iter().map(|&(_, id)| id).collect();
+    let lifetimes = plan::lifetimes(&plan_nodes, n_leading, &sizes, &model_outputs);
+    let placement = plan::place(&lifetimes)?;
+    let arena_bytes = placement.size.checked_mul(4).ok_or_else(|| {
+        fail!(
+            MemoryLimit,
+            "the arena of {} elements overflows 64 bits",
+            placement.size
+        )
+    })?;
 
     let bytes = |id: ValueId| tensor_bytes(&value_types[id]);
-    let mut live: u64 = (0..n_leading)
+    let whole_run = (0..n_leading)
         .map(bytes)
-        .fold(packed_bytes, u64::saturating_add);
-    let mut peak = live;
-    for node in nodes.iter() {
-        for output in node.first_output..node.first_output + node.output_types.len() {
-            live = live.saturating_add(bytes(output));
-        }
-        peak = peak.max(live.saturating_add(node.scratch_bytes));
-        for &freed in &node.frees {
-            live -= bytes(freed);
+        .fold(packed_bytes, u64::saturating_add)
+        .saturating_add(arena_bytes);
+    let largest_scratch = nodes
+        .iter()
+        .map(|node| node.scratch_bytes)
+        .max()
+        .unwrap_or(0);
+    // The last listing of a model input takes the caller's tensor; every other listing is a
+    // copy.
+    let mut input_taken = vec![false; n_inputs];
+    let mut copied_out: u64 = 0;
+    for &(_, id) in outputs.iter().rev() {
+        match input_taken.get_mut(id) {
+            Some(taken) if !*taken => *taken = true,
+            _ => copied_out = copied_out.saturating_add(bytes(id)),
         }
     }
+    let peak = whole_run.saturating_add(largest_scratch.max(copied_out));
     if peak > limits::MAX_PEAK_MEMORY_BYTES {
         return Err(fail!(
             MemoryLimit,
-            "the model needs {peak} bytes of memory at its peak (tensors and operators' working memory), more than the limit of {}",
+            "the model needs {peak} bytes of memory at its peak (parameters, packed weights, inputs, an arena of {arena_bytes} bytes for node outputs, and the larger of the operators' working memory, {largest_scratch} bytes, and the outputs copied out, {copied_out} bytes), more than the limit of {}",
             limits::MAX_PEAK_MEMORY_BYTES
         ));
     }
-    Ok(peak)
+    Ok(MemoryPlan {
+        peak_bytes: peak,
+        arena_bytes,
+        arena_offsets: placement.offsets,
+    })
 }

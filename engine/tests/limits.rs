@@ -129,22 +129,29 @@ fn nodes_per_graph() {
     );
 }
 
-/// `x` of 2^26 elements, `extra` parameter elements, and `outputs` relu(x) kept to the end:
-/// peak = 4 · 2^26 · (1 + outputs) + 4 · extra bytes.
-fn peak_model(outputs: usize, extra: u32) -> Model {
+/// `x` of 2^26 elements, a chain of `length` relus over it (the first reads `x`, each other one
+/// the one before), the last one the model output, and `extra` parameter elements. A run holds
+/// `x`, the arena (the chain alternates between two buffers, one for a single relu), the
+/// output's copy at the end, and the parameter: with n = 2^26, 4 · n · (1 + 2 + 1) + 4 · extra
+/// bytes for a chain of two or more.
+fn peak_model(length: usize, extra: u32) -> Model {
     let mut model = relu_of(vec![MAX_TENSOR_ELEMENTS as u32]);
-    model.nodes = (0..outputs)
-        .map(|i| node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]))
-        .collect();
-    model.outputs = (0..outputs)
-        .map(|i| OutputDecl {
-            name: format!("o{i}"),
-            value: ValueRef::Node {
-                node: i as u32,
-                output: 0,
-            },
+    model.nodes = (0..length)
+        .map(|i| {
+            let from = match i {
+                0 => ValueRef::Input(0),
+                _ => ValueRef::Node {
+                    node: i as u32 - 1,
+                    output: 0,
+                },
+            };
+            node(format!("r{i}"), "relu", vec![from])
         })
         .collect();
+    model.outputs = output(ValueRef::Node {
+        node: length as u32 - 1,
+        output: 0,
+    });
     if extra > 0 {
         model.params.push(ParamDecl {
             name: "p".into(),
@@ -158,29 +165,52 @@ fn peak_model(outputs: usize, extra: u32) -> Model {
 
 #[test]
 fn peak_memory() {
-    let exactly = verdict(&peak_model(3, 0)).unwrap();
-    assert_eq!(exactly.peak_memory_bytes, MAX_PEAK_MEMORY_BYTES);
-    assert_eq!(
-        verdict(&peak_model(3, 1)).err(),
-        Some(ErrorCode::MemoryLimit)
-    );
-    // Dead values are freed: of 64 relu outputs only the kept one (node 0) and the newest are
-    // alive with x at any time, however many nodes run.
+    // One tensor of 2^26 int32.
+    let tensor = 4 * MAX_TENSOR_ELEMENTS;
+    assert_eq!(4 * tensor, MAX_PEAK_MEMORY_BYTES);
+    for length in [2, 64] {
+        let exactly = verdict(&peak_model(length, 0)).unwrap();
+        assert_eq!(exactly.arena_bytes, 2 * tensor);
+        assert_eq!(exactly.peak_memory_bytes, MAX_PEAK_MEMORY_BYTES);
+        // One more parameter element (4 bytes) is too many.
+        let past = peak_model(length, 1);
+        assert_eq!(verdict(&past).err(), Some(ErrorCode::MemoryLimit));
+    }
+    // A single relu needs one buffer, which leaves room for a parameter of 2^26 elements.
+    let single = verdict(&peak_model(1, MAX_TENSOR_ELEMENTS as u32)).unwrap();
+    assert_eq!(single.arena_bytes, tensor);
+    assert_eq!(single.peak_memory_bytes, MAX_PEAK_MEMORY_BYTES);
+    // Dead values give their elements to later ones: of 64 relus of x, the first is the model
+    // output and the others, each dead after its own node, take turns in one more buffer.
     let mut model = peak_model(1, 0);
     model.nodes = (0..64)
         .map(|i| node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]))
         .collect();
-    assert_eq!(
-        verdict(&model).unwrap().peak_memory_bytes,
-        3 * 4 * MAX_TENSOR_ELEMENTS
-    );
+    let shared = verdict(&model).unwrap();
+    assert_eq!(shared.arena_bytes, 2 * tensor);
+    assert_eq!(shared.peak_memory_bytes, MAX_PEAK_MEMORY_BYTES);
+    // Model outputs count twice at the end, in the arena and copied out: three relus of x kept
+    // to the end need x, three buffers and three copies.
+    model.nodes.truncate(3);
+    model.outputs = (0..3)
+        .map(|i| OutputDecl {
+            name: format!("o{i}"),
+            value: ValueRef::Node { node: i, output: 0 },
+        })
+        .collect();
+    assert_eq!(verdict(&model).err(), Some(ErrorCode::MemoryLimit));
 }
 
+/// Elements of the input the relu nodes of [`model_with_gas`] read: small enough that the
+/// inputs, the arena and the output copy fit the memory limit, large enough that 2^40 gas
+/// takes fewer than `MAX_NODES` nodes.
+const RELU_ELEMENTS: u64 = 1 << 24;
+
 /// A model whose static gas under schedule version 1 is exactly `target` (≥ a few hundred): `sum`
-/// nodes over inputs y_i (101 + k_i gas each) first, then relu nodes over x of 2^26 elements
-/// (100 + 2^27 gas each).
+/// nodes over inputs y_i (101 + k_i gas each) first, then relu nodes over x of
+/// [`RELU_ELEMENTS`] elements (100 + 2 · 2^24 gas each).
 fn model_with_gas(target: u64) -> Model {
-    let full = 100 + 2 * MAX_TENSOR_ELEMENTS;
+    let full = 100 + 2 * RELU_ELEMENTS;
     let mut relus = target / full;
     let mut rest = target - relus * full;
     if rest < 101 {
@@ -197,7 +227,7 @@ fn model_with_gas(target: u64) -> Model {
         rest -= part;
     }
     let mut model = Model {
-        inputs: vec![input("x", vec![MAX_TENSOR_ELEMENTS as u32])],
+        inputs: vec![input("x", vec![RELU_ELEMENTS as u32])],
         params: Vec::new(),
         nodes: Vec::new(),
         outputs: Vec::new(),
@@ -268,12 +298,14 @@ fn proposals_of(anchors: u32) -> Model {
 
 #[test]
 fn peak_memory_counts_working_memory() {
-    // Tensors: the inputs, 13 int32 per anchor and 2 for im_shape, and the outputs
+    // Tensors: the inputs, 13 int32 per anchor and 2 for im_shape, and the arena of the outputs
     // (4 + 1 + 1 + 1 int32). Working memory: an 8-byte index per anchor, a 20-byte candidate per
-    // anchor and room for 2 kept candidates.
+    // anchor and room for 2 kept candidates; it is gone when the outputs are copied out (28
+    // bytes, less than the working memory), so only the larger of the two counts.
     let tensors = |a: u64| 4 * (13 * a + 2) + 4 * 7;
     let scratch = |a: u64| 8 * a + 20 * a + 40;
     let model = verdict(&proposals_of(1000)).unwrap();
+    assert_eq!(model.arena_bytes, 4 * 7);
     assert_eq!(model.peak_memory_bytes, tensors(1000) + scratch(1000));
     // 14 million anchors: the tensors alone fit the limit, with the working memory they do not.
     let a = 14_000_000u64;

@@ -20,9 +20,10 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u16)]
 pub enum Param {
-    /// Fixed cost of dispatching one node: attribute lookups, output allocation bookkeeping.
+    /// Fixed cost of dispatching one node: attribute lookups, setting up its operand and output
+    /// views.
     NodeBase = 0,
-    /// Per element of every output tensor a node allocates (memory traffic and zero-fill).
+    /// Per element of every output tensor of a node (memory traffic and zero-fill).
     OutputElement = 1,
     /// Per element moved without arithmetic (flatten, reshape, transpose, slicing, ...).
     ElementCopy = 2,

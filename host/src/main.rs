@@ -652,8 +652,8 @@ fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
         ));
     }
     out.push_str(&format!(
-        "total gas {} (schedule v{})  peak memory {} bytes\n",
-        model.total_gas, model.schedule.version, model.peak_memory_bytes
+        "total gas {} (schedule v{})  peak memory {} bytes  arena {} bytes\n",
+        model.total_gas, model.schedule.version, model.peak_memory_bytes, model.arena_bytes
     ));
     print!("{out}");
     Ok(())

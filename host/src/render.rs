@@ -103,6 +103,7 @@ pub fn estimate_json(estimate: &Estimate) -> Value {
         "schedule_version": estimate.schedule_version,
         "total_gas": estimate.total_gas,
         "peak_memory_bytes": estimate.peak_memory_bytes,
+        "arena_bytes": estimate.arena_bytes,
         "nodes": estimate.nodes.iter().map(|node| json!({
             "name": node.name,
             "op": node.op,
@@ -134,6 +135,10 @@ pub fn estimate_text(estimate: &Estimate) -> String {
     text.push_str(&format!(
         "peak memory: {} bytes\n",
         estimate.peak_memory_bytes
+    ));
+    text.push_str(&format!(
+        "arena:       {} bytes (node outputs, part of the peak)\n",
+        estimate.arena_bytes
     ));
     text
 }

@@ -27,13 +27,15 @@
 //! **Isolating the node.** A run also decodes and checks its inputs, encodes the report and
 //! crosses the wasm boundary, often more work than a cheap node (the tool prints the range).
 //! That overhead is removed by difference: each case is measured as built and with m more copies
-//! of its node (same operands and attributes, outputs unused, so each is freed right after it
-//! runs, as any dead value is), and the node costs (multi − single) / m in fuel and in both wall
-//! times. Everything but the copies is identical in the two models and cancels exactly; what is
-//! left is what gas charges a node for: dispatch, allocating and zeroing its outputs, the kernel,
-//! freeing. m is chosen (1 to 32) so the copies outweigh the overhead about three times, within
-//! a fuel budget; the two models' wall-time samples alternate, and the node's time is the median
-//! of the paired differences, which cancels drift in the machine's speed.
+//! of its node (same operands and attributes, outputs unused, so each is dead right after it
+//! runs and the copies take turns in the same arena elements), and the node costs
+//! (multi − single) / m in fuel and in both wall times. Everything but the copies is identical in
+//! the two models and cancels, but for the arena of the model with copies, larger by one node's
+//! outputs, zeroed once per run (1/m of that per copy); what is left is what gas charges a node
+//! for: dispatch, zeroing its outputs in the arena, the kernel. m is chosen (1 to 32) so the
+//! copies outweigh the overhead about three times, within a fuel budget; the two models'
+//! wall-time samples alternate, and the node's time is the median of the paired differences,
+//! which cancels drift in the machine's speed.
 //!
 //! **Ratios.** Each row's usage (the operator's `usage` from the validated node, plus node_base
 //! and output_element, checked against the gas validation charged) is priced under the evaluated

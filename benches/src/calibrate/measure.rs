@@ -78,7 +78,8 @@ impl NodeCost {
 }
 
 /// `model` (one node, whose outputs are the model's) with `copies` more copies of its node:
-/// same operands and attributes, outputs unused, so each is freed right after it runs.
+/// same operands and attributes, outputs unused, so each is dead right after it runs and the
+/// copies take turns in the same arena elements.
 pub fn with_copies(model: &Model, copies: u64) -> Model {
     let mut model = model.clone();
     if let Some(node) = model.nodes.first().cloned() {
