@@ -203,8 +203,14 @@ fn node_views<'a>(
     inputs: &'a [Tensor],
     arena: &'a mut [i32],
 ) -> Result<NodeViews<'a>> {
+    let first_node_value = model.inputs.len() + model.params.len();
     let mut regions: Vec<Region> = Vec::with_capacity(node.inputs.len() + node.output_types.len());
-    for &value in &node.inputs {
+    // Inputs and parameters are not in the arena.
+    for &value in node
+        .inputs
+        .iter()
+        .filter(|&&value| value >= first_node_value)
+    {
         if let Some((start, len)) = arena_region(model, value)? {
             regions.push(Region {
                 start,
@@ -262,38 +268,41 @@ fn node_views<'a>(
     }
     operand_data.sort_unstable_by_key(|&(value, _)| value);
 
+    // A plain loop rather than collecting `Result`s: this runs for every operand of every node.
     let n_inputs = model.inputs.len();
-    let operands = node
-        .inputs
-        .iter()
-        .map(|&value| {
-            if let Some(tensor) = inputs.get(value) {
-                return Ok(tensor.view());
+    let mut operands = Vec::with_capacity(node.inputs.len());
+    for &value in &node.inputs {
+        if let Some(tensor) = inputs.get(value) {
+            operands.push(tensor.view());
+            continue;
+        }
+        if let Some((_, param)) = value
+            .checked_sub(n_inputs)
+            .and_then(|index| model.params.get(index))
+        {
+            operands.push(param.view());
+            continue;
+        }
+        let Some(ty) = model.value_types.get(value) else {
+            return Err(fail!(
+                InvalidReference,
+                "value {value} is not available (engine bug)"
+            ));
+        };
+        let data = match operand_data.binary_search_by_key(&value, |&(id, _)| id) {
+            Ok(found) => operand_data[found].1,
+            // Only empty values have no region.
+            Err(_) if ty.shape.elements() == 0 => &[],
+            Err(_) => {
+                return Err(plan_broken(format_args!("operand {value} has no region")));
             }
-            if model.is_param(value) {
-                return Ok(model.params[value - n_inputs].1.view());
-            }
-            let ty = model.value_types.get(value).ok_or_else(|| {
-                fail!(
-                    InvalidReference,
-                    "value {value} is not available (engine bug)"
-                )
-            })?;
-            let data = match operand_data.binary_search_by_key(&value, |&(id, _)| id) {
-                Ok(found) => operand_data[found].1,
-                // Only empty values have no region.
-                Err(_) if ty.shape.elements() == 0 => &[],
-                Err(_) => {
-                    return Err(plan_broken(format_args!("operand {value} has no region")));
-                }
-            };
-            Ok(TensorRef {
-                dims: ty.shape.dims(),
-                precision: ty.precision,
-                data,
-            })
-        })
-        .collect::<Result<_>>()?;
+        };
+        operands.push(TensorRef {
+            dims: ty.shape.dims(),
+            precision: ty.precision,
+            data,
+        });
+    }
     let results = node
         .output_types
         .iter()
