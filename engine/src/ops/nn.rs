@@ -812,7 +812,8 @@ impl Operator for MaxPool2d {
         let shape = self.shape(inputs[0].dims(), [out_dims[2], out_dims[3]]);
         // Version 2, after `kernels::pool`: the vector kernel copies each plane padded with
         // i32::MIN (5 steps per element of the padded input; version 3 counts 1, the copy
-        // being vectorised for strides 1 and 2 since), then takes the maximum over the
+        // being vectorised for strides 1 and 2 since, and 120 per plane for setting up its
+        // rows), then takes the maximum over the
         // window's rows of vectors (4 steps per output and window row or column); the plain
         // loop, for padding far larger than the input, clips each window to the input and
         // scans the rows left (27 steps per output, 15 per row, 1 per element).
@@ -826,7 +827,7 @@ impl Operator for MaxPool2d {
             return Ok(vec![
                 (Param::WindowCompare, window),
                 steps(540, &[(5, padded), (4, rows)])?,
-                steps_v3(540, &[(1, padded), (4, rows)])?,
+                steps_v3(540, &[(120, shape.planes as u64), (1, padded), (4, rows)])?,
             ]);
         }
         let planes = shape.planes as u64;
