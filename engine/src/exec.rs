@@ -37,6 +37,43 @@ pub struct InputTensor {
     pub data: Vec<i32>,
 }
 
+/// Decodes the borsh encoding of `Vec<InputTensor>` (the ABI's inputs) a whole value array at a
+/// time, rather than value by value as the derived decoder does. The bytes it accepts, and the
+/// tensors it returns, are exactly those of `borsh::from_slice`; for any other byte string it
+/// returns `None`, and the caller lets borsh say what is wrong. Nothing is allocated beyond what
+/// the bytes hold: every length is checked against the bytes left before anything is reserved.
+pub fn decode_inputs(bytes: &[u8]) -> Option<Vec<InputTensor>> {
+    /// Splits `count` little-endian 32-bit words off the front of `rest`.
+    fn words<'a>(rest: &mut &'a [u8], count: usize) -> Option<&'a [[u8; 4]]> {
+        let (taken, left) = rest.split_at_checked(count.checked_mul(4)?)?;
+        *rest = left;
+        Some(taken.as_chunks::<4>().0)
+    }
+    fn length(rest: &mut &[u8]) -> Option<usize> {
+        let [word] = words(rest, 1)? else {
+            return None;
+        };
+        usize::try_from(u32::from_le_bytes(*word)).ok()
+    }
+    let mut rest = bytes;
+    let count = length(&mut rest)?;
+    let mut inputs = Vec::new();
+    for _ in 0..count {
+        let dims = length(&mut rest)?;
+        let shape = words(&mut rest, dims)?
+            .iter()
+            .map(|&word| u32::from_le_bytes(word))
+            .collect();
+        let values = length(&mut rest)?;
+        let values = words(&mut rest, values)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(values.len()).ok()?;
+        data.extend(values.iter().map(|&word| i32::from_le_bytes(word)));
+        inputs.push(InputTensor { shape, data });
+    }
+    rest.is_empty().then_some(inputs)
+}
+
 /// Runs `model` on `inputs` (in declared order) with at most `gas_limit` gas.
 ///
 /// Never panics on any input; every failure is a deterministic [`Report`] failure.
@@ -400,6 +437,62 @@ fn execute<M: Meter>(
         results.push((name.clone(), tensor));
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    use super::*;
+
+    fn xorshift(state: &mut u32) -> u32 {
+        *state ^= *state << 13;
+        *state ^= *state >> 17;
+        *state ^= *state << 5;
+        *state
+    }
+
+    #[test]
+    fn the_bulk_decoder_accepts_exactly_what_borsh_accepts() {
+        let mut state = 0x1234_5678;
+        let mut encodings: Vec<Vec<u8>> = vec![Vec::new(), vec![0, 0, 0, 0]];
+        for case in 0..200 {
+            let tensors: Vec<InputTensor> = (0..xorshift(&mut state) % 4)
+                .map(|_| {
+                    let shape: Vec<u32> = (0..xorshift(&mut state) % 4)
+                        .map(|_| xorshift(&mut state) % 6)
+                        .collect();
+                    let data = (0..xorshift(&mut state) % 40)
+                        .map(|_| xorshift(&mut state) as i32)
+                        .collect();
+                    InputTensor { shape, data }
+                })
+                .collect();
+            let bytes = borsh::to_vec(&tensors).unwrap_or_default();
+            assert_eq!(decode_inputs(&bytes), Some(tensors), "case {case}");
+            // Every truncation, an extra byte, and a corrupted length.
+            for cut in 0..bytes.len() {
+                encodings.push(bytes[..cut].to_vec());
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            encodings.push(longer);
+            let mut corrupted = bytes.clone();
+            let at = xorshift(&mut state) as usize % corrupted.len();
+            corrupted[at] = corrupted[at].wrapping_add(1 + (xorshift(&mut state) % 255) as u8);
+            encodings.push(corrupted);
+        }
+        // A huge count of tensors and a huge value count, with few bytes behind them.
+        encodings.push(vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0]);
+        encodings.push(vec![
+            1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 1, 2, 3, 4,
+        ]);
+        for bytes in &encodings {
+            let borsh = borsh::from_slice::<Vec<InputTensor>>(bytes).ok();
+            assert_eq!(decode_inputs(bytes), borsh, "{bytes:?}");
+        }
+    }
 }
 
 #[cfg(test)]

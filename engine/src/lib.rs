@@ -155,6 +155,10 @@ fn defined_schedule_versions() -> String {
 
 /// Runs with inputs given as borsh bytes of `Vec<InputTensor>` (the ABI's encoding).
 pub fn run_encoded(model: &ValidatedModel, input_bytes: &[u8], gas_limit: u64) -> Report {
+    if let Some(inputs) = exec::decode_inputs(input_bytes) {
+        return run(model, inputs, gas_limit);
+    }
+    // Not a valid encoding: borsh names what is wrong.
     match borsh::from_slice::<Vec<InputTensor>>(input_bytes) {
         Ok(inputs) => run(model, inputs, gas_limit),
         Err(err) => Report::failure(
