@@ -503,33 +503,48 @@ mod tests {
     use crate::model::{InputDecl, Model, Node, OutputDecl, ValueRef};
     use crate::outcome::{OutputTensor, Status};
 
-    /// `relu(relu(x))` on four values: two nodes of 104 gas each.
-    fn two_relus() -> ValidatedModel {
-        let relu = crate::ops::by_name("relu")
-            .map(|op| op.code)
-            .unwrap_or_default();
-        let node = |name: &str, input: ValueRef| Node {
-            name: name.into(),
-            op: relu,
-            inputs: vec![input],
-            attrs: vec![],
-        };
-        let model = Model {
+    /// A model of one input `x` of four 8-bit values and attribute-less nodes
+    /// `(name, operator, operands)`.
+    fn model_over_x(nodes: &[(&str, &str, Vec<ValueRef>)], outputs: &[(&str, ValueRef)]) -> Model {
+        Model {
             inputs: vec![InputDecl {
                 name: "x".into(),
                 shape: vec![4],
                 precision: 8,
             }],
             params: vec![],
-            nodes: vec![
-                node("first", ValueRef::Input(0)),
-                node("second", ValueRef::Node { node: 0, output: 0 }),
+            nodes: nodes
+                .iter()
+                .map(|(name, op_name, inputs)| Node {
+                    name: (*name).into(),
+                    op: op(op_name),
+                    inputs: inputs.clone(),
+                    attrs: vec![],
+                })
+                .collect(),
+            outputs: outputs
+                .iter()
+                .map(|&(name, value)| OutputDecl {
+                    name: name.into(),
+                    value,
+                })
+                .collect(),
+        }
+    }
+
+    /// `relu(relu(x))` on four values: two nodes of 104 gas each.
+    fn two_relus() -> ValidatedModel {
+        let model = model_over_x(
+            &[
+                ("first", "relu", vec![ValueRef::Input(0)]),
+                (
+                    "second",
+                    "relu",
+                    vec![ValueRef::Node { node: 0, output: 0 }],
+                ),
             ],
-            outputs: vec![OutputDecl {
-                name: "y".into(),
-                value: ValueRef::Node { node: 1, output: 0 },
-            }],
-        };
+            &[("y", ValueRef::Node { node: 1, output: 0 })],
+        );
         ValidatedModel::from_bytes(&model.encode()).unwrap()
     }
 
@@ -634,36 +649,22 @@ mod tests {
     fn values_sharing_arena_elements_compute_what_separate_buffers_do() {
         // a = relu(x), b = a + a, c = −b, d = c − a, e = |d|, f = e + x; a lives across three
         // nodes, b is read twice by one node and is a model output, as are x and f (twice).
-        let node = |name: &str, op_name: &str, inputs: Vec<ValueRef>| Node {
-            name: name.into(),
-            op: op(op_name),
-            inputs,
-            attrs: vec![],
-        };
-        let model = Model {
-            inputs: vec![InputDecl {
-                name: "x".into(),
-                shape: vec![4],
-                precision: 8,
-            }],
-            params: vec![],
-            nodes: vec![
-                node("a", "relu", vec![ValueRef::Input(0)]),
-                node("b", "elemwise_add", vec![at(0), at(0)]),
-                node("c", "negative", vec![at(1)]),
-                node("d", "elemwise_sub", vec![at(2), at(0)]),
-                node("e", "abs", vec![at(3)]),
-                node("f", "elemwise_add", vec![at(4), ValueRef::Input(0)]),
+        let model = model_over_x(
+            &[
+                ("a", "relu", vec![ValueRef::Input(0)]),
+                ("b", "elemwise_add", vec![at(0), at(0)]),
+                ("c", "negative", vec![at(1)]),
+                ("d", "elemwise_sub", vec![at(2), at(0)]),
+                ("e", "abs", vec![at(3)]),
+                ("f", "elemwise_add", vec![at(4), ValueRef::Input(0)]),
             ],
-            outputs: ["f", "b", "x", "f again"]
-                .iter()
-                .zip([at(5), at(1), ValueRef::Input(0), at(5)])
-                .map(|(name, value)| OutputDecl {
-                    name: (*name).into(),
-                    value,
-                })
-                .collect(),
-        };
+            &[
+                ("f", at(5)),
+                ("b", at(1)),
+                ("x", ValueRef::Input(0)),
+                ("f again", at(5)),
+            ],
+        );
         let model = ValidatedModel::from_bytes(&model.encode()).unwrap();
         // Six values of 16 bytes, in fewer: the plan makes them share elements.
         assert!(model.arena_bytes < 6 * 16, "{}", model.arena_bytes);
