@@ -240,7 +240,7 @@ fn node_views<'a>(
     inputs: &'a [Tensor],
     arena: &'a mut [i32],
 ) -> Result<NodeViews<'a>> {
-    let first_node_value = model.inputs.len() + model.params.len();
+    let first_node_value = model.first_node_value();
     let mut regions: Vec<Region> = Vec::with_capacity(node.inputs.len() + node.output_types.len());
     // Inputs and parameters are not in the arena.
     for &value in node

@@ -162,8 +162,8 @@ impl ValidatedModel {
         validate(Model::decode(bytes)?, schedule)
     }
 
-    /// Number of parameter values before node outputs start.
-    fn first_node_value(&self) -> ValueId {
+    /// Number of input and parameter values, before node outputs start.
+    pub(crate) fn first_node_value(&self) -> ValueId {
         self.inputs.len() + self.params.len()
     }
 

@@ -235,28 +235,26 @@ mod tests {
         assert_eq!(Param::from_id(Param::COUNT as u16), None);
     }
 
+    /// `schedule` is version `version` with `costs` (in parameter id order), and found by it.
+    fn assert_frozen(schedule: &Schedule, version: u32, costs: [u64; Param::COUNT]) {
+        assert_eq!(Param::ALL.map(|param| schedule.cost(param)), costs);
+        assert_eq!(schedule.version, version);
+        assert_eq!(Schedule::by_version(version), Some(schedule));
+    }
+
     #[test]
     fn v1_numbers_are_frozen() {
-        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V1.cost(param));
-        assert_eq!(costs, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0]);
-        assert_eq!(Schedule::V1.version, 1);
-        assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
+        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0]);
     }
 
     #[test]
     fn v2_numbers_are_frozen() {
-        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V2.cost(param));
-        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0]);
-        assert_eq!(Schedule::V2.version, 2);
-        assert_eq!(Schedule::by_version(2), Some(&Schedule::V2));
+        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0]);
     }
 
     #[test]
     fn v3_numbers_are_frozen() {
-        let costs: [u64; Param::COUNT] = Param::ALL.map(|param| Schedule::V3.cost(param));
-        assert_eq!(costs, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1]);
-        assert_eq!(Schedule::V3.version, 3);
-        assert_eq!(Schedule::by_version(3), Some(&Schedule::V3));
+        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1]);
         assert_eq!(Schedule::by_version(0), None);
         assert_eq!(Schedule::by_version(4), None);
         assert_eq!(Schedule::CURRENT, &Schedule::V3);

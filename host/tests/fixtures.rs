@@ -8,40 +8,15 @@
 //! expectations from the native run instead (review the diff).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use cvm_engine::exec::InputTensor;
+mod common;
+
+use common::run_both;
 use cvm_engine::{ErrorCode, Report};
 use cvm_fixtures::Case;
-use cvm_host::runner::{EngineKind, execute, validate_natively};
+use cvm_host::runner::validate_natively;
 use cvm_host::wasm::WasmEngine;
 use cvm_host::{HashAlgorithm, audit, render};
 use serde_json::Value;
-
-/// Runs on both engines under gas schedule `schedule` and insists on identical reports.
-fn run_both(
-    wasm: &WasmEngine,
-    model: &[u8],
-    inputs: &[InputTensor],
-    gas_limit: u64,
-    schedule: u32,
-) -> Result<Report, String> {
-    let native = execute(EngineKind::Native, None, model, inputs, gas_limit, schedule)
-        .map_err(|e| e.to_string())?;
-    let in_wasm = execute(
-        EngineKind::Wasm,
-        Some(wasm),
-        model,
-        inputs,
-        gas_limit,
-        schedule,
-    )
-    .map_err(|e| e.to_string())?;
-    if native != in_wasm {
-        return Err(format!(
-            "native and wasm reports differ:\nnative: {native:?}\nwasm:   {in_wasm:?}"
-        ));
-    }
-    Ok(native)
-}
 
 /// Fields of `expected` that differ from `actual` (every field of `expected` must be present
 /// and equal; `actual` fields missing from `expected` are reported as unblessed).

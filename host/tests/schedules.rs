@@ -5,11 +5,14 @@
 //! host refuses an engine module of another ABI version, or one without `cvm_load_with_schedule`.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
+mod common;
+
+use common::run_both;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Report, Status};
-use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, encode_inputs, execute};
+use cvm_host::audit;
+use cvm_host::runner::{CURRENT_SCHEDULE, encode_inputs};
 use cvm_host::wasm::{ABI_VERSION, WasmEngine};
-use cvm_host::{HashAlgorithm, audit, outcome_hash};
 
 fn cnn() -> (Vec<u8>, Vec<cvm_engine::InputTensor>) {
     let case = cvm_fixtures::all_cases()
@@ -28,6 +31,8 @@ fn undefined_versions() -> [u32; 3] {
     [0, newest + 1, u32::MAX]
 }
 
+/// The report of both engines, which must agree (so must their outcome hashes, a function of
+/// the report).
 fn both(
     wasm: &WasmEngine,
     model: &[u8],
@@ -35,25 +40,7 @@ fn both(
     gas_limit: u64,
     schedule: u32,
 ) -> Report {
-    let native = execute(EngineKind::Native, None, model, inputs, gas_limit, schedule).unwrap();
-    let in_wasm = execute(
-        EngineKind::Wasm,
-        Some(wasm),
-        model,
-        inputs,
-        gas_limit,
-        schedule,
-    )
-    .unwrap();
-    assert_eq!(
-        native, in_wasm,
-        "schedule {schedule}: native and wasm reports differ"
-    );
-    assert_eq!(
-        outcome_hash(&native, HashAlgorithm::Sha3_256),
-        outcome_hash(&in_wasm, HashAlgorithm::Sha3_256)
-    );
-    native
+    run_both(wasm, model, inputs, gas_limit, schedule).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

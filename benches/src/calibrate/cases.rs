@@ -503,6 +503,25 @@ fn concat_pair(op: &'static str, name: &'static str, axis: i64) -> Config {
     })
 }
 
+/// The operands of a CINN `Conv` of `conv_type` with data `x`, weight `w` and output `y`:
+/// forward reads x (input) and w (parameter), backward_data w and grad_y, backward_filter x and
+/// grad_y; the backward types name the shape they produce.
+fn conv_operands(rng: &mut Rng, conv_type: &str, x: [u32; 4], w: [u32; 4], y: [u32; 4]) -> Graph {
+    match conv_type {
+        "backward_data" => Graph::new()
+            .param(&w, 8, rng.int8(elements(&w)))
+            .input(&y, 8, rng.int8(elements(&y)))
+            .attr("output_shape", ints(&x.map(i64::from))),
+        "backward_filter" => Graph::new()
+            .input(&x, 8, rng.int8(elements(&x)))
+            .input(&y, 8, rng.int8(elements(&y)))
+            .attr("output_shape", ints(&w.map(i64::from))),
+        _ => Graph::new()
+            .input(&x, 8, rng.int8(elements(&x)))
+            .param(&w, 8, rng.int8(elements(&w))),
+    }
+}
+
 /// CINN `Conv` of one type with a 1×41 kernel over an input one column wide, padded by 20 on
 /// each side: 40 of the 41 columns of every window row fall in the padding, the loops' worst
 /// case. `n` counts the products the loops visit, in bounds or not.
@@ -512,18 +531,7 @@ fn cinn_conv_wide_padding(name: &'static str, conv_type: &'static str) -> Config
         let x = [1, 4, rows, 1];
         let w = [4, 4, 1, 41];
         let y = [1, 4, rows, 1];
-        let graph = match conv_type {
-            "backward_filter" => Graph::new()
-                .input(&x, 8, rng.int8(elements(&x)))
-                .input(&y, 8, rng.int8(elements(&y)))
-                .attr("output_shape", ints(&w.map(i64::from))),
-            _ => Graph::new().input(&x, 8, rng.int8(elements(&x))).param(
-                &w,
-                8,
-                rng.int8(elements(&w)),
-            ),
-        };
-        graph
+        conv_operands(rng, conv_type, x, w, y)
             .attr("conv_type", text(conv_type))
             .attr("strides", ints(&[1, 1]))
             .attr("dilations", ints(&[1, 1]))
@@ -546,21 +554,7 @@ fn cinn_conv(name: &'static str, conv_type: &'static str, shape: ConvShape) -> C
             shape.kernel,
             shape.kernel,
         ];
-        let graph = match conv_type {
-            "backward_data" => Graph::new()
-                .param(&w, 8, rng.int8(elements(&w)))
-                .input(&y, 8, rng.int8(elements(&y)))
-                .attr("output_shape", ints(&x.map(i64::from))),
-            "backward_filter" => Graph::new()
-                .input(&x, 8, rng.int8(elements(&x)))
-                .input(&y, 8, rng.int8(elements(&y)))
-                .attr("output_shape", ints(&w.map(i64::from))),
-            _ => Graph::new().input(&x, 8, rng.int8(elements(&x))).param(
-                &w,
-                8,
-                rng.int8(elements(&w)),
-            ),
-        };
+        let graph = conv_operands(rng, conv_type, x, w, y);
         let (s, d, p) = (
             i64::from(shape.stride),
             i64::from(shape.dilation),

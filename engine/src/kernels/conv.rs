@@ -105,6 +105,12 @@ impl ConvShape {
         self.out_w.div_ceil(LANES) * LANES + max_offset + 1
     }
 
+    /// Elements of one phase of the depthwise kernel's plane: the padded rows, each one phase
+    /// row long.
+    fn phase_len(&self) -> usize {
+        (self.height + 2 * self.padding[0]) * self.phase_row_len()
+    }
+
     /// Tap entries of the depthwise kernel ([`TapEntry`]): two taps of a kernel row share one
     /// when they sit at adjacent positions of the phase-split plane, any other tap takes one
     /// alone. Computed without enumerating the taps: column kj lies in phase (kj · DW) mod SW
@@ -403,9 +409,8 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
     let s = *shape;
     let stride_w = s.strides[1];
     let [pad_h, pad_w] = s.padding;
-    let padded_h = s.height + 2 * pad_h;
     let row_len = s.phase_row_len();
-    let phase_len = padded_h * row_len;
+    let phase_len = s.phase_len();
     let plane = s.height * s.width;
     let pixels = s.out_h * s.out_w;
     let multiplier = s.group_out();
@@ -460,7 +465,7 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
 /// [`ConvShape::depthwise_entries`].
 pub fn depthwise_pairing(s: &ConvShape) -> Vec<(usize, usize, Option<usize>)> {
     let row_len = s.phase_row_len();
-    let phase_len = (s.height + 2 * s.padding[0]) * row_len;
+    let phase_len = s.phase_len();
     let [dil_h, dil_w] = s.dilation;
     let stride_w = s.strides[1];
     // Computed once per node: no division in the loops.
