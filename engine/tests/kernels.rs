@@ -8,10 +8,13 @@
 mod common;
 
 use common::Rng;
-use cvm_engine::kernels::conv::{self, BLOCK, ConvShape};
 use cvm_engine::kernels::gemm::{self, PackedRows};
 use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
+use cvm_engine::kernels::{
+    self,
+    conv::{self, BLOCK, ConvShape},
+};
 
 impl Rng {
     /// A value within 8-bit precision, with the extremes often.
@@ -99,7 +102,12 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
             0 => 1,
             _ => rng.size(1, 6),
         };
-        let group_in = if kind == 1 { 1 } else { rng.size(1, 9) };
+        // Up to 20 channels per group: several runs of eight in the channels-last copy.
+        let group_in = match kind {
+            1 => 1,
+            _ if rng.chance(25) => rng.size(10, 20),
+            _ => rng.size(1, 9),
+        };
         let group_out = rng.size(1, 7);
         let (kernel_h, kernel_w) = (rng.size(1, 5), rng.size(1, 5));
         // Depthwise shapes also come with long rows (up to 90 columns).
@@ -468,4 +476,65 @@ fn max_pool_kernels_equal_the_formula() {
         vectorised >= 400 && plain >= 1,
         "{vectorised} vectorised, {plain} plain"
     );
+}
+
+#[test]
+fn blocked_maps_equal_the_plain_loop() {
+    let mut rng = Rng(0x6d61_7073);
+    for _ in 0..300 {
+        // Lengths around the block size and its multiples, including empty and tails.
+        let n = rng.pick(&[0, 1, 31, 32, 33, 64, 95, 200, 1000]) + rng.size(0, 3);
+        let input: Vec<i32> = (0..n).map(|_| rng.i32()).collect();
+        let shift = rng.size(0, 31) as u32;
+        let mut out = vec![0; n + rng.size(0, 2)];
+        kernels::map(&mut out, &input, |x| (x >> shift).max(-7));
+        let plain: Vec<i32> = input.iter().map(|&x| (x >> shift).max(-7)).collect();
+        assert_eq!(&out[..n], &plain[..], "map over {n} values");
+        assert!(out[n..].iter().all(|&v| v == 0), "map wrote past the input");
+    }
+}
+
+#[test]
+fn checked_additions_flag_exactly_the_overflows() {
+    let mut rng = Rng(0x6164_6473);
+    for case in 0..600 {
+        let n = rng.pick(&[0, 1, 31, 32, 33, 64, 100, 257]);
+        // Mostly small values, so that most cases fit and one stray overflow must be found.
+        let small = |rng: &mut Rng| rng.range(-1 << 20, 1 << 20) as i32;
+        let mut values: Vec<i32> = (0..n).map(|_| small(&mut rng)).collect();
+        let addends: Vec<i32> = (0..n).map(|_| small(&mut rng)).collect();
+        if n > 0 && case % 3 == 0 {
+            let at = rng.size(0, n - 1);
+            values[at] = rng.i32();
+        }
+        let addend = if case % 5 == 0 {
+            rng.i32()
+        } else {
+            small(&mut rng)
+        };
+
+        let plain: Option<Vec<i32>> = values.iter().map(|v| v.checked_add(addend)).collect();
+        let mut sums = values.clone();
+        let fits = kernels::add_checked(&mut sums, addend);
+        assert_eq!(
+            fits,
+            plain.is_some(),
+            "add_checked of {addend} over {n} values"
+        );
+        if let Some(plain) = plain {
+            assert_eq!(sums, plain);
+        }
+
+        let plain: Option<Vec<i32>> = values
+            .iter()
+            .zip(&addends)
+            .map(|(v, a)| v.checked_add(*a))
+            .collect();
+        let mut sums = values.clone();
+        let fits = kernels::add_each_checked(&mut sums, &addends);
+        assert_eq!(fits, plain.is_some(), "add_each_checked over {n} values");
+        if let Some(plain) = plain {
+            assert_eq!(sums, plain);
+        }
+    }
 }

@@ -237,15 +237,7 @@ fn im2col_channels_last<S: Simd>(
         for g in 0..s.groups {
             let group_data =
                 &data[(n * s.in_channels + g * group_in) * plane..][..group_in * plane];
-            // The interior of the copy; the zero border is never written.
-            for (ic, channel) in group_data.chunks_exact(plane.max(1)).enumerate() {
-                for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
-                    let first = ((h + s.padding[0]) * padded_w + s.padding[1]) * group_in + ic;
-                    for (slot, &value) in copy[first..].iter_mut().step_by(group_in).zip(line) {
-                        *slot = narrow16(value);
-                    }
-                }
-            }
+            fill_channels_last(&s, group_data, padded_w, &mut copy);
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
@@ -259,6 +251,48 @@ fn im2col_channels_last<S: Simd>(
                 },
             );
         }
+    }
+}
+
+/// Channels written together by [`fill_channels_last`]: one 128-bit vector of `i16`.
+const CHANNEL_RUN: usize = 8;
+
+/// Writes the interior of the zero-padded channels-last copy of one group of one image
+/// (`group_data`: C/groups planes of H × W) into `copy` (padded rows of `padded_w` pixels of
+/// C/groups values); the zero border is never written. Eight channels at a time, so that each
+/// step writes one pixel's run of eight values instead of a single value.
+#[inline(never)]
+fn fill_channels_last(s: &ConvShape, group_data: &[i32], padded_w: usize, copy: &mut [i16]) {
+    let group_in = s.group_in();
+    let (width, plane) = (s.width, s.height * s.width);
+    if width == 0 || group_in == 0 {
+        return;
+    }
+    let mut c = 0;
+    while c < group_in {
+        let run = CHANNEL_RUN.min(group_in - c);
+        for h in 0..s.height {
+            let first = ((h + s.padding[0]) * padded_w + s.padding[1]) * group_in + c;
+            let Some(target) = copy.get_mut(first..first + (width - 1) * group_in + run) else {
+                return; // callers size the copy for every row; never reached
+            };
+            let line = |k: usize| &group_data[(c + k) * plane + h * width..][..width];
+            if run == CHANNEL_RUN {
+                let lines: [&[i32]; CHANNEL_RUN] = core::array::from_fn(line);
+                for (w, pixel) in target.chunks_mut(group_in).enumerate() {
+                    if let Some(slots) = pixel.first_chunk_mut::<CHANNEL_RUN>() {
+                        *slots = core::array::from_fn(|k| narrow16(lines[k][w]));
+                    }
+                }
+            } else {
+                for k in 0..run {
+                    for (slot, &value) in target[k..].iter_mut().step_by(group_in).zip(line(k)) {
+                        *slot = narrow16(value);
+                    }
+                }
+            }
+        }
+        c += run;
     }
 }
 

@@ -13,6 +13,79 @@ pub mod gemm;
 pub mod pool;
 pub mod simd;
 
+/// Elements per iteration of [`map`]: eight 128-bit vectors.
+pub const MAP_BLOCK: usize = 32;
+
+/// `out[i] = f(input[i])` over the common length, in blocks of [`MAP_BLOCK`] elements whose
+/// inner loop the compiler unrolls and vectorises completely, then the tail.
+///
+/// Why blocks: under wasmtime's fuel metering every loop iteration ends in a fuel check, a call
+/// that clobbers all vector registers, so vector constants used in the loop (a clipping bound,
+/// zero) are reloaded from the stack every iteration. With eight vectors per iteration that
+/// cost is shared eight ways instead of borne by every vector.
+#[inline(never)]
+pub fn map(out: &mut [i32], input: &[i32], f: impl Fn(i32) -> i32) {
+    let n = out.len().min(input.len());
+    let (out_blocks, out_tail) = out[..n].as_chunks_mut::<MAP_BLOCK>();
+    let (in_blocks, in_tail) = input[..n].as_chunks::<MAP_BLOCK>();
+    for (y, x) in out_blocks.iter_mut().zip(in_blocks) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = f(x);
+        }
+    }
+    for (y, &x) in out_tail.iter_mut().zip(in_tail) {
+        *y = f(x);
+    }
+}
+
+/// Adds `addend` to every value with wrapping arithmetic; returns the signs of overflow folded
+/// over all of them (negative if any sum overflowed `i32`). A signed sum overflows exactly when
+/// its sign differs from both operands' signs.
+#[inline(always)]
+fn add_folding_overflow(value: &mut i32, addend: i32) -> i32 {
+    let sum = value.wrapping_add(addend);
+    let overflow = (sum ^ *value) & (sum ^ addend);
+    *value = sum;
+    overflow
+}
+
+/// `values[i] += addend` for every `i`, in blocks as [`map`]. Returns false if any sum overflows
+/// `i32` (the values are then unspecified): the check is folded over the whole slice, so that
+/// the loop has no branch per element.
+#[inline(never)]
+pub fn add_checked(values: &mut [i32], addend: i32) -> bool {
+    let mut overflow = 0i32;
+    let (blocks, tail) = values.as_chunks_mut::<MAP_BLOCK>();
+    for block in blocks {
+        for value in block {
+            overflow |= add_folding_overflow(value, addend);
+        }
+    }
+    for value in tail {
+        overflow |= add_folding_overflow(value, addend);
+    }
+    overflow >= 0
+}
+
+/// `values[i] += addends[i]` over the common length, in blocks as [`map`]. Returns false if any
+/// sum overflows `i32`, as [`add_checked`].
+#[inline(never)]
+pub fn add_each_checked(values: &mut [i32], addends: &[i32]) -> bool {
+    let n = values.len().min(addends.len());
+    let mut overflow = 0i32;
+    let (blocks, tail) = values[..n].as_chunks_mut::<MAP_BLOCK>();
+    let (addend_blocks, addend_tail) = addends[..n].as_chunks::<MAP_BLOCK>();
+    for (block, addends) in blocks.iter_mut().zip(addend_blocks) {
+        for (value, &addend) in block.iter_mut().zip(addends) {
+            overflow |= add_folding_overflow(value, addend);
+        }
+    }
+    for (value, &addend) in tail.iter_mut().zip(addend_tail) {
+        overflow |= add_folding_overflow(value, addend);
+    }
+    overflow >= 0
+}
+
 /// Whether a padded working copy of `copy` elements may replace reading a plane of `height` ×
 /// `width` elements in place: at most twice the plane plus a constant. Kernels that would need
 /// more (padding far larger than the input) take a path without the copy, so a model's scratch

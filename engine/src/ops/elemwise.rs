@@ -15,6 +15,7 @@ use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, narrow, output_
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::kernels::map;
 use crate::tensor::{
     MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width, clip_to_precision,
 };
@@ -173,7 +174,8 @@ impl Operator for Unary {
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let mut pairs = outputs[0].data.iter_mut().zip(inputs[0].data);
+        let (y, x) = (&mut *outputs[0].data, inputs[0].data);
+        let mut pairs = y.iter_mut().zip(x);
         match self.kind {
             // |x| and −x of values within a precision ≤ 32 fit i32; narrowing is still checked.
             UnaryKind::Abs => {
@@ -189,11 +191,11 @@ impl Operator for Unary {
                     bit_width(u64::from(x.unsigned_abs())) as i32
                 };
             }),
-            UnaryKind::Clip { min, max } => pairs.for_each(|(y, &x)| *y = x.clamp(min, max)),
+            UnaryKind::Clip { min, max } => map(y, x, |x| x.clamp(min, max)),
             // The clipping and shifting loops stay in 32 bits, so that they vectorise.
             UnaryKind::CvmClip { precision } => {
                 let bound = clip_to_precision(i64::MAX, precision);
-                pairs.for_each(|(y, &x)| *y = clip32(x, bound));
+                map(y, x, |x| clip32(x, bound));
             }
             UnaryKind::CvmLeftShift {
                 precision,
@@ -202,14 +204,14 @@ impl Operator for Unary {
                 // p + shift_bit ≤ 32 (checked at validation) keeps |x| · 2^shift_bit below
                 // 2^31, so the 32-bit shift is exact.
                 let bound = clip_to_precision(i64::MAX, precision);
-                pairs.for_each(|(y, &x)| *y = clip32(x << shift_bit, bound));
+                map(y, x, |x| clip32(x << shift_bit, bound));
             }
             UnaryKind::CvmRightShift {
                 precision,
                 shift_bit,
             } => {
                 let bound = clip_to_precision(i64::MAX, precision);
-                pairs.for_each(|(y, &x)| *y = clip32(rounding_shift32(x, shift_bit), bound));
+                map(y, x, |x| clip32(rounding_shift32(x, shift_bit), bound));
             }
         }
         Ok(())

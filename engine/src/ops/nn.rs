@@ -19,6 +19,7 @@ use super::{
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::kernels;
 use crate::kernels::conv::{self, ConvShape};
 use crate::kernels::gemm::{self, LANES, PackOrder, PackedRows, ROW_ALIGN};
 use crate::kernels::pool::{self, PoolShape};
@@ -461,18 +462,25 @@ fn add_bias(out: &mut [i32], bias: &[i32], plane: usize, channels: usize) -> Res
     if plane == 0 || channels == 0 {
         return Ok(());
     }
-    // Planes run through the channels in order, image after image.
-    for (values, &b) in out
-        .chunks_exact_mut(plane)
-        .zip(bias[..channels].iter().cycle())
-    {
-        for value in values {
-            *value = value.checked_add(b).ok_or_else(|| {
-                fail!(IntegerOverflow, "bias addition overflows i32 (engine bug)")
-            })?;
-        }
+    let bias = &bias[..channels];
+    let fits = if plane == 1 {
+        // Rows of one value per channel (dense): the bias row is added to each.
+        out.chunks_exact_mut(channels)
+            .all(|row| kernels::add_each_checked(row, bias))
+    } else {
+        // Planes run through the channels in order, image after image.
+        out.chunks_exact_mut(plane)
+            .zip(bias.iter().cycle())
+            .all(|(values, &b)| kernels::add_checked(values, b))
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(fail!(
+            IntegerOverflow,
+            "bias addition overflows i32 (engine bug)"
+        ))
     }
-    Ok(())
 }
 
 /// Row of the operator table for [`Dense`].
@@ -669,9 +677,7 @@ impl Operator for Relu {
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        for (y, &x) in outputs[0].data.iter_mut().zip(inputs[0].data) {
-            *y = x.max(0);
-        }
+        kernels::map(outputs[0].data, inputs[0].data, |x| x.max(0));
         Ok(())
     }
 }
