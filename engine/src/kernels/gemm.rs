@@ -132,14 +132,52 @@ impl PackedRows {
     }
 }
 
-/// `acc + x·w` over two vectors.
-#[inline(always)]
-fn dot2<S: Simd>(acc: S::I32x4, x: (S::I16x8, S::I16x8), w: (S::I16x8, S::I16x8)) -> S::I32x4 {
-    S::dot_add(S::dot_add(acc, x.0, w.0), x.1, w.1)
-}
-
 // The tiles are separate functions (never inlined into their callers): a small function
 // keeps its accumulators and pointers in registers, also after Cranelift compiles the wasm.
+//
+// Their steps are unrolled in straight runs of `RUN` vectors, each step guarded by a comparison
+// with the length, with a loop only over runs. Under wasmtime's fuel metering every loop
+// iteration ends in a fuel check whose out-of-fuel call clobbers all vector registers, which
+// would force the accumulators through the stack on every iteration; in a straight run they stay
+// in registers. A step loads one vector (eight lanes) of each row: in the 2×4 tile, eight
+// accumulators and six loaded vectors, within the sixteen vector registers of x86-64.
+
+/// Vectors (eight lanes) per straight run of a tile's steps.
+const RUN: usize = 64;
+
+/// Runs `$step` for `$k` = 0, 1, …, `$len` − 1 in straight runs of [`RUN`] steps.
+macro_rules! straight_runs {
+    ($len:expr, |$k:ident| $step:block) => {{
+        let len: usize = $len;
+        let mut start = 0usize;
+        'runs: loop {
+            straight_runs!(@steps len, start, 'runs, $k, $step,
+                0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+                30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56
+                57 58 59 60 61 62 63);
+            start += RUN;
+        }
+    }};
+    (@steps $len:ident, $start:ident, $runs:lifetime, $k:ident, $step:block, $($i:literal)*) => {$(
+        let $k = $start + $i;
+        if $k >= $len {
+            break $runs;
+        }
+        $step
+    )*};
+}
+
+/// A row's first `blocks` blocks as vectors of eight lanes.
+#[inline(always)]
+fn vectors(row: &[Block], blocks: usize) -> &[[i16; LANES]] {
+    row[..blocks].as_flattened().as_chunks::<LANES>().0
+}
+
+/// Blocks common to every row.
+#[inline(always)]
+fn common_blocks(rows: &[&[Block]]) -> usize {
+    rows.iter().map(|row| row.len()).min().unwrap_or(0)
+}
 
 /// Two rows of `a` against four of `b` (all of the same length): eight sums, row-major.
 #[inline(never)]
@@ -147,27 +185,24 @@ fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [i32; 8] {
     let zero = S::splat32(0);
     let (mut c00, mut c01, mut c02, mut c03) = (zero, zero, zero, zero);
     let (mut c10, mut c11, mut c12, mut c13) = (zero, zero, zero, zero);
-    for ((((x0, x1), w0), w1), (w2, w3)) in a[0]
-        .iter()
-        .zip(a[1])
-        .zip(b[0])
-        .zip(b[1])
-        .zip(b[2].iter().zip(b[3]))
-    {
-        let (x0, x1) = (S::load16x2(x0), S::load16x2(x1));
-        let w = S::load16x2(w0);
-        c00 = dot2::<S>(c00, x0, w);
-        c10 = dot2::<S>(c10, x1, w);
-        let w = S::load16x2(w1);
-        c01 = dot2::<S>(c01, x0, w);
-        c11 = dot2::<S>(c11, x1, w);
-        let w = S::load16x2(w2);
-        c02 = dot2::<S>(c02, x0, w);
-        c12 = dot2::<S>(c12, x1, w);
-        let w = S::load16x2(w3);
-        c03 = dot2::<S>(c03, x0, w);
-        c13 = dot2::<S>(c13, x1, w);
-    }
+    let blocks = common_blocks(&[a[0], a[1], b[0], b[1], b[2], b[3]]);
+    let [x0s, x1s] = a.map(|row| vectors(row, blocks));
+    let [w0s, w1s, w2s, w3s] = b.map(|row| vectors(row, blocks));
+    straight_runs!(x0s.len(), |k| {
+        let (x0, x1) = (S::load16(&x0s[k]), S::load16(&x1s[k]));
+        let w = S::load16(&w0s[k]);
+        c00 = S::dot_add(c00, x0, w);
+        c10 = S::dot_add(c10, x1, w);
+        let w = S::load16(&w1s[k]);
+        c01 = S::dot_add(c01, x0, w);
+        c11 = S::dot_add(c11, x1, w);
+        let w = S::load16(&w2s[k]);
+        c02 = S::dot_add(c02, x0, w);
+        c12 = S::dot_add(c12, x1, w);
+        let w = S::load16(&w3s[k]);
+        c03 = S::dot_add(c03, x0, w);
+        c13 = S::dot_add(c13, x1, w);
+    });
     [c00, c01, c02, c03, c10, c11, c12, c13].map(S::sum32)
 }
 
@@ -176,13 +211,16 @@ fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [i32; 8] {
 fn tile_1x4<S: Simd>(a: &[Block], b: [&[Block]; 4]) -> [i32; 4] {
     let zero = S::splat32(0);
     let (mut c0, mut c1, mut c2, mut c3) = (zero, zero, zero, zero);
-    for (((x, w0), w1), (w2, w3)) in a.iter().zip(b[0]).zip(b[1]).zip(b[2].iter().zip(b[3])) {
-        let x = S::load16x2(x);
-        c0 = dot2::<S>(c0, x, S::load16x2(w0));
-        c1 = dot2::<S>(c1, x, S::load16x2(w1));
-        c2 = dot2::<S>(c2, x, S::load16x2(w2));
-        c3 = dot2::<S>(c3, x, S::load16x2(w3));
-    }
+    let blocks = common_blocks(&[a, b[0], b[1], b[2], b[3]]);
+    let xs = vectors(a, blocks);
+    let [w0s, w1s, w2s, w3s] = b.map(|row| vectors(row, blocks));
+    straight_runs!(xs.len(), |k| {
+        let x = S::load16(&xs[k]);
+        c0 = S::dot_add(c0, x, S::load16(&w0s[k]));
+        c1 = S::dot_add(c1, x, S::load16(&w1s[k]));
+        c2 = S::dot_add(c2, x, S::load16(&w2s[k]));
+        c3 = S::dot_add(c3, x, S::load16(&w3s[k]));
+    });
     [c0, c1, c2, c3].map(S::sum32)
 }
 
@@ -191,11 +229,14 @@ fn tile_1x4<S: Simd>(a: &[Block], b: [&[Block]; 4]) -> [i32; 4] {
 fn tile_2x1<S: Simd>(a: [&[Block]; 2], b: &[Block]) -> [i32; 2] {
     let zero = S::splat32(0);
     let (mut c0, mut c1) = (zero, zero);
-    for ((x0, x1), w) in a[0].iter().zip(a[1]).zip(b) {
-        let w = S::load16x2(w);
-        c0 = dot2::<S>(c0, S::load16x2(x0), w);
-        c1 = dot2::<S>(c1, S::load16x2(x1), w);
-    }
+    let blocks = common_blocks(&[a[0], a[1], b]);
+    let [x0s, x1s] = a.map(|row| vectors(row, blocks));
+    let ws = vectors(b, blocks);
+    straight_runs!(ws.len(), |k| {
+        let w = S::load16(&ws[k]);
+        c0 = S::dot_add(c0, S::load16(&x0s[k]), w);
+        c1 = S::dot_add(c1, S::load16(&x1s[k]), w);
+    });
     [c0, c1].map(S::sum32)
 }
 
@@ -203,9 +244,11 @@ fn tile_2x1<S: Simd>(a: [&[Block]; 2], b: &[Block]) -> [i32; 2] {
 #[inline(never)]
 fn tile_1x1<S: Simd>(a: &[Block], b: &[Block]) -> i32 {
     let mut c = S::splat32(0);
-    for (x, w) in a.iter().zip(b) {
-        c = dot2::<S>(c, S::load16x2(x), S::load16x2(w));
-    }
+    let blocks = common_blocks(&[a, b]);
+    let (xs, ws) = (vectors(a, blocks), vectors(b, blocks));
+    straight_runs!(xs.len(), |k| {
+        c = S::dot_add(c, S::load16(&xs[k]), S::load16(&ws[k]));
+    });
     S::sum32(c)
 }
 
