@@ -325,6 +325,10 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     let mut results = Vec::new();
     results.extend(unpack(S::add32(x32, y32)));
     results.extend(unpack(S::max32(x32, y32)));
+    let (sum, flags) = S::add_overflow32(x32, y32);
+    results.extend(unpack(sum));
+    results.extend(unpack(flags));
+    results.extend(unpack(S::or32(x32, y32)));
     results.extend(unpack(S::dot_add(x32, x16, y16)));
     results.extend(unpack(S::dot_add(x32, lo, S::pair16(1, 3))));
     results.extend(unpack(S::dot_add(y32, hi, S::pair16(a16[1], b16[2]))));
@@ -494,18 +498,29 @@ fn blocked_maps_equal_the_plain_loop() {
     }
 }
 
+/// The values after `add`, and whether `add` reported that every sum fits.
+fn checked_sums(values: &[i32], add: impl Fn(&mut [i32]) -> bool) -> (bool, Vec<i32>) {
+    let mut sums = values.to_vec();
+    let fits = add(&mut sums);
+    (fits, sums)
+}
+
 #[test]
 fn checked_additions_flag_exactly_the_overflows() {
     let mut rng = Rng(0x6164_6473);
+    let (mut overflows, mut fitting) = (0, 0);
     for case in 0..600 {
         let n = rng.pick(&[0, 1, 31, 32, 33, 64, 100, 257]);
         // Mostly small values, so that most cases fit and one stray overflow must be found.
         let small = |rng: &mut Rng| rng.range(-1 << 20, 1 << 20) as i32;
         let mut values: Vec<i32> = (0..n).map(|_| small(&mut rng)).collect();
         let addends: Vec<i32> = (0..n).map(|_| small(&mut rng)).collect();
-        if n > 0 && case % 3 == 0 {
+        if n > 0 && case % 2 == 0 {
+            // One value within 2^20 of an end of the range, or anywhere.
             let at = rng.size(0, n - 1);
-            values[at] = rng.i32();
+            let near = rng.range(0, 1 << 20) as i32;
+            let anywhere = rng.i32();
+            values[at] = rng.pick(&[i32::MAX - near, i32::MIN + near, anywhere]);
         }
         let addend = if case % 5 == 0 {
             rng.i32()
@@ -514,15 +529,33 @@ fn checked_additions_flag_exactly_the_overflows() {
         };
 
         let plain: Option<Vec<i32>> = values.iter().map(|v| v.checked_add(addend)).collect();
-        let mut sums = values.clone();
-        let fits = kernels::add_checked(&mut sums, addend);
-        assert_eq!(
-            fits,
-            plain.is_some(),
-            "add_checked of {addend} over {n} values"
-        );
-        if let Some(plain) = plain {
-            assert_eq!(sums, plain);
+        let results = [
+            (
+                "native",
+                checked_sums(&values, |v| kernels::add_checked::<Native>(v, addend)),
+            ),
+            (
+                "portable",
+                checked_sums(&values, |v| kernels::add_checked::<Portable>(v, addend)),
+            ),
+        ];
+        for (backend, (fits, sums)) in results {
+            assert_eq!(
+                fits,
+                plain.is_some(),
+                "{backend} add_checked of {addend}, {n} values"
+            );
+            if let Some(plain) = &plain {
+                assert_eq!(
+                    &sums, plain,
+                    "{backend} add_checked of {addend}, {n} values"
+                );
+            }
+        }
+        if plain.is_some() {
+            fitting += 1;
+        } else {
+            overflows += 1;
         }
 
         let plain: Option<Vec<i32>> = values
@@ -530,11 +563,34 @@ fn checked_additions_flag_exactly_the_overflows() {
             .zip(&addends)
             .map(|(v, a)| v.checked_add(*a))
             .collect();
-        let mut sums = values.clone();
-        let fits = kernels::add_each_checked(&mut sums, &addends);
-        assert_eq!(fits, plain.is_some(), "add_each_checked over {n} values");
-        if let Some(plain) = plain {
-            assert_eq!(sums, plain);
+        let results = [
+            (
+                "native",
+                checked_sums(&values, |v| {
+                    kernels::add_each_checked::<Native>(v, &addends)
+                }),
+            ),
+            (
+                "portable",
+                checked_sums(&values, |v| {
+                    kernels::add_each_checked::<Portable>(v, &addends)
+                }),
+            ),
+        ];
+        for (backend, (fits, sums)) in results {
+            assert_eq!(
+                fits,
+                plain.is_some(),
+                "{backend} add_each_checked, {n} values"
+            );
+            if let Some(plain) = &plain {
+                assert_eq!(&sums, plain, "{backend} add_each_checked, {n} values");
+            }
         }
     }
+    // Both outcomes are well represented.
+    assert!(
+        overflows >= 50 && fitting >= 50,
+        "{overflows} overflowing, {fitting} fitting"
+    );
 }

@@ -13,6 +13,8 @@ pub mod gemm;
 pub mod pool;
 pub mod simd;
 
+use simd::Simd;
+
 /// Elements per iteration of [`map`]: eight 128-bit vectors.
 pub const MAP_BLOCK: usize = 32;
 
@@ -38,52 +40,69 @@ pub fn map(out: &mut [i32], input: &[i32], f: impl Fn(i32) -> i32) {
     }
 }
 
-/// Adds `addend` to every value with wrapping arithmetic; returns the signs of overflow folded
-/// over all of them (negative if any sum overflowed `i32`). A signed sum overflows exactly when
-/// its sign differs from both operands' signs.
+/// Adds `addends` lane by lane to the values of one block of [`MAP_BLOCK`], in place, and
+/// folds the lanes' overflow flags into `overflow`.
 #[inline(always)]
-fn add_folding_overflow(value: &mut i32, addend: i32) -> i32 {
-    let sum = value.wrapping_add(addend);
-    let overflow = (sum ^ *value) & (sum ^ addend);
-    *value = sum;
-    overflow
+fn add_block<S: Simd>(
+    block: &mut [i32; MAP_BLOCK],
+    addends: impl Fn(usize) -> S::I32x4,
+    overflow: &mut S::I32x4,
+) {
+    let (quads, _) = block.as_chunks_mut::<4>();
+    let mut flags = S::splat32(0);
+    for (q, quad) in quads.iter_mut().enumerate() {
+        let (sum, flag) = S::add_overflow32(S::load32(quad), addends(q));
+        S::store32(quad, sum);
+        flags = S::or32(flags, flag);
+    }
+    *overflow = S::or32(*overflow, flags);
 }
 
-/// `values[i] += addend` for every `i`, in blocks as [`map`]. Returns false if any sum overflows
-/// `i32` (the values are then unspecified): the check is folded over the whole slice, so that
-/// the loop has no branch per element.
+/// Whether no lane of folded overflow flags is negative.
+#[inline(always)]
+fn no_overflow<S: Simd>(overflow: S::I32x4, tail: i32) -> bool {
+    let mut lanes = [0i32; 4];
+    S::store32(&mut lanes, overflow);
+    lanes.iter().fold(tail, |all, &lane| all | lane) >= 0
+}
+
+/// `values[i] += addend` for every `i`, eight vectors at a time as [`map`]. Returns false if
+/// any sum overflows `i32` (the values are then unspecified): the lanes' overflow flags are
+/// folded over the whole slice, so that the loop has no branch per element.
 #[inline(never)]
-pub fn add_checked(values: &mut [i32], addend: i32) -> bool {
-    let mut overflow = 0i32;
+pub fn add_checked<S: Simd>(values: &mut [i32], addend: i32) -> bool {
+    let mut overflow = S::splat32(0);
     let (blocks, tail) = values.as_chunks_mut::<MAP_BLOCK>();
     for block in blocks {
-        for value in block {
-            overflow |= add_folding_overflow(value, addend);
-        }
+        add_block::<S>(block, |_| S::splat32(addend), &mut overflow);
     }
+    let mut tail_overflow = 0;
     for value in tail {
-        overflow |= add_folding_overflow(value, addend);
+        let sum = value.wrapping_add(addend);
+        tail_overflow |= (sum ^ *value) & (sum ^ addend);
+        *value = sum;
     }
-    overflow >= 0
+    no_overflow::<S>(overflow, tail_overflow)
 }
 
-/// `values[i] += addends[i]` over the common length, in blocks as [`map`]. Returns false if any
-/// sum overflows `i32`, as [`add_checked`].
+/// `values[i] += addends[i]` over the common length, as [`add_checked`].
 #[inline(never)]
-pub fn add_each_checked(values: &mut [i32], addends: &[i32]) -> bool {
+pub fn add_each_checked<S: Simd>(values: &mut [i32], addends: &[i32]) -> bool {
     let n = values.len().min(addends.len());
-    let mut overflow = 0i32;
+    let mut overflow = S::splat32(0);
     let (blocks, tail) = values[..n].as_chunks_mut::<MAP_BLOCK>();
     let (addend_blocks, addend_tail) = addends[..n].as_chunks::<MAP_BLOCK>();
     for (block, addends) in blocks.iter_mut().zip(addend_blocks) {
-        for (value, &addend) in block.iter_mut().zip(addends) {
-            overflow |= add_folding_overflow(value, addend);
-        }
+        let (quads, _) = addends.as_chunks::<4>();
+        add_block::<S>(block, |q| S::load32(&quads[q]), &mut overflow);
     }
+    let mut tail_overflow = 0;
     for (value, &addend) in tail.iter_mut().zip(addend_tail) {
-        overflow |= add_folding_overflow(value, addend);
+        let sum = value.wrapping_add(addend);
+        tail_overflow |= (sum ^ *value) & (sum ^ addend);
+        *value = sum;
     }
-    overflow >= 0
+    no_overflow::<S>(overflow, tail_overflow)
 }
 
 /// Whether a padded working copy of `copy` elements may replace reading a plane of `height` ×

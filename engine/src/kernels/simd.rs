@@ -35,6 +35,12 @@ pub trait Simd: Copy {
     fn add32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
     /// Lane-wise signed maximum.
     fn max32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
+    /// Lane-wise wrapping sum and its overflow flags: `(a + b, (s ^ a) & (s ^ b))` for the sum
+    /// `s`; a flag lane is negative exactly when that lane's sum overflowed `i32` (its sign
+    /// differs from both operands').
+    fn add_overflow32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4);
+    /// Lane-wise bitwise or.
+    fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
     /// `acc + [a0·b0 + a1·b1, a2·b2 + a3·b3, a4·b4 + a5·b5, a6·b6 + a7·b7]`, products in 32
     /// bits, sums wrapping (wasm `i32x4.dot_i16x8_s`, x86 `pmaddwd`).
     fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4;
@@ -102,6 +108,18 @@ impl Simd for Portable {
     #[inline(always)]
     fn max32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
         core::array::from_fn(|lane| a[lane].max(b[lane]))
+    }
+
+    #[inline(always)]
+    fn add_overflow32(a: [i32; 4], b: [i32; 4]) -> ([i32; 4], [i32; 4]) {
+        let sum = Self::add32(a, b);
+        let flags = core::array::from_fn(|lane| (sum[lane] ^ a[lane]) & (sum[lane] ^ b[lane]));
+        (sum, flags)
+    }
+
+    #[inline(always)]
+    fn or32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
+        core::array::from_fn(|lane| a[lane] | b[lane])
     }
 
     #[inline(always)]
@@ -207,6 +225,18 @@ impl Simd for Wasm128 {
     #[inline(always)]
     fn max32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
         core::arch::wasm32::i32x4_max(a, b)
+    }
+
+    #[inline(always)]
+    fn add_overflow32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4) {
+        use core::arch::wasm32::{i32x4_add, v128_and, v128_xor};
+        let sum = i32x4_add(a, b);
+        (sum, v128_and(v128_xor(sum, a), v128_xor(sum, b)))
+    }
+
+    #[inline(always)]
+    fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        core::arch::wasm32::v128_or(a, b)
     }
 
     #[inline(always)]
@@ -323,6 +353,25 @@ impl Simd for Sse2 {
             let a_greater = _mm_cmpgt_epi32(a, b);
             _mm_or_si128(_mm_and_si128(a_greater, a), _mm_andnot_si128(a_greater, b))
         }
+    }
+
+    #[inline(always)]
+    fn add_overflow32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4) {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{_mm_add_epi32, _mm_and_si128, _mm_xor_si128};
+            let sum = _mm_add_epi32(a, b);
+            (
+                sum,
+                _mm_and_si128(_mm_xor_si128(sum, a), _mm_xor_si128(sum, b)),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_or_si128(a, b) }
     }
 
     #[inline(always)]

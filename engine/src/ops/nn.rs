@@ -466,12 +466,12 @@ fn add_bias(out: &mut [i32], bias: &[i32], plane: usize, channels: usize) -> Res
     let fits = if plane == 1 {
         // Rows of one value per channel (dense): the bias row is added to each.
         out.chunks_exact_mut(channels)
-            .all(|row| kernels::add_each_checked(row, bias))
+            .all(|row| kernels::add_each_checked::<Native>(row, bias))
     } else {
         // Planes run through the channels in order, image after image.
         out.chunks_exact_mut(plane)
             .zip(bias.iter().cycle())
-            .all(|(values, &b)| kernels::add_checked(values, b))
+            .all(|(values, &b)| kernels::add_checked::<Native>(values, b))
     };
     if fits {
         Ok(())
