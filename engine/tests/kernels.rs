@@ -95,8 +95,30 @@ fn extent(size: usize, pad: usize, dilation: usize, kernel: usize, stride: usize
     (padded >= span).then(|| (padded - span) / stride + 1)
 }
 
-/// A random valid convolution; `kind` 0 = general, 1 = depthwise, 2 = grouped.
+/// A random valid convolution; `kind` 0 = general, 1 = depthwise, 2 = grouped, 3 = pointwise
+/// (1×1, stride 1, no padding) over multiples of 16 channels per group, whose patches are read
+/// in place.
 fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
+    if kind == 3 {
+        let groups = rng.size(1, 2);
+        let (group_in, group_out) = (16 * rng.size(1, 3), rng.size(1, 9));
+        let (height, width) = (rng.size(1, 19), rng.size(1, 27));
+        return ConvShape {
+            batch: rng.size(1, 2),
+            in_channels: groups * group_in,
+            height,
+            width,
+            out_channels: groups * group_out,
+            groups,
+            kernel_h: 1,
+            kernel_w: 1,
+            out_h: height,
+            out_w: width,
+            strides: [1, 1],
+            padding: [0, 0],
+            dilation: [rng.size(1, 2), rng.size(1, 2)],
+        };
+    }
     loop {
         let groups = match kind {
             0 => 1,
@@ -158,8 +180,9 @@ fn conv2d_kernels_equal_the_formula() {
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
     let (mut depthwise_blocks, mut depthwise_passes, mut depthwise_odd) = (0, 0, 0);
     let (mut channels_last, mut checked_gather) = (0, 0);
-    for case in 0..600 {
-        let shape = random_shape(&mut rng, case % 3);
+    let mut in_place = 0;
+    for case in 0..700 {
+        let shape = random_shape(&mut rng, if case < 600 { case % 3 } else { 3 });
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
         let weights = rng.int8s(shape.out_channels * shape.depth());
         let expected = plain_conv2d(&shape, &data, &weights);
@@ -174,6 +197,13 @@ fn conv2d_kernels_equal_the_formula() {
             expected,
             "portable, {shape:?}"
         );
+        if shape.kernel_h * shape.kernel_w == 1
+            && shape.strides == [1, 1]
+            && shape.padding == [0, 0]
+            && shape.group_in().is_multiple_of(16)
+        {
+            in_place += 1;
+        }
         if shape.uses_channels_last() {
             channels_last += 1;
         } else if !shape.uses_depthwise() {
@@ -230,6 +260,7 @@ fn conv2d_kernels_equal_the_formula() {
         "{channels_last} channels-last gathers"
     );
     assert!(checked_gather >= 20, "{checked_gather} checked gathers");
+    assert!(in_place >= 100, "{in_place} pointwise cases read in place");
 }
 
 #[test]
@@ -289,24 +320,36 @@ fn dot_products_equal_the_formula() {
                 expected[i * n + j] = i32::try_from(sum).unwrap();
             }
         }
+        // Row-major or column-major, with gaps between rows or columns.
+        let gap = rng.size(0, 2);
+        let (row_step, column_step) = if rng.chance(50) {
+            (n + gap, 1)
+        } else {
+            (1, m + gap)
+        };
+        let len = (m * row_step + n * column_step + 3).max(1);
         for native in [true, false] {
-            let mut out = vec![i32::MIN; m * n];
-            let mut stores = 0;
-            let store = |i: usize, j: usize, sum: i32| {
-                out[i * n + j] = sum;
-                stores += 1;
+            let mut out = vec![i32::MIN; len];
+            let target = gemm::Strided {
+                data: &mut out,
+                row_step,
+                column_step,
             };
             if native {
-                gemm::dot_products::<Native>(pa.values(), m, pb.values(), n, pa.stride(), store);
+                gemm::dot_products::<Native>(pa.values(), m, pb.values(), n, pa.stride(), target);
             } else {
-                gemm::dot_products::<Portable>(pa.values(), m, pb.values(), n, pa.stride(), store);
+                gemm::dot_products::<Portable>(pa.values(), m, pb.values(), n, pa.stride(), target);
+            }
+            let mut written = vec![i32::MIN; len];
+            for i in 0..m {
+                for j in 0..n {
+                    written[i * row_step + j * column_step] = expected[i * n + j];
+                }
             }
             assert_eq!(
-                stores,
-                m * n,
-                "every pair stored once ({m}×{n}, K = {depth})"
+                out, written,
+                "{m}×{n}, K = {depth}, steps ({row_step}, {column_step}), native {native}"
             );
-            assert_eq!(out, expected, "{m}×{n}, K = {depth}, native {native}");
         }
     }
 }

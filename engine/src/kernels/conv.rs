@@ -231,7 +231,18 @@ fn im2col_channels_last<S: Simd>(
     let padded_w = s.width + 2 * s.padding[1];
     let padded_h = s.height + 2 * s.padding[0];
     let mut copy: Vec<i16> = vec![0; padded_h * padded_w * group_in];
-    let mut patches: Vec<i16> = vec![0; BLOCK * stride];
+    // A pointwise convolution whose rows need no padding reads its patches in place: pixel
+    // rows of the copy are packed rows already.
+    let in_place = s.kernel_h == 1
+        && s.kernel_w == 1
+        && s.strides == [1, 1]
+        && s.padding == [0, 0]
+        && stride == group_in;
+    let mut patches: Vec<i16> = if in_place {
+        Vec::new()
+    } else {
+        vec![0; BLOCK * stride]
+    };
     let run = s.kernel_w * group_in;
     for n in 0..s.batch {
         for g in 0..s.groups {
@@ -241,15 +252,26 @@ fn im2col_channels_last<S: Simd>(
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
-            multiply_blocks::<S>(
-                &s,
-                &mut patches,
-                group_weights,
-                &mut out[out_base..],
-                |p, q, patch| {
-                    gather_channels_last(&s, &copy, padded_w, p, q, &mut patch[..run * s.kernel_h]);
-                },
-            );
+            if in_place {
+                multiply_rows::<S>(&s, &copy, stride, group_weights, &mut out[out_base..]);
+            } else {
+                multiply_blocks::<S>(
+                    &s,
+                    &mut patches,
+                    group_weights,
+                    &mut out[out_base..],
+                    |p, q, patch| {
+                        gather_channels_last(
+                            &s,
+                            &copy,
+                            padded_w,
+                            p,
+                            q,
+                            &mut patch[..run * s.kernel_h],
+                        );
+                    },
+                );
+            }
         }
     }
 }
@@ -296,6 +318,37 @@ fn fill_channels_last(s: &ConvShape, group_data: &[i32], padded_w: usize, copy: 
     }
 }
 
+/// One group of one image whose patches are the rows of `rows` (one packed row of `stride`
+/// lanes per output pixel): for each block of [`BLOCK`] pixels, the block's dot products with
+/// the group's weight rows go to `out` (the group's output planes, OC/groups × OH·OW).
+fn multiply_rows<S: Simd>(
+    s: &ConvShape,
+    rows: &[i16],
+    stride: usize,
+    group_weights: &[i16],
+    out: &mut [i32],
+) {
+    let pixels = s.out_h * s.out_w;
+    for start in (0..pixels).step_by(BLOCK) {
+        let len = BLOCK.min(pixels - start);
+        let Some(block) = rows.get(start * stride..(start + len) * stride) else {
+            return; // the copy holds a row per pixel; never reached
+        };
+        gemm::dot_products::<S>(
+            block,
+            len,
+            group_weights,
+            s.group_out(),
+            stride,
+            gemm::Strided {
+                data: out.get_mut(start..).unwrap_or_default(),
+                row_step: 1,
+                column_step: pixels,
+            },
+        );
+    }
+}
+
 /// One group of one image: for each block of [`BLOCK`] output pixels, `gather` writes each
 /// pixel's patch (a row of `patches`), then the block's dot products with the group's weight
 /// rows go to `out` (the group's output planes, OC/groups × OH·OW).
@@ -319,7 +372,11 @@ fn multiply_blocks<S: Simd>(
             group_weights,
             s.group_out(),
             stride,
-            |i, j, sum| out[j * pixels + start + i] = sum,
+            gemm::Strided {
+                data: out.get_mut(start..).unwrap_or_default(),
+                row_step: 1,
+                column_step: pixels,
+            },
         );
     }
 }

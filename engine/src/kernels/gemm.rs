@@ -261,8 +261,74 @@ fn nth_row(values: &[Block], index: usize, blocks: usize) -> &[Block] {
     &values[index * blocks..(index + 1) * blocks]
 }
 
-/// Calls `store(i, j, Σ_k a[i][k]·b[j][k])` for every row `i` of `a` (`m` rows) and `j` of `b`
-/// (`n` rows), both of `stride` lanes (a multiple of [`ROW_ALIGN`]). Each pair is stored once.
+/// Where [`dot_products`] writes: the sum of row `i` of `a` and row `j` of `b` goes to
+/// `data[i · row_step + j · column_step]`.
+pub struct Strided<'a> {
+    /// The output values.
+    pub data: &'a mut [i32],
+    /// Distance between the outputs of consecutive rows of `a`.
+    pub row_step: usize,
+    /// Distance between the outputs of consecutive rows of `b`.
+    pub column_step: usize,
+}
+
+impl Strided<'_> {
+    /// Writes `sums[r][c]` for row `i + r` of `a` and row `j + c` of `b`; outputs outside
+    /// `data` are skipped (callers size it for every pair).
+    #[inline(always)]
+    fn store<const R: usize, const C: usize>(&mut self, i: usize, j: usize, sums: [[i32; C]; R]) {
+        let base = i * self.row_step + j * self.column_step;
+        for (r, row) in sums.iter().enumerate() {
+            for (c, &sum) in row.iter().enumerate() {
+                if let Some(slot) = self
+                    .data
+                    .get_mut(base + r * self.row_step + c * self.column_step)
+                {
+                    *slot = sum;
+                }
+            }
+        }
+    }
+}
+
+/// The rows of `a` (`m` rows of `blocks` blocks) against the four rows `quad` of `b`, whose
+/// first is row `j`: every sum written to `out`. Not inlined, so that the walk over `a` keeps
+/// its pointers in registers.
+#[inline(never)]
+fn quad_column<S: Simd>(
+    a: &[Block],
+    m: usize,
+    blocks: usize,
+    quad: [&[Block]; 4],
+    j: usize,
+    out: &mut Strided<'_>,
+) {
+    if blocks == 0 {
+        // Empty rows: every sum is zero.
+        for i in 0..m {
+            out.store(i, j, [[0; 4]]);
+        }
+        return;
+    }
+    let Some(a) = a.get(..m * blocks) else {
+        return; // callers pass full matrices; never reached
+    };
+    let mut pairs = a.chunks_exact(2 * blocks);
+    let mut i = 0;
+    for pair in pairs.by_ref() {
+        let (first, second) = pair.split_at(blocks);
+        let [s0, s1, s2, s3, s4, s5, s6, s7] = tile_2x4::<S>([first, second], quad);
+        out.store(i, j, [[s0, s1, s2, s3], [s4, s5, s6, s7]]);
+        i += 2;
+    }
+    let last = pairs.remainder();
+    if !last.is_empty() {
+        out.store(i, j, [tile_1x4::<S>(last, quad)]);
+    }
+}
+
+/// Writes `Σ_k a[i][k]·b[j][k]` to `out` for every row `i` of `a` (`m` rows) and `j` of `b`
+/// (`n` rows), both of `stride` lanes (a multiple of [`ROW_ALIGN`]). Each pair is written once.
 ///
 /// The sums are exact under the bounds in the module documentation.
 #[inline]
@@ -272,7 +338,7 @@ pub fn dot_products<S: Simd>(
     b: &[i16],
     n: usize,
     stride: usize,
-    mut store: impl FnMut(usize, usize, i32),
+    mut out: Strided<'_>,
 ) {
     let blocks = stride / ROW_ALIGN;
     let (a, _) = a.as_chunks::<ROW_ALIGN>();
@@ -288,39 +354,22 @@ pub fn dot_products<S: Simd>(
             nth_row(b, j + 2, blocks),
             nth_row(b, j + 3, blocks),
         ];
-        let mut i = 0;
-        while i + 2 <= m {
-            let sums = tile_2x4::<S>([nth_row(a, i, blocks), nth_row(a, i + 1, blocks)], quad);
-            for (k, &sum) in sums.iter().enumerate() {
-                store(i + k / 4, j + k % 4, sum);
-            }
-            i += 2;
-        }
-        if i < m {
-            let sums = tile_1x4::<S>(nth_row(a, i, blocks), quad);
-            for (k, &sum) in sums.iter().enumerate() {
-                store(i, j + k, sum);
-            }
-        }
+        quad_column::<S>(a, m, blocks, quad, j, &mut out);
         j += 4;
     }
     while j < n {
         let mut i = 0;
         while i + 2 <= m {
-            let [first, second] = tile_2x1::<S>(
+            let sums = tile_2x1::<S>(
                 [nth_row(a, i, blocks), nth_row(a, i + 1, blocks)],
                 nth_row(b, j, blocks),
             );
-            store(i, j, first);
-            store(i + 1, j, second);
+            out.store(i, j, sums.map(|sum| [sum]));
             i += 2;
         }
         if i < m {
-            store(
-                i,
-                j,
-                tile_1x1::<S>(nth_row(a, i, blocks), nth_row(b, j, blocks)),
-            );
+            let sum = tile_1x1::<S>(nth_row(a, i, blocks), nth_row(b, j, blocks));
+            out.store(i, j, [[sum]]);
         }
         j += 1;
     }

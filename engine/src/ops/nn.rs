@@ -634,7 +634,11 @@ impl Operator for Dense {
             weights.values(),
             units,
             data.stride(),
-            |i, j, sum| out[i * units + j] = sum,
+            gemm::Strided {
+                data: out,
+                row_step: units,
+                column_step: 1,
+            },
         );
         if self.use_bias {
             // Y is (M, N): one "channel" per unit, planes of one element.
