@@ -372,6 +372,12 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(sum));
     results.extend(unpack(flags));
     results.extend(unpack(S::or32(x32, y32)));
+    // Narrowing of values that saturate, that fit, and half of each.
+    for (a, b) in [(a32, b32), (a32.map(|v| v >> 16), b32.map(|v| v >> 15))] {
+        let mut narrowed = [0i16; 8];
+        S::store16(&mut narrowed, S::narrow32(S::load32(&a), S::load32(&b)));
+        results.extend(narrowed.map(i32::from));
+    }
     results.extend(unpack(S::dot_add(x32, x16, y16)));
     results.extend(unpack(S::dot_add(x32, lo, S::pair16(1, 3))));
     results.extend(unpack(S::dot_add(y32, hi, S::pair16(a16[1], b16[2]))));

@@ -520,15 +520,23 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
                 &data[(n * s.in_channels + c) * plane..(n * s.in_channels + c + 1) * plane];
             for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
                 let row_offset = (h + pad_h) * row_len;
-                scatter_row(
-                    line,
-                    pad_w,
-                    stride_w,
-                    phase_len,
-                    row_offset,
-                    &mut phases,
-                    narrow16,
-                );
+                if stride_w == 1 {
+                    // One phase: the row is a contiguous run of the plane.
+                    let start = row_offset + pad_w;
+                    if let Some(target) = phases.get_mut(start..start + line.len()) {
+                        narrow_run::<S>(line, target);
+                    }
+                } else {
+                    scatter_row(
+                        line,
+                        pad_w,
+                        stride_w,
+                        phase_len,
+                        row_offset,
+                        &mut phases,
+                        narrow16,
+                    );
+                }
             }
             neighbour_pairs::<S>(&phases, &mut pair_plane);
             for m in 0..multiplier {
@@ -584,6 +592,21 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<(usize, usize, Option<usize>)> {
         }
     }
     pairing
+}
+
+/// `target[i] = narrow16(values[i])` over the common length, eight values per step with the
+/// saturating narrowing of [`Simd::narrow32`] (no constant vectors, nothing to reload per step).
+fn narrow_run<S: Simd>(values: &[i32], target: &mut [i16]) {
+    let n = values.len().min(target.len());
+    let (octets, value_tail) = values[..n].as_chunks::<LANES>();
+    let (targets, target_tail) = target[..n].as_chunks_mut::<LANES>();
+    for (source, octet) in octets.iter().zip(targets.iter_mut()) {
+        let (halves, _) = source.as_chunks::<4>();
+        S::store16(octet, S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])));
+    }
+    for (slot, &value) in target_tail.iter_mut().zip(value_tail) {
+        *slot = narrow16(value);
+    }
 }
 
 /// Writes `(values[i], values[i + 1])` at `pairs[2i..2i + 2]` for every i of `pairs`' length.

@@ -41,6 +41,9 @@ pub trait Simd: Copy {
     fn add_overflow32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4);
     /// Lane-wise bitwise or.
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
+    /// The lanes of `a` then `b` narrowed to `i16` with saturation (wasm
+    /// `i16x8.narrow_i32x4_s`, x86 `packssdw`).
+    fn narrow32(a: Self::I32x4, b: Self::I32x4) -> Self::I16x8;
     /// `acc + [a0·b0 + a1·b1, a2·b2 + a3·b3, a4·b4 + a5·b5, a6·b6 + a7·b7]`, products in 32
     /// bits, sums wrapping (wasm `i32x4.dot_i16x8_s`, x86 `pmaddwd`).
     fn dot_add(acc: Self::I32x4, a: Self::I16x8, b: Self::I16x8) -> Self::I32x4;
@@ -120,6 +123,12 @@ impl Simd for Portable {
     #[inline(always)]
     fn or32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
         core::array::from_fn(|lane| a[lane] | b[lane])
+    }
+
+    #[inline(always)]
+    fn narrow32(a: [i32; 4], b: [i32; 4]) -> [i16; 8] {
+        let saturate = |v: i32| v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+        core::array::from_fn(|lane| saturate(if lane < 4 { a[lane] } else { b[lane - 4] }))
     }
 
     #[inline(always)]
@@ -237,6 +246,11 @@ impl Simd for Wasm128 {
     #[inline(always)]
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
         core::arch::wasm32::v128_or(a, b)
+    }
+
+    #[inline(always)]
+    fn narrow32(a: Self::I32x4, b: Self::I32x4) -> Self::I16x8 {
+        core::arch::wasm32::i16x8_narrow_i32x4(a, b)
     }
 
     #[inline(always)]
@@ -372,6 +386,12 @@ impl Simd for Sse2 {
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe { core::arch::x86_64::_mm_or_si128(a, b) }
+    }
+
+    #[inline(always)]
+    fn narrow32(a: Self::I32x4, b: Self::I32x4) -> Self::I16x8 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_packs_epi32(a, b) }
     }
 
     #[inline(always)]
