@@ -1,7 +1,7 @@
 //! Dot products of packed `i16` rows: the multiply-accumulate core of `dense` and `conv2d`.
 //!
 //! Both operands are rows of `i16` zero-padded to a multiple of sixteen lanes ([`PackedRows`]),
-//! so the inner loop is pairs of whole vectors of [`Simd::dot_add`] (eight multiply-accumulates
+//! so the tiles step through whole vectors of [`Simd::dot_add`] (eight multiply-accumulates
 //! each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`) keeps eight accumulators
 //! in registers and loads each vector once per tile.
 //!
@@ -18,7 +18,7 @@ use super::simd::Simd;
 /// Lanes per vector.
 pub const LANES: usize = 8;
 
-/// Rows are padded to a multiple of this: two vectors, the step of the inner loop.
+/// Rows are padded to a multiple of this: two vectors.
 pub const ROW_ALIGN: usize = 2 * LANES;
 
 /// The padded row length for `depth` values.
@@ -252,7 +252,7 @@ fn tile_1x1<S: Simd>(a: &[Block], b: &[Block]) -> i32 {
     S::sum32(c)
 }
 
-/// Sixteen lanes: the step of the inner loops.
+/// Sixteen lanes: the unit rows are padded to.
 type Block = [i16; ROW_ALIGN];
 
 /// Row `index` of rows of `blocks` blocks.
