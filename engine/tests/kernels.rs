@@ -320,12 +320,12 @@ fn dot_products_equal_the_formula() {
                 expected[i * n + j] = i32::try_from(sum).unwrap();
             }
         }
-        // Row-major or column-major, with gaps between rows or columns.
+        // Row-major or column-major, with gaps between rows or columns, or neither step 1.
         let gap = rng.size(0, 2);
-        let (row_step, column_step) = if rng.chance(50) {
-            (n + gap, 1)
-        } else {
-            (1, m + gap)
+        let (row_step, column_step) = match rng.below(3) {
+            0 => (n + gap, 1),
+            1 => (1, m + gap),
+            _ => (2, 2 * m + 1),
         };
         let len = (m * row_step + n * column_step + 3).max(1);
         for native in [true, false] {

@@ -274,17 +274,38 @@ pub struct Strided<'a> {
 
 impl Strided<'_> {
     /// Writes `sums[r][c]` for row `i + r` of `a` and row `j + c` of `b`; outputs outside
-    /// `data` are skipped (callers size it for every pair).
+    /// `data` are skipped (callers size it for every pair). With a step of 1 on either side
+    /// (every caller) a tile is written as runs, one bounds check per run.
     #[inline(always)]
     fn store<const R: usize, const C: usize>(&mut self, i: usize, j: usize, sums: [[i32; C]; R]) {
         let base = i * self.row_step + j * self.column_step;
-        for (r, row) in sums.iter().enumerate() {
-            for (c, &sum) in row.iter().enumerate() {
-                if let Some(slot) = self
-                    .data
-                    .get_mut(base + r * self.row_step + c * self.column_step)
-                {
-                    *slot = sum;
+        if self.row_step == 1 {
+            // Each row of `b` is a run of R outputs.
+            let mut start = base;
+            for c in 0..C {
+                if let Some(slots) = self.data.get_mut(start..start + R) {
+                    for (slot, row) in slots.iter_mut().zip(&sums) {
+                        *slot = row[c];
+                    }
+                }
+                start += self.column_step;
+            }
+        } else if self.column_step == 1 {
+            // Each row of `a` is a run of C outputs.
+            let mut start = base;
+            for row in &sums {
+                if let Some(slots) = self.data.get_mut(start..start + C) {
+                    slots.copy_from_slice(row);
+                }
+                start += self.row_step;
+            }
+        } else {
+            for (r, row) in sums.iter().enumerate() {
+                for (c, &sum) in row.iter().enumerate() {
+                    let at = base + r * self.row_step + c * self.column_step;
+                    if let Some(slot) = self.data.get_mut(at) {
+                        *slot = sum;
+                    }
                 }
             }
         }
