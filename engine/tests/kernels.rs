@@ -389,6 +389,12 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(S::splat32(a32[0])));
     results.extend(unpack(S::dot_add(S::splat32(0), S::splat16(a16[0]), y16)));
     results.push(S::sum32(x32));
+    results.extend(unpack(S::sums4(
+        x32,
+        y32,
+        S::add32(x32, y32),
+        S::splat32(a32[1]),
+    )));
     let joined: [i16; 16] =
         std::array::from_fn(|lane| if lane < 8 { a16[lane] } else { b16[lane - 8] });
     let (first, second) = S::load16x2(&joined);

@@ -602,7 +602,10 @@ fn narrow_run<S: Simd>(values: &[i32], target: &mut [i16]) {
     let (targets, target_tail) = target[..n].as_chunks_mut::<LANES>();
     for (source, octet) in octets.iter().zip(targets.iter_mut()) {
         let (halves, _) = source.as_chunks::<4>();
-        S::store16(octet, S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])));
+        S::store16(
+            octet,
+            S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])),
+        );
     }
     for (slot, &value) in target_tail.iter_mut().zip(value_tail) {
         *slot = narrow16(value);

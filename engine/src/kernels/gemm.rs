@@ -179,9 +179,9 @@ fn common_blocks(rows: &[&[Block]]) -> usize {
     rows.iter().map(|row| row.len()).min().unwrap_or(0)
 }
 
-/// Two rows of `a` against four of `b` (all of the same length): eight sums, row-major.
+/// Two rows of `a` against four of `b` (all of the same length): the sums of each row of `a`.
 #[inline(never)]
-fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [i32; 8] {
+fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [[i32; 4]; 2] {
     let zero = S::splat32(0);
     let (mut c00, mut c01, mut c02, mut c03) = (zero, zero, zero, zero);
     let (mut c10, mut c11, mut c12, mut c13) = (zero, zero, zero, zero);
@@ -203,7 +203,10 @@ fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [i32; 8] {
         c03 = S::dot_add(c03, x0, w);
         c13 = S::dot_add(c13, x1, w);
     });
-    [c00, c01, c02, c03, c10, c11, c12, c13].map(S::sum32)
+    let mut sums = [[0; 4]; 2];
+    S::store32(&mut sums[0], S::sums4(c00, c01, c02, c03));
+    S::store32(&mut sums[1], S::sums4(c10, c11, c12, c13));
+    sums
 }
 
 /// One row of `a` against four of `b`.
@@ -221,7 +224,9 @@ fn tile_1x4<S: Simd>(a: &[Block], b: [&[Block]; 4]) -> [i32; 4] {
         c2 = S::dot_add(c2, x, S::load16(&w2s[k]));
         c3 = S::dot_add(c3, x, S::load16(&w3s[k]));
     });
-    [c0, c1, c2, c3].map(S::sum32)
+    let mut sums = [0; 4];
+    S::store32(&mut sums, S::sums4(c0, c1, c2, c3));
+    sums
 }
 
 /// Two rows of `a` against one of `b`.
@@ -338,8 +343,7 @@ fn quad_column<S: Simd>(
     let mut i = 0;
     for pair in pairs.by_ref() {
         let (first, second) = pair.split_at(blocks);
-        let [s0, s1, s2, s3, s4, s5, s6, s7] = tile_2x4::<S>([first, second], quad);
-        out.store(i, j, [[s0, s1, s2, s3], [s4, s5, s6, s7]]);
+        out.store(i, j, tile_2x4::<S>([first, second], quad));
         i += 2;
     }
     let last = pairs.remainder();

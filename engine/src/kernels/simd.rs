@@ -54,6 +54,9 @@ pub trait Simd: Copy {
     fn pair16(first: i16, second: i16) -> Self::I16x8;
     /// Wrapping sum of the four lanes.
     fn sum32(value: Self::I32x4) -> i32;
+    /// The wrapping sums of the lanes of four vectors: `[Σa, Σb, Σc, Σd]` (a transpose of
+    /// interleaves and three additions instead of four separate reductions).
+    fn sums4(a: Self::I32x4, b: Self::I32x4, c: Self::I32x4, d: Self::I32x4) -> Self::I32x4;
 }
 
 /// Scalar lanes: the reference the accelerated backends are tested against, and the backend
@@ -165,6 +168,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn sum32(value: [i32; 4]) -> i32 {
         value.iter().fold(0i32, |sum, &lane| sum.wrapping_add(lane))
+    }
+
+    #[inline(always)]
+    fn sums4(a: [i32; 4], b: [i32; 4], c: [i32; 4], d: [i32; 4]) -> [i32; 4] {
+        [a, b, c, d].map(Self::sum32)
     }
 }
 
@@ -281,6 +289,24 @@ impl Simd for Wasm128 {
         let pairs = i32x4_add(value, i32x4_shuffle::<2, 3, 0, 1>(value, value));
         let total = i32x4_add(pairs, i32x4_shuffle::<1, 0, 3, 2>(pairs, pairs));
         i32x4_extract_lane::<0>(total)
+    }
+
+    #[inline(always)]
+    fn sums4(a: Self::I32x4, b: Self::I32x4, c: Self::I32x4, d: Self::I32x4) -> Self::I32x4 {
+        use core::arch::wasm32::{i32x4_add, i32x4_shuffle};
+        // [a0 + a2, b0 + b2, a1 + a3, b1 + b3], and the same of c and d.
+        let ab = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
+        );
+        let cd = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(c, d),
+            i32x4_shuffle::<2, 6, 3, 7>(c, d),
+        );
+        i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
+            i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
+        )
     }
 }
 
@@ -428,6 +454,21 @@ impl Simd for Sse2 {
             let pairs = _mm_add_epi32(value, _mm_shuffle_epi32::<0b01_00_11_10>(value));
             let total = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
             _mm_cvtsi128_si32(total)
+        }
+    }
+
+    #[inline(always)]
+    fn sums4(a: Self::I32x4, b: Self::I32x4, c: Self::I32x4, d: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{
+                _mm_add_epi32, _mm_unpackhi_epi32, _mm_unpackhi_epi64, _mm_unpacklo_epi32,
+                _mm_unpacklo_epi64,
+            };
+            // [a0 + a2, b0 + b2, a1 + a3, b1 + b3], and the same of c and d.
+            let ab = _mm_add_epi32(_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b));
+            let cd = _mm_add_epi32(_mm_unpacklo_epi32(c, d), _mm_unpackhi_epi32(c, d));
+            _mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd))
         }
     }
 }
