@@ -109,14 +109,17 @@ pub fn node_usage(
     outputs: &[TensorType],
 ) -> Result<Usage> {
     let mut usage = operator.usage(inputs, outputs)?;
-    // Version 3 counts steps as version 2 does, except where the operator reports its own.
-    if !usage.iter().any(|&(param, _)| param == Param::StepV3) {
-        let steps = usage
-            .iter()
-            .filter(|&&(param, _)| param == Param::Step)
-            .try_fold(0u64, |total, &(_, count)| total.checked_add(count))
-            .ok_or_else(|| fail!(LimitExceeded, "step count overflows"))?;
-        usage.push((Param::StepV3, steps));
+    // Version 3 counts steps as version 2 does, and version 4 as version 3, except where the
+    // operator reports its own.
+    for (from, to) in [(Param::Step, Param::StepV3), (Param::StepV3, Param::StepV4)] {
+        if !usage.iter().any(|&(param, _)| param == to) {
+            let steps = usage
+                .iter()
+                .filter(|&&(param, _)| param == from)
+                .try_fold(0u64, |total, &(_, count)| total.checked_add(count))
+                .ok_or_else(|| fail!(LimitExceeded, "step count overflows"))?;
+            usage.push((to, steps));
+        }
     }
     let out_elements = outputs
         .iter()

@@ -1326,6 +1326,11 @@ fn gas_is_the_static_worst_case_formula() {
                 Param::Step,
                 17 * 2 * 32_400 + 6518 * 2 * 2000 + 29 * 2 * 2000 * 1000
             ),
+            // Version 4: the IoU test at 6 steps. Version 3 takes version 2's count.
+            (
+                Param::StepV4,
+                17 * 2 * 32_400 + 6518 * 2 * 2000 + 6 * 2 * 2000 * 1000
+            ),
         ]
     );
     // k and m follow H·W·A when it is smaller than the limits.
@@ -1340,6 +1345,7 @@ fn gas_is_the_static_worst_case_formula() {
             (Param::ElementArith, 8 * 32),
             (Param::ElementCopy, 8 * 13 + 5 * 5),
             (Param::Step, 17 * 8 + 6518 * 8 + 29 * 8 * 5),
+            (Param::StepV4, 17 * 8 + 6518 * 8 + 6 * 8 * 5),
         ]
     );
 }

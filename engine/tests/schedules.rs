@@ -28,21 +28,44 @@ fn attr(name: &str, value: AttrValue) -> Attr {
     }
 }
 
-/// dense (8-bit weights, the multiply-accumulate kernel) → relu → sum: operators whose counts
-/// differ between schedules.
+/// A 32-bit parameter.
+fn param32(name: &str, shape: Vec<u32>, data: Vec<i32>) -> ParamDecl {
+    ParamDecl {
+        name: name.into(),
+        shape,
+        precision: 32,
+        data: ParamData::I32(data),
+    }
+}
+
+/// dense (8-bit weights, the multiply-accumulate kernel) → relu → cvm_right_shift → sum, and a
+/// generate_proposals_v2 over two anchors (Q8): operators whose counts differ between
+/// schedules.
 fn model() -> Vec<u8> {
+    let one = 1 << 8;
     Model {
         inputs: vec![InputDecl {
             name: "x".into(),
             shape: vec![2, 20],
             precision: 8,
         }],
-        params: vec![ParamDecl {
-            name: "w".into(),
-            shape: vec![5, 20],
-            precision: 8,
-            data: ParamData::I8((0..100).map(|i| (i % 7 - 3) as i8).collect()),
-        }],
+        params: vec![
+            ParamDecl {
+                name: "w".into(),
+                shape: vec![5, 20],
+                precision: 8,
+                data: ParamData::I8((0..100).map(|i| (i % 7 - 3) as i8).collect()),
+            },
+            param32("scores", vec![1, 1, 2, 1], vec![one, one / 2]),
+            param32("bbox_deltas", vec![1, 1, 2, 4], vec![0; 8]),
+            param32("im_shape", vec![1, 2], vec![100 * one, 100 * one]),
+            param32(
+                "anchors",
+                vec![1, 2, 1, 4],
+                vec![0, 0, 10 * one, 10 * one, 5 * one, 0, 15 * one, 10 * one],
+            ),
+            param32("variances", vec![1, 2, 1, 4], vec![one; 8]),
+        ],
         nodes: vec![
             node(
                 "d",
@@ -75,11 +98,28 @@ fn model() -> Vec<u8> {
                 vec![ValueRef::Node { node: 2, output: 0 }],
                 Vec::new(),
             ),
+            // Priced differently by versions 3 and 4.
+            node(
+                "p",
+                "generate_proposals_v2",
+                (1..=5).map(ValueRef::Param).collect(),
+                vec![
+                    attr("frac_bits", AttrValue::Int(8)),
+                    attr("post_nms_top_n", AttrValue::Int(2)),
+                    attr("pre_nms_top_n", AttrValue::Int(2)),
+                ],
+            ),
         ],
-        outputs: vec![OutputDecl {
-            name: "s".into(),
-            value: ValueRef::Node { node: 3, output: 0 },
-        }],
+        outputs: vec![
+            OutputDecl {
+                name: "s".into(),
+                value: ValueRef::Node { node: 3, output: 0 },
+            },
+            OutputDecl {
+                name: "rois".into(),
+                value: ValueRef::Node { node: 4, output: 0 },
+            },
+        ],
     }
     .encode()
 }

@@ -51,11 +51,15 @@ pub enum Param {
     /// kernels became faster after version 2 (the depthwise conv2d kernel, the vector max_pool2d
     /// kernel, `cvm_clip`, `cvm_left_shift`, `cvm_right_shift`), which count their steps anew.
     StepV3 = 10,
+    /// One step as version 4 counts it: the [`Param::StepV3`] count, except for
+    /// `generate_proposals_v2`, whose IoU test became faster after version 3 and which counts
+    /// its steps anew.
+    StepV4 = 11,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 11] = [
+    pub const ALL: [Param; 12] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -67,6 +71,7 @@ impl Param {
         Param::MacGroup,
         Param::WideMultiplyAccumulate,
         Param::StepV3,
+        Param::StepV4,
     ];
 
     /// Number of parameters in the schedule.
@@ -96,6 +101,7 @@ impl Param {
             Param::MacGroup => "mac_group",
             Param::WideMultiplyAccumulate => "wide_multiply_accumulate",
             Param::StepV3 => "step_v3",
+            Param::StepV4 => "step_v4",
         }
     }
 }
@@ -134,6 +140,7 @@ impl Schedule {
             0,   // mac_group
             0,   // wide_multiply_accumulate
             0,   // step_v3
+            0,   // step_v4
         ],
     };
 
@@ -153,6 +160,7 @@ impl Schedule {
             3,   // mac_group
             32,  // wide_multiply_accumulate
             0,   // step_v3
+            0,   // step_v4
         ],
     };
 
@@ -172,14 +180,36 @@ impl Schedule {
             3,   // mac_group
             32,  // wide_multiply_accumulate
             1,   // step_v3
+            0,   // step_v4
+        ],
+    };
+
+    /// Schedule version 4: the prices of version 3, with steps counted after the IoU test of
+    /// `generate_proposals_v2` became faster ([`Param::StepV4`]); recalibrated (see
+    /// `docs/gas.md`, "Calibration").
+    pub const V4: Schedule = Schedule {
+        version: 4,
+        costs: [
+            400, // node_base
+            2,   // output_element
+            0,   // element_copy
+            0,   // element_arith
+            0,   // multiply_accumulate
+            0,   // window_compare
+            0,   // transcendental
+            0,   // step
+            3,   // mac_group
+            32,  // wide_multiply_accumulate
+            0,   // step_v3
+            1,   // step_v4
         ],
     };
 
     /// Every published schedule, oldest first.
-    pub const ALL: [&'static Schedule; 3] = [&Self::V1, &Self::V2, &Self::V3];
+    pub const ALL: [&'static Schedule; 4] = [&Self::V1, &Self::V2, &Self::V3, &Self::V4];
 
-    /// The schedule the engine uses when a caller names none: the calibrated version 3.
-    pub const CURRENT: &'static Schedule = &Self::V3;
+    /// The schedule the engine uses when a caller names none: the calibrated version 4.
+    pub const CURRENT: &'static Schedule = &Self::V4;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -226,6 +256,7 @@ mod tests {
             (Param::MacGroup, 8, "mac_group"),
             (Param::WideMultiplyAccumulate, 9, "wide_multiply_accumulate"),
             (Param::StepV3, 10, "step_v3"),
+            (Param::StepV4, 11, "step_v4"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -244,20 +275,25 @@ mod tests {
 
     #[test]
     fn v1_numbers_are_frozen() {
-        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0]);
+        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn v2_numbers_are_frozen() {
-        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0]);
+        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0]);
     }
 
     #[test]
     fn v3_numbers_are_frozen() {
-        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1]);
+        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0]);
+    }
+
+    #[test]
+    fn v4_numbers_are_frozen() {
+        assert_frozen(&Schedule::V4, 4, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 0, 1]);
         assert_eq!(Schedule::by_version(0), None);
-        assert_eq!(Schedule::by_version(4), None);
-        assert_eq!(Schedule::CURRENT, &Schedule::V3);
+        assert_eq!(Schedule::by_version(5), None);
+        assert_eq!(Schedule::CURRENT, &Schedule::V4);
     }
 
     #[test]
@@ -272,10 +308,12 @@ mod tests {
             (Param::MacGroup, 5),
             (Param::WideMultiplyAccumulate, 2),
             (Param::StepV3, 7),
+            (Param::StepV4, 6),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
         assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
         assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
+        assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 64));
     }
 
     #[test]

@@ -13,7 +13,9 @@ use alloc::vec::Vec;
 use cvm_gas::Param;
 
 use super::cinn_unary::{FRAC_BITS, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps};
+use super::{
+    Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps, steps_v4,
+};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -434,30 +436,58 @@ impl GenerateProposals {
                 && 2 * y1 + box_height <= 2 * i128::from(height))
     }
 
-    /// Whether kept box `kept` suppresses `candidate`: IoU > threshold (Q(F)), exactly.
+    /// The area of a box, (x2 − x1 + o)·(y2 − y1 + o), or 0 when x2 < x1 or y2 < y1.
     ///
-    /// Corners are clipped to [0, 2^31), so areas are below 2^63.2, the union below 2^65 and
-    /// the cross products below 2^96: no overflow in i128.
-    fn suppresses(&self, kept: &[i32; 4], candidate: &[i32; 4], threshold: i64) -> bool {
-        let offset = self.offset();
-        let area = |corners: &[i32; 4]| -> i128 {
-            let [x1, y1, x2, y2] = corners.map(i128::from);
-            if x2 < x1 || y2 < y1 {
-                0
-            } else {
-                (x2 - x1 + offset) * (y2 - y1 + offset)
-            }
-        };
-        let [ax1, ay1, ax2, ay2] = candidate.map(i128::from);
-        let [bx1, by1, bx2, by2] = kept.map(i128::from);
+    /// Corners are clipped to [0, 2^31) and the offset o is at most 2^30, so each side lies in
+    /// (−2^31, 1.5·2^31) and the area below 2.25·2^62.
+    fn area(&self, corners: &[i32; 4]) -> i128 {
+        let offset = self.offset_i64();
+        let [x1, y1, x2, y2] = corners.map(i64::from);
+        if x2 < x1 || y2 < y1 {
+            0
+        } else {
+            side_product(x2 - x1 + offset, y2 - y1 + offset)
+        }
+    }
+
+    /// The offset o as an `i64` (2^F or 0).
+    fn offset_i64(&self) -> i64 {
+        if self.pixel_offset {
+            1i64 << self.frac_bits
+        } else {
+            0
+        }
+    }
+
+    /// Whether kept box `kept` (of area `kept_area`, [`Self::area`]) suppresses `candidate` (of
+    /// area `candidate_area`): IoU > threshold (Q(F)), exactly.
+    ///
+    /// IoU = I / U > t / 2^F ⇔ I·2^F > t·U for U > 0 (U ≤ 0 counts as IoU 0). With the bounds
+    /// of [`Self::area`], |I| and the areas are below 2.25·2^62 and U below 2^65; both products
+    /// are below 2^96 (t ≤ 2^30), and are formed from 64-bit halves ([`exceeds`]), which wasm
+    /// executes natively, instead of 128-bit multiplications and shifts, which it emulates.
+    fn suppresses(
+        &self,
+        kept: &[i32; 4],
+        kept_area: i128,
+        candidate: &[i32; 4],
+        candidate_area: i128,
+        threshold: i64,
+    ) -> bool {
+        let offset = self.offset_i64();
+        let [ax1, ay1, ax2, ay2] = candidate.map(i64::from);
+        let [bx1, by1, bx2, by2] = kept.map(i64::from);
         let intersection = if bx1 > ax2 || bx2 < ax1 || by1 > ay2 || by2 < ay1 {
             0
         } else {
-            (ax2.min(bx2) - ax1.max(bx1) + offset) * (ay2.min(by2) - ay1.max(by1) + offset)
+            side_product(
+                ax2.min(bx2) - ax1.max(bx1) + offset,
+                ay2.min(by2) - ay1.max(by1) + offset,
+            )
         };
-        let union = area(candidate) + area(kept) - intersection;
-        // IoU = I / U > t / 2^F ⇔ I·2^F > t·U for U > 0; U ≤ 0 counts as IoU 0.
-        union > 0 && intersection * (1i128 << self.frac_bits) > i128::from(threshold) * union
+        let union = candidate_area + kept_area - intersection;
+        // t ≥ 1 and U > 0 make t·U positive: an intersection ≤ 0 never suppresses.
+        union > 0 && intersection > 0 && exceeds(intersection, self.frac_bits, threshold, union)
     }
 
     /// Greedy NMS over `candidates` (already in NMS order): the kept ones, at most
@@ -466,20 +496,28 @@ impl GenerateProposals {
         let one = 1i64 << self.frac_bits;
         let limit = self.post_nms_top_n as usize;
         let mut threshold = self.nms_thresh;
-        let mut kept: Vec<Candidate> = Vec::new();
+        // The kept boxes with their areas, each computed once.
+        let mut kept: Vec<(Candidate, i128)> = Vec::new();
         for candidate in candidates {
             // Stopping at the limit keeps the same boxes as truncating afterwards: later
             // candidates never change earlier decisions.
             if kept.len() >= limit {
                 break;
             }
-            let suppressed = kept
-                .iter()
-                .any(|other| self.suppresses(&other.corners, &candidate.corners, threshold));
+            let area = self.area(&candidate.corners);
+            let suppressed = kept.iter().any(|(other, other_area)| {
+                self.suppresses(
+                    &other.corners,
+                    *other_area,
+                    &candidate.corners,
+                    area,
+                    threshold,
+                )
+            });
             if suppressed {
                 continue;
             }
-            kept.push(*candidate);
+            kept.push((*candidate, area));
             // Adaptive NMS: threshold·eta while the threshold exceeds 0.5 (only for eta < 1),
             // one rounding per kept box (threshold, eta < 2^31: the product fits easily).
             if self.eta < one && 2 * threshold > one {
@@ -489,8 +527,36 @@ impl GenerateProposals {
                 );
             }
         }
-        Ok(kept)
+        Ok(kept.into_iter().map(|(candidate, _)| candidate).collect())
     }
+}
+
+/// The exact product of two box sides, each in (−2^32, 2^32) with a product below 2^64 in
+/// magnitude (the bounds of [`GenerateProposals::area`]): one 64-bit multiplication of the
+/// magnitudes.
+fn side_product(a: i64, b: i64) -> i128 {
+    let magnitude = i128::from(a.unsigned_abs().wrapping_mul(b.unsigned_abs()));
+    if (a < 0) != (b < 0) {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// Whether I·2^F > t·U, for 0 < I < 2^64, F ≤ 30, 0 < t ≤ 2^31 and 0 < U < 2^65: both sides
+/// assembled from products of 32-bit halves, each below 2^64, so only 64-bit multiplications
+/// and constant 128-bit shifts are needed.
+fn exceeds(intersection: i128, frac_bits: u32, threshold: i64, union: i128) -> bool {
+    const LOW32: u128 = (1 << 32) - 1;
+    let (i, u) = (intersection as u128, union as u128);
+    let t = threshold as u64;
+    // I·2^F = (I_hi·2^F)·2^32 + I_lo·2^F with I_hi, I_lo < 2^32: each term below 2^62.
+    let (i_hi, i_lo) = ((i >> 32) as u64, (i & LOW32) as u64);
+    let left = (u128::from(i_hi << frac_bits) << 32) + u128::from(i_lo << frac_bits);
+    // t·U = (t·U_hi)·2^32 + t·U_lo with U_hi < 2^33, U_lo < 2^32: each term below 2^64.
+    let (u_hi, u_lo) = ((u >> 32) as u64, (u & LOW32) as u64);
+    let right = (u128::from(t.wrapping_mul(u_hi)) << 32) + u128::from(t.wrapping_mul(u_lo));
+    left > right
 }
 
 impl Operator for GenerateProposals {
@@ -546,6 +612,16 @@ impl Operator for GenerateProposals {
                     (17, count(&[images, anchors])?),
                     (6518, count(&[images, candidates])?),
                     (29, iou_tests),
+                ],
+            )?,
+            // Version 4: the same, with the IoU test at 6 steps (its areas computed once per
+            // box, its products in 64-bit halves).
+            steps_v4(
+                0,
+                &[
+                    (17, count(&[images, anchors])?),
+                    (6518, count(&[images, candidates])?),
+                    (6, iou_tests),
                 ],
             )?,
         ])
@@ -687,6 +763,112 @@ mod tests {
         }
     }
 
+    /// IoU > t the plain way: every product in checked `i128`.
+    fn plain_suppresses(
+        f: u32,
+        offset: bool,
+        kept: &[i32; 4],
+        candidate: &[i32; 4],
+        t: i64,
+    ) -> bool {
+        let o = if offset { 1i128 << f } else { 0 };
+        let area = |c: &[i32; 4]| {
+            let [x1, y1, x2, y2] = c.map(i128::from);
+            if x2 < x1 || y2 < y1 {
+                0
+            } else {
+                (x2 - x1 + o) * (y2 - y1 + o)
+            }
+        };
+        let [ax1, ay1, ax2, ay2] = candidate.map(i128::from);
+        let [bx1, by1, bx2, by2] = kept.map(i128::from);
+        let i = if bx1 > ax2 || bx2 < ax1 || by1 > ay2 || by2 < ay1 {
+            0
+        } else {
+            (ax2.min(bx2) - ax1.max(bx1) + o) * (ay2.min(by2) - ay1.max(by1) + o)
+        };
+        let u = area(candidate) + area(kept) - i;
+        u > 0 && i * (1i128 << f) > i128::from(t) * u
+    }
+
+    #[test]
+    fn suppression_equals_the_plain_i128_formula() {
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut suppressed = 0;
+        for case in 0..100_000 {
+            let f = [0, 1, 16, 29, 30][case % 5];
+            let offset = case % 3 == 0;
+            let op = with(f, offset);
+            // Coordinates over the whole clipped range, near its ends, or close together.
+            let base = (next() % (1 << 31)) as i64;
+            let mut corners = [[0i32; 4]; 2];
+            for value in corners.as_flattened_mut() {
+                let r = next();
+                let v = match r % 4 {
+                    0 => (r >> 8) as i64 % (1 << 31),
+                    1 => (1 << 31) - 1 - (r >> 8) as i64 % 64,
+                    2 => (r >> 8) as i64 % 64,
+                    _ => base + (r >> 8) as i64 % 2048 - 1024,
+                };
+                *value = v.clamp(0, (1 << 31) - 1) as i32;
+            }
+            let [kept, mut candidate] = corners;
+            if case % 2 == 0 {
+                // A candidate close to the kept box: IoU near 1 or near the threshold.
+                let jitter = 1 + (next() % (1 << (next() % 31))) as i64;
+                for (c, &k) in candidate.iter_mut().zip(&kept) {
+                    let step = (next() % (2 * jitter as u64 + 1)) as i64 - jitter;
+                    *c = (i64::from(k) + step).clamp(0, (1 << 31) - 1) as i32;
+                }
+            }
+            let one = 1i64 << f;
+            let t = 1 + (next() % one as u64) as i64;
+            for corners in [&kept, &candidate] {
+                let [x1, y1, x2, y2] = corners.map(i128::from);
+                let o = i128::from(op.offset_i64());
+                let plain = if x2 < x1 || y2 < y1 {
+                    0
+                } else {
+                    (x2 - x1 + o) * (y2 - y1 + o)
+                };
+                assert_eq!(op.area(corners), plain, "area of {corners:?}, F = {f}");
+            }
+            let fast = op.suppresses(&kept, op.area(&kept), &candidate, op.area(&candidate), t);
+            assert_eq!(
+                fast,
+                plain_suppresses(f, offset, &kept, &candidate, t),
+                "F = {f}, offset {offset}, kept {kept:?}, candidate {candidate:?}, t = {t}"
+            );
+            suppressed += usize::from(fast);
+        }
+        assert!(suppressed > 1000, "{suppressed} suppressing pairs");
+    }
+
+    #[test]
+    fn side_products_are_exact() {
+        let extremes = [
+            0,
+            1,
+            -1,
+            (1i64 << 31) + (1 << 30) - 1,
+            -(1i64 << 31) + 1,
+            (1 << 31) - 1,
+            12_345_678,
+            -87_654_321,
+        ];
+        for a in extremes {
+            for b in extremes {
+                assert_eq!(side_product(a, b), i128::from(a) * i128::from(b), "{a}·{b}");
+            }
+        }
+    }
+
     #[test]
     fn zero_deltas_give_the_anchor_back() {
         // e^0 = 1 exactly (k = 0, r = 0), so the decoded box is the anchor itself.
@@ -714,12 +896,15 @@ mod tests {
         // [0,0,10,10] and [0,0,10,5] without offset: I = 50, U = 100, IoU = 0.5 exactly.
         let a = [0, 0, 10, 10];
         let b = [0, 0, 10, 5];
-        assert!(!with(0, false).suppresses(&a, &b, 1)); // threshold 1.0 at F = 0
+        let suppresses = |op: &GenerateProposals, kept: &[i32; 4], candidate: &[i32; 4], t| {
+            op.suppresses(kept, op.area(kept), candidate, op.area(candidate), t)
+        };
+        assert!(!suppresses(&with(0, false), &a, &b, 1)); // threshold 1.0 at F = 0
         let op16 = with(16, false);
         let scaled = |c: [i32; 4]| c.map(|v| v << 16);
-        assert!(!op16.suppresses(&scaled(a), &scaled(b), 1 << 15));
-        assert!(op16.suppresses(&scaled(a), &scaled(b), (1 << 15) - 1));
+        assert!(!suppresses(&op16, &scaled(a), &scaled(b), 1 << 15));
+        assert!(suppresses(&op16, &scaled(a), &scaled(b), (1 << 15) - 1));
         // Degenerate boxes (zero area, zero union) never suppress.
-        assert!(!op16.suppresses(&[0; 4], &[0; 4], 1));
+        assert!(!suppresses(&op16, &[0; 4], &[0; 4], 1));
     }
 }
