@@ -496,8 +496,10 @@ impl GenerateProposals {
         let one = 1i64 << self.frac_bits;
         let limit = self.post_nms_top_n as usize;
         let mut threshold = self.nms_thresh;
-        // The kept boxes with their areas, each computed once.
-        let mut kept: Vec<(Candidate, i128)> = Vec::new();
+        // The kept boxes, and their areas, each computed once; at most `limit` of them.
+        let room = limit.min(candidates.len());
+        let mut kept: Vec<Candidate> = Vec::with_capacity(room);
+        let mut kept_areas: Vec<i128> = Vec::with_capacity(room);
         for candidate in candidates {
             // Stopping at the limit keeps the same boxes as truncating afterwards: later
             // candidates never change earlier decisions.
@@ -505,10 +507,10 @@ impl GenerateProposals {
                 break;
             }
             let area = self.area(&candidate.corners);
-            let suppressed = kept.iter().any(|(other, other_area)| {
+            let suppressed = kept.iter().zip(&kept_areas).any(|(other, &other_area)| {
                 self.suppresses(
                     &other.corners,
-                    *other_area,
+                    other_area,
                     &candidate.corners,
                     area,
                     threshold,
@@ -517,7 +519,8 @@ impl GenerateProposals {
             if suppressed {
                 continue;
             }
-            kept.push((*candidate, area));
+            kept.push(*candidate);
+            kept_areas.push(area);
             // Adaptive NMS: threshold·eta while the threshold exceeds 0.5 (only for eta < 1),
             // one rounding per kept box (threshold, eta < 2^31: the product fits easily).
             if self.eta < one && 2 * threshold > one {
@@ -527,7 +530,7 @@ impl GenerateProposals {
                 );
             }
         }
-        Ok(kept.into_iter().map(|(candidate, _)| candidate).collect())
+        Ok(kept)
     }
 }
 
@@ -628,7 +631,7 @@ impl Operator for GenerateProposals {
     }
 
     /// Per image, one at a time: the anchor order (H·W·A indices), the survivors of the filter
-    /// (k candidates) and the kept boxes (m, with room for the vector's doubling).
+    /// (k candidates) and the kept boxes with their areas (m).
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
         let anchors = Self::dims(inputs)?.anchors_per_image;
         let (candidates, kept) = self.counts(anchors);
@@ -636,7 +639,8 @@ impl Operator for GenerateProposals {
         let parts = [
             count(&[anchors, INDEX_BYTES])?,
             count(&[candidates, candidate])?,
-            count(&[kept, 2, candidate])?,
+            // The kept boxes and their areas (16 bytes each), allocated at their final size.
+            count(&[kept, candidate + 16])?,
         ];
         parts
             .iter()
