@@ -109,9 +109,16 @@ pub fn node_usage(
     outputs: &[TensorType],
 ) -> Result<Usage> {
     let mut usage = operator.usage(inputs, outputs)?;
-    // Version 3 counts steps as version 2 does, and version 4 as version 3, except where the
-    // operator reports its own.
-    for (from, to) in [(Param::Step, Param::StepV3), (Param::StepV3, Param::StepV4)] {
+    // Version 3 counts steps as version 2 does, and version 4 steps and wide multiply-accumulates
+    // as version 3, except where the operator reports its own.
+    for (from, to) in [
+        (Param::Step, Param::StepV3),
+        (Param::StepV3, Param::StepV4),
+        (
+            Param::WideMultiplyAccumulate,
+            Param::WideMultiplyAccumulateV4,
+        ),
+    ] {
         if !usage.iter().any(|&(param, _)| param == to) {
             let steps = usage
                 .iter()

@@ -55,11 +55,16 @@ pub enum Param {
     /// `generate_proposals_v2`, whose IoU test became faster after version 3 and which counts
     /// its steps anew.
     StepV4 = 11,
+    /// One exact wide multiply-accumulate as version 4 counts it: the
+    /// [`Param::WideMultiplyAccumulate`] count, except for CINN `Dot` and forward `Conv`, whose
+    /// exact dot products became vector loops after version 3 and which count their work in
+    /// [`Param::StepV4`] instead.
+    WideMultiplyAccumulateV4 = 12,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 12] = [
+    pub const ALL: [Param; 13] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -72,6 +77,7 @@ impl Param {
         Param::WideMultiplyAccumulate,
         Param::StepV3,
         Param::StepV4,
+        Param::WideMultiplyAccumulateV4,
     ];
 
     /// Number of parameters in the schedule.
@@ -102,6 +108,7 @@ impl Param {
             Param::WideMultiplyAccumulate => "wide_multiply_accumulate",
             Param::StepV3 => "step_v3",
             Param::StepV4 => "step_v4",
+            Param::WideMultiplyAccumulateV4 => "wide_multiply_accumulate_v4",
         }
     }
 }
@@ -141,6 +148,7 @@ impl Schedule {
             0,   // wide_multiply_accumulate
             0,   // step_v3
             0,   // step_v4
+            0,   // wide_multiply_accumulate_v4
         ],
     };
 
@@ -161,6 +169,7 @@ impl Schedule {
             32,  // wide_multiply_accumulate
             0,   // step_v3
             0,   // step_v4
+            0,   // wide_multiply_accumulate_v4
         ],
     };
 
@@ -181,12 +190,14 @@ impl Schedule {
             32,  // wide_multiply_accumulate
             1,   // step_v3
             0,   // step_v4
+            0,   // wide_multiply_accumulate_v4
         ],
     };
 
-    /// Schedule version 4: the prices of version 3, with steps counted after the IoU test of
-    /// `generate_proposals_v2` became faster ([`Param::StepV4`]); recalibrated (see
-    /// `docs/gas.md`, "Calibration").
+    /// Schedule version 4: the prices of version 3, with steps and wide multiply-accumulates
+    /// counted after the IoU test of `generate_proposals_v2` and the exact dot products of CINN
+    /// `Dot` and forward `Conv` became faster ([`Param::StepV4`],
+    /// [`Param::WideMultiplyAccumulateV4`]); recalibrated (see `docs/gas.md`, "Calibration").
     pub const V4: Schedule = Schedule {
         version: 4,
         costs: [
@@ -199,9 +210,10 @@ impl Schedule {
             0,   // transcendental
             0,   // step
             3,   // mac_group
-            32,  // wide_multiply_accumulate
+            0,   // wide_multiply_accumulate
             0,   // step_v3
             1,   // step_v4
+            32,  // wide_multiply_accumulate_v4
         ],
     };
 
@@ -257,6 +269,11 @@ mod tests {
             (Param::WideMultiplyAccumulate, 9, "wide_multiply_accumulate"),
             (Param::StepV3, 10, "step_v3"),
             (Param::StepV4, 11, "step_v4"),
+            (
+                Param::WideMultiplyAccumulateV4,
+                12,
+                "wide_multiply_accumulate_v4",
+            ),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -275,22 +292,22 @@ mod tests {
 
     #[test]
     fn v1_numbers_are_frozen() {
-        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0]);
+        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn v2_numbers_are_frozen() {
-        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0]);
+        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0]);
     }
 
     #[test]
     fn v3_numbers_are_frozen() {
-        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0]);
+        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0]);
     }
 
     #[test]
     fn v4_numbers_are_frozen() {
-        assert_frozen(&Schedule::V4, 4, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 0, 1]);
+        assert_frozen(&Schedule::V4, 4, [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32]);
         assert_eq!(Schedule::by_version(0), None);
         assert_eq!(Schedule::by_version(5), None);
         assert_eq!(Schedule::CURRENT, &Schedule::V4);
@@ -309,11 +326,12 @@ mod tests {
             (Param::WideMultiplyAccumulate, 2),
             (Param::StepV3, 7),
             (Param::StepV4, 6),
+            (Param::WideMultiplyAccumulateV4, 1),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
         assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
         assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
-        assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 64));
+        assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 32));
     }
 
     #[test]

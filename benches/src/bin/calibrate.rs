@@ -133,10 +133,10 @@ mod tests {
             Some(vec!["conv2d".to_string(), "Exp".to_string()])
         );
         assert_eq!(options.fit, Measure::Wasm);
-        assert_eq!(options.costs, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 0, 1]);
+        assert_eq!(options.costs, [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32]);
         let options =
             cli::parse(args("--schedule=1 --costs node_base=300,element_copy=2")).unwrap();
-        assert_eq!(options.costs, [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0]);
+        assert_eq!(options.costs, [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
             options.costs_label,
             "schedule v1 with node_base=300, element_copy=2"

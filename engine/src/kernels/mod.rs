@@ -12,6 +12,7 @@ pub mod conv;
 pub mod gemm;
 pub mod pool;
 pub mod simd;
+pub mod wide;
 
 use simd::Simd;
 

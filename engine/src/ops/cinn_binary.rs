@@ -13,11 +13,12 @@ use cvm_gas::Param;
 
 use super::broadcast::{BROADCAST_RUN_STEPS, broadcast_apply, broadcast_shape, run_count};
 use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, steps};
+use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, steps, steps_v4};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::fixed::{self, round_shift};
+use crate::kernels::wide::wide_dot;
 use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width};
 
 /// What a CINN binary primitive computes.
@@ -384,30 +385,70 @@ impl Operator for Dot {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let ([_, k, _], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
+        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
         let elements = outputs[0].shape.elements();
         let macs = count(&[elements, k as u64])?;
+        let transposed = if n > 1 {
+            count(&[k as u64, n as u64])?
+        } else {
+            0
+        };
         // Version 2: an exact i128 multiply-accumulate per product, and the rescale of each
-        // output.
+        // output. Version 4: the products in exact vector dot products, y's columns copied
+        // once, in steps alone.
         Ok(vec![
             (Param::MultiplyAccumulate, macs),
             (Param::ElementArith, elements),
             (Param::WideMultiplyAccumulate, macs),
             steps(0, &[(31, elements)])?,
+            (Param::WideMultiplyAccumulateV4, 0),
+            steps_v4(48, &[(38, elements), (2, macs), (10, transposed)])?,
         ])
+    }
+
+    /// y's columns copied as rows (K·N values) when y has more than one column.
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
+        if n > 1 {
+            count(&[k as u64, n as u64, 4])
+        } else {
+            Ok(0)
+        }
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let ([m, k, n], _) = Dot::geometry(inputs[0].dims, inputs[1].dims)?;
         let (x, y) = (inputs[0].data, inputs[1].data);
+        if x.len() != m * k || y.len() != k * n {
+            return Err(fail!(
+                ShapeMismatch,
+                "Dot operands do not hold the elements of their shapes"
+            ));
+        }
+        if m == 0 || k == 0 || n == 0 {
+            // Every output (if any) is the empty sum, 0: the outputs come zeroed.
+            return Ok(());
+        }
+        // The columns of y as contiguous rows (y itself when it has one column).
+        let transposed: Vec<i32>;
+        let columns = if n == 1 {
+            y
+        } else {
+            let mut t = vec![0i32; k * n];
+            for (i, row) in y.chunks_exact(n).enumerate() {
+                for (j, &value) in row.iter().enumerate() {
+                    t[j * k + i] = value;
+                }
+            }
+            transposed = t;
+            &transposed
+        };
         let out = &mut *outputs[0].data;
-        for row in 0..m {
-            for column in 0..n {
-                // Exact: each product < 2^62, at most 2^26 terms.
-                let sum: i128 = (0..k)
-                    .map(|i| i128::from(x[row * k + i]) * i128::from(y[i * n + column]))
-                    .sum();
-                out[row * n + column] = fit(i64::from(
+        for (x_row, out_row) in x.chunks_exact(k).zip(out.chunks_exact_mut(n)) {
+            for (slot, column) in out_row.iter_mut().zip(columns.chunks_exact(k)) {
+                // Exact: each product below 2^62, at most 2^26 terms (kernels::wide).
+                let sum = wide_dot(x_row, column);
+                *slot = fit(i64::from(
                     round_shift(sum, self.frac_bits).map_err(|e| fixed_error(e, "Dot", 0))?,
                 ))?;
             }

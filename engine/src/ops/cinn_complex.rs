@@ -22,11 +22,13 @@ use cvm_gas::Param;
 use super::broadcast::{BROADCAST_RUN_STEPS, run_count};
 use super::broadcast::{broadcast_apply, broadcast_shape};
 use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis, steps,
+    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis,
+    steps, steps_v4,
 };
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::kernels::wide::wide_dot;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
 // ---------------------------------------------------------------------------------------------
@@ -1048,42 +1050,46 @@ impl Conv {
             .format
             .strides([g.batch, g.out_channels, g.out[0], g.out[1]]);
         let [kh_n, kw_n] = g.kernel;
-        let ws = [g.group_channels * kh_n * kw_n, kh_n * kw_n, kw_n];
+        let taps = g.group_channels * kh_n * kw_n;
         let [stride_h, stride_w] = self.strides.map(i64::from);
         let [dil_h, dil_w] = self.dilations.map(i64::from);
         let [height, width] = g.size.map(|s| s as i64);
         let groups = self.groups as usize;
         let out_per_group = g.out_channels / groups;
+        // The window of one output position, in the weights' (ic, kh, kw) order, zero where it
+        // covers padding: each output is then one exact dot product with a weight row.
+        let mut patch = vec![0i32; taps];
         for n in 0..g.batch {
             for group in 0..groups {
-                for oc in group * out_per_group..(group + 1) * out_per_group {
-                    for p in 0..g.out[0] {
-                        let row0 = p as i64 * stride_h - g.pad_before[0];
-                        for q in 0..g.out[1] {
-                            let col0 = q as i64 * stride_w - g.pad_before[1];
-                            // At most ICg·KH·KW ≤ 2^26 products below 2^62: exact in i128.
-                            let mut acc = 0i128;
-                            for ic in 0..g.group_channels {
-                                let c = group * g.group_channels + ic;
-                                for kh in 0..kh_n {
-                                    let h = row0 + kh as i64 * dil_h;
-                                    if h < 0 || h >= height {
-                                        continue;
-                                    }
-                                    for kw in 0..kw_n {
-                                        let col = col0 + kw as i64 * dil_w;
-                                        if col < 0 || col >= width {
-                                            continue;
-                                        }
-                                        let xv = x[n * xs[0]
+                for p in 0..g.out[0] {
+                    let row0 = p as i64 * stride_h - g.pad_before[0];
+                    for q in 0..g.out[1] {
+                        let col0 = q as i64 * stride_w - g.pad_before[1];
+                        let mut slots = patch.iter_mut();
+                        for ic in 0..g.group_channels {
+                            let c = group * g.group_channels + ic;
+                            for kh in 0..kh_n {
+                                let h = row0 + kh as i64 * dil_h;
+                                for kw in 0..kw_n {
+                                    let col = col0 + kw as i64 * dil_w;
+                                    let value = if h < 0 || h >= height || col < 0 || col >= width {
+                                        0
+                                    } else {
+                                        x[n * xs[0]
                                             + c * xs[1]
                                             + h as usize * xs[2]
-                                            + col as usize * xs[3]];
-                                        let wv = w[oc * ws[0] + ic * ws[1] + kh * ws[2] + kw];
-                                        acc += i128::from(i64::from(xv) * i64::from(wv));
+                                            + col as usize * xs[3]]
+                                    };
+                                    if let Some(slot) = slots.next() {
+                                        *slot = value;
                                     }
                                 }
                             }
+                        }
+                        for oc in group * out_per_group..(group + 1) * out_per_group {
+                            // Exact: at most ICg·KH·KW ≤ 2^26 products below 2^62
+                            // (kernels::wide).
+                            let acc = wide_dot(&patch, &w[oc * taps..(oc + 1) * taps]);
                             y[n * ys[0] + oc * ys[1] + p * ys[2] + q * ys[3]] =
                                 rescale(acc, self.frac)?;
                         }
@@ -1397,12 +1403,45 @@ impl Operator for Conv {
         let out_elements = outputs[0].shape.elements();
         let (geometry, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
         let (macs, rows, columns) = self.loop_counts(&geometry)?;
-        Ok(vec![
+        let mut usage = vec![
             (Param::MultiplyAccumulate, count(&factors)?),
             (Param::ElementArith, out_elements),
             (Param::WideMultiplyAccumulate, macs),
             steps(700, &[(20, columns), (30, rows), (80, out_elements)])?,
-        ])
+        ];
+        if self.conv_type == ConvType::Forward {
+            // Version 4: per output one exact dot product of T = ICg·KH·KW terms (padding taps
+            // included, as zeros) and its rescale; per output position of each group its window
+            // gathered (T values), in steps alone.
+            let [kh, kw] = geometry.kernel.map(|k| k as u64);
+            let taps = count(&[geometry.group_channels as u64, kh, kw])?;
+            let windows = count(&[
+                geometry.batch as u64,
+                u64::from(self.groups),
+                geometry.out[0] as u64,
+                geometry.out[1] as u64,
+            ])?;
+            usage.push((Param::WideMultiplyAccumulateV4, 0));
+            usage.push(steps_v4(
+                0,
+                &[
+                    (175, out_elements),
+                    (1, count(&[out_elements, taps])?),
+                    (32, count(&[windows, taps])?),
+                ],
+            )?);
+        }
+        Ok(usage)
+    }
+
+    /// The forward type's window of one output position (ICg·KH·KW values).
+    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
+        if self.conv_type != ConvType::Forward {
+            return Ok(0);
+        }
+        let (g, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
+        let [kh, kw] = g.kernel.map(|k| k as u64);
+        count(&[g.group_channels as u64, kh, kw, 4])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
