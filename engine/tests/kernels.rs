@@ -100,45 +100,38 @@ fn extent(size: usize, pad: usize, dilation: usize, kernel: usize, stride: usize
 /// (1×1, stride 1, no padding) over multiples of 16 channels per group, whose patches are read
 /// in place.
 fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
-    if kind == 3 {
-        let groups = rng.size(1, 2);
-        let (group_in, group_out) = (16 * rng.size(1, 3), rng.size(1, 9));
-        let (height, width) = (rng.size(1, 19), rng.size(1, 27));
-        return ConvShape {
-            batch: rng.size(1, 2),
-            in_channels: groups * group_in,
-            height,
-            width,
-            out_channels: groups * group_out,
-            groups,
-            kernel_h: 1,
-            kernel_w: 1,
-            out_h: height,
-            out_w: width,
-            strides: [1, 1],
-            padding: [0, 0],
-            dilation: [rng.size(1, 2), rng.size(1, 2)],
-        };
-    }
+    let pointwise = kind == 3;
     loop {
         let groups = match kind {
             0 => 1,
+            3 => rng.size(1, 2),
             _ => rng.size(1, 6),
         };
         // Up to 20 channels per group: several runs of eight in the channels-last copy.
         let group_in = match kind {
             1 => 1,
+            3 => 16 * rng.size(1, 3),
             _ if rng.chance(25) => rng.size(10, 20),
             _ => rng.size(1, 9),
         };
-        let group_out = rng.size(1, 7);
-        let (kernel_h, kernel_w) = (rng.size(1, 5), rng.size(1, 5));
+        let group_out = rng.size(1, if pointwise { 9 } else { 7 });
+        let (kernel_h, kernel_w) = if pointwise {
+            (1, 1)
+        } else {
+            (rng.size(1, 5), rng.size(1, 5))
+        };
         // Depthwise shapes also come with long rows (up to 90 columns).
         let widest = if kind == 1 && rng.chance(50) { 90 } else { 27 };
         let (height, width) = (rng.size(1, 19), rng.size(1, widest));
-        let strides = [rng.size(1, 3), rng.size(1, 3)];
+        let strides = if pointwise {
+            [1, 1]
+        } else {
+            [rng.size(1, 3), rng.size(1, 3)]
+        };
         let dilation = [rng.size(1, 2), rng.size(1, 3)];
-        let padding = if rng.chance(10) {
+        let padding = if pointwise {
+            [0, 0]
+        } else if rng.chance(10) {
             // Large enough padding sends depthwise shapes to the im2col kernel.
             [rng.size(0, 40), rng.size(20, 60)]
         } else {
@@ -648,5 +641,38 @@ fn checked_additions_flag_exactly_the_overflows() {
     assert!(
         overflows >= 50 && fitting >= 50,
         "{overflows} overflowing, {fitting} fitting"
+    );
+}
+
+#[test]
+fn wide_dots_equal_the_i128_sum() {
+    let mut rng = Rng(0x5eed_0d07);
+    for case in 0..2000 {
+        // Lengths around the vector path's block of 16; values often at both ends of i32.
+        let n = rng.pick(&[0, 1, 3, 15, 16, 17, 31, 32, 33, 100, 1000]) + rng.size(0, 2);
+        let x: Vec<i32> = (0..n).map(|_| rng.i32()).collect();
+        let y: Vec<i32> = (0..n)
+            .map(|_| {
+                if case % 2 == 0 {
+                    rng.i32()
+                } else {
+                    rng.range(-999, 999) as i32
+                }
+            })
+            .collect();
+        let plain: i128 = x
+            .iter()
+            .zip(&y)
+            .map(|(&a, &b)| i128::from(a) * i128::from(b))
+            .sum();
+        assert_eq!(kernels::wide::wide_dot(&x, &y), plain, "{n} values");
+    }
+    // All-extreme operands: the largest sums the halves can meet.
+    let x = vec![i32::MIN; 4096];
+    assert_eq!(kernels::wide::wide_dot(&x, &x), 4096 * (1i128 << 62));
+    let y = vec![i32::MAX; 4096];
+    assert_eq!(
+        kernels::wide::wide_dot(&x, &y),
+        4096 * i128::from(i32::MIN) * i128::from(i32::MAX)
     );
 }

@@ -318,9 +318,34 @@ fn fill_channels_last(s: &ConvShape, group_data: &[i32], padded_w: usize, copy: 
     }
 }
 
+/// The dot products of a block of output pixels starting at pixel `start` (`len` packed
+/// patch rows of `stride` lanes in `patches`) with the group's weight rows, written to `out`
+/// (the group's output planes, OC/groups × OH·OW).
+fn multiply_block<S: Simd>(
+    s: &ConvShape,
+    patches: &[i16],
+    len: usize,
+    stride: usize,
+    group_weights: &[i16],
+    out: &mut [i32],
+    start: usize,
+) {
+    gemm::dot_products::<S>(
+        patches,
+        len,
+        group_weights,
+        s.group_out(),
+        stride,
+        gemm::Strided {
+            data: out.get_mut(start..).unwrap_or_default(),
+            row_step: 1,
+            column_step: s.out_h * s.out_w,
+        },
+    );
+}
+
 /// One group of one image whose patches are the rows of `rows` (one packed row of `stride`
-/// lanes per output pixel): for each block of [`BLOCK`] pixels, the block's dot products with
-/// the group's weight rows go to `out` (the group's output planes, OC/groups × OH·OW).
+/// lanes per output pixel), a block of [`BLOCK`] pixels at a time.
 fn multiply_rows<S: Simd>(
     s: &ConvShape,
     rows: &[i16],
@@ -334,24 +359,12 @@ fn multiply_rows<S: Simd>(
         let Some(block) = rows.get(start * stride..(start + len) * stride) else {
             return; // the copy holds a row per pixel; never reached
         };
-        gemm::dot_products::<S>(
-            block,
-            len,
-            group_weights,
-            s.group_out(),
-            stride,
-            gemm::Strided {
-                data: out.get_mut(start..).unwrap_or_default(),
-                row_step: 1,
-                column_step: pixels,
-            },
-        );
+        multiply_block::<S>(s, block, len, stride, group_weights, out, start);
     }
 }
 
 /// One group of one image: for each block of [`BLOCK`] output pixels, `gather` writes each
-/// pixel's patch (a row of `patches`), then the block's dot products with the group's weight
-/// rows go to `out` (the group's output planes, OC/groups × OH·OW).
+/// pixel's patch (a row of `patches`), then the block is multiplied ([`multiply_block`]).
 fn multiply_blocks<S: Simd>(
     s: &ConvShape,
     patches: &mut [i16],
@@ -366,17 +379,14 @@ fn multiply_blocks<S: Simd>(
         for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
             gather((start + i) / s.out_w, (start + i) % s.out_w, patch);
         }
-        gemm::dot_products::<S>(
+        multiply_block::<S>(
+            s,
             &patches[..len * stride],
             len,
-            group_weights,
-            s.group_out(),
             stride,
-            gemm::Strided {
-                data: out.get_mut(start..).unwrap_or_default(),
-                row_step: 1,
-                column_step: pixels,
-            },
+            group_weights,
+            out,
+            start,
         );
     }
 }
@@ -520,23 +530,16 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
                 &data[(n * s.in_channels + c) * plane..(n * s.in_channels + c + 1) * plane];
             for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
                 let row_offset = (h + pad_h) * row_len;
-                if stride_w == 1 {
-                    // One phase: the row is a contiguous run of the plane.
-                    let start = row_offset + pad_w;
-                    if let Some(target) = phases.get_mut(start..start + line.len()) {
-                        narrow_run::<S>(line, target);
-                    }
-                } else {
-                    scatter_row(
-                        line,
-                        pad_w,
-                        stride_w,
-                        phase_len,
-                        row_offset,
-                        &mut phases,
-                        narrow16,
-                    );
-                }
+                scatter_row(
+                    line,
+                    pad_w,
+                    stride_w,
+                    phase_len,
+                    row_offset,
+                    &mut phases,
+                    narrow16,
+                    narrow_run::<S>,
+                );
             }
             neighbour_pairs::<S>(&phases, &mut pair_plane);
             for m in 0..multiplier {

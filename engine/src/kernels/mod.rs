@@ -41,69 +41,59 @@ pub fn map(out: &mut [i32], input: &[i32], f: impl Fn(i32) -> i32) {
     }
 }
 
-/// Adds `addends` lane by lane to the values of one block of [`MAP_BLOCK`], in place, and
-/// folds the lanes' overflow flags into `overflow`.
+/// `values[i] += addend(i)` over `values`, eight vectors at a time as [`map`]: `block(b, q)` is
+/// the vector of addends for quad `q` of block `b`, `addend(i)` the addend of value `i` (for the
+/// tail). Returns false if any sum overflows `i32` (the values are then unspecified): each
+/// lane's overflow flag, (s ^ a) & (s ^ b) for the sum s of a and b (negative exactly when the
+/// sum's sign differs from both operands'), is folded over the whole slice, so that the loop has
+/// no branch per element.
 #[inline(always)]
-fn add_block<S: Simd>(
-    block: &mut [i32; MAP_BLOCK],
-    addends: impl Fn(usize) -> S::I32x4,
-    overflow: &mut S::I32x4,
-) {
-    let (quads, _) = block.as_chunks_mut::<4>();
-    let mut flags = S::splat32(0);
-    for (q, quad) in quads.iter_mut().enumerate() {
-        let (sum, flag) = S::add_overflow32(S::load32(quad), addends(q));
-        S::store32(quad, sum);
-        flags = S::or32(flags, flag);
+fn add_all<S: Simd>(
+    values: &mut [i32],
+    block: impl Fn(usize, usize) -> S::I32x4,
+    addend: impl Fn(usize) -> i32,
+) -> bool {
+    let (blocks, tail) = values.as_chunks_mut::<MAP_BLOCK>();
+    let done = blocks.len() * MAP_BLOCK;
+    let mut overflow = S::splat32(0);
+    for (b, values) in blocks.iter_mut().enumerate() {
+        let (quads, _) = values.as_chunks_mut::<4>();
+        for (q, quad) in quads.iter_mut().enumerate() {
+            let (sum, flag) = S::add_overflow32(S::load32(quad), block(b, q));
+            S::store32(quad, sum);
+            overflow = S::or32(overflow, flag);
+        }
     }
-    *overflow = S::or32(*overflow, flags);
-}
-
-/// Whether no lane of folded overflow flags is negative.
-#[inline(always)]
-fn no_overflow<S: Simd>(overflow: S::I32x4, tail: i32) -> bool {
     let mut lanes = [0i32; 4];
     S::store32(&mut lanes, overflow);
-    lanes.iter().fold(tail, |all, &lane| all | lane) >= 0
-}
-
-/// `values[i] += addend` for every `i`, eight vectors at a time as [`map`]. Returns false if
-/// any sum overflows `i32` (the values are then unspecified): the lanes' overflow flags are
-/// folded over the whole slice, so that the loop has no branch per element.
-#[inline(never)]
-pub fn add_checked<S: Simd>(values: &mut [i32], addend: i32) -> bool {
-    let mut overflow = S::splat32(0);
-    let (blocks, tail) = values.as_chunks_mut::<MAP_BLOCK>();
-    for block in blocks {
-        add_block::<S>(block, |_| S::splat32(addend), &mut overflow);
-    }
-    let mut tail_overflow = 0;
-    for value in tail {
-        let sum = value.wrapping_add(addend);
-        tail_overflow |= (sum ^ *value) & (sum ^ addend);
+    let mut flags = lanes.iter().fold(0, |all, &lane| all | lane);
+    for (i, value) in tail.iter_mut().enumerate() {
+        let other = addend(done + i);
+        let sum = value.wrapping_add(other);
+        flags |= (sum ^ *value) & (sum ^ other);
         *value = sum;
     }
-    no_overflow::<S>(overflow, tail_overflow)
+    flags >= 0
 }
 
-/// `values[i] += addends[i]` over the common length, as [`add_checked`].
+/// `values[i] += addend` for every `i`, as [`add_all`]: false if a sum overflows `i32`.
+#[inline(never)]
+pub fn add_checked<S: Simd>(values: &mut [i32], addend: i32) -> bool {
+    let splat = S::splat32(addend);
+    add_all::<S>(values, |_, _| splat, |_| addend)
+}
+
+/// `values[i] += addends[i]` over the common length, as [`add_all`]: false if a sum overflows
+/// `i32`.
 #[inline(never)]
 pub fn add_each_checked<S: Simd>(values: &mut [i32], addends: &[i32]) -> bool {
     let n = values.len().min(addends.len());
-    let mut overflow = S::splat32(0);
-    let (blocks, tail) = values[..n].as_chunks_mut::<MAP_BLOCK>();
-    let (addend_blocks, addend_tail) = addends[..n].as_chunks::<MAP_BLOCK>();
-    for (block, addends) in blocks.iter_mut().zip(addend_blocks) {
-        let (quads, _) = addends.as_chunks::<4>();
-        add_block::<S>(block, |q| S::load32(&quads[q]), &mut overflow);
-    }
-    let mut tail_overflow = 0;
-    for (value, &addend) in tail.iter_mut().zip(addend_tail) {
-        let sum = value.wrapping_add(addend);
-        tail_overflow |= (sum ^ *value) & (sum ^ addend);
-        *value = sum;
-    }
-    no_overflow::<S>(overflow, tail_overflow)
+    let (addend_blocks, _) = addends[..n].as_chunks::<MAP_BLOCK>();
+    add_all::<S>(
+        &mut values[..n],
+        |b, q| S::load32(&addend_blocks[b].as_chunks::<4>().0[q]),
+        |i| addends[i],
+    )
 }
 
 /// Whether a padded working copy of `copy` elements may replace reading a plane of `height` ×
@@ -116,7 +106,10 @@ fn copy_fits(copy: u64, height: usize, width: usize) -> bool {
 
 /// Copies one input row into its phase rows, converted: padded column x = col + `pad` goes to
 /// phase x % `stride` (at `phases[phase · phase_len ..]`) and position `row_offset` + x / `stride`.
-/// Division-free per element: each phase is a strided walk of the row.
+/// Division-free per element: each phase is a strided walk of the row. At stride 1 the row is
+/// one contiguous run, converted whole by `convert_run` (which the caller may vectorise); at
+/// other strides each value is converted by `convert`, the same conversion.
+#[allow(clippy::too_many_arguments)] // the row's geometry, and one conversion in two forms
 fn scatter_row<T: Copy>(
     line: &[i32],
     pad: usize,
@@ -125,15 +118,13 @@ fn scatter_row<T: Copy>(
     row_offset: usize,
     phases: &mut [T],
     convert: impl Fn(i32) -> T,
+    convert_run: impl Fn(&[i32], &mut [T]),
 ) {
     if stride == 1 {
-        // One phase: a contiguous, vectorisable copy.
+        // One phase: a contiguous run.
         let start = row_offset + pad;
-        let Some(target) = phases.get_mut(start..start + line.len()) else {
-            return; // callers size the phases for every row; never reached
-        };
-        for (slot, &value) in target.iter_mut().zip(line) {
-            *slot = convert(value);
+        if let Some(target) = phases.get_mut(start..start + line.len()) {
+            convert_run(line, target);
         }
         return;
     }

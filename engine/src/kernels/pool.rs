@@ -142,6 +142,7 @@ fn vectorised<S: Simd>(s: &PoolShape, data: &[i32], out: &mut [i32]) {
                 row_offset,
                 &mut phases,
                 |v| v,
+                |line, target| target.copy_from_slice(line),
             );
         }
         let output = &mut out[index * pixels..(index + 1) * pixels];

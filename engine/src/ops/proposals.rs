@@ -243,9 +243,9 @@ impl GenerateProposals {
     }
 
     /// The pixel offset in Q(F): 2^F with `pixel_offset`, else 0.
-    fn offset(&self) -> i128 {
+    fn offset(&self) -> i64 {
         if self.pixel_offset {
-            1i128 << self.frac_bits
+            1i64 << self.frac_bits
         } else {
             0
         }
@@ -354,7 +354,7 @@ impl GenerateProposals {
         limit: i32,
     ) -> Result<[i32; 2]> {
         let f = self.frac_bits;
-        let offset = self.offset();
+        let offset = i128::from(self.offset());
         let working = 2 * f + 1 + GUARD_BITS;
         // w = xmax − xmin + offset (Q(F), exact).
         let extent = add(i128::from(end) - i128::from(start), offset)?;
@@ -422,7 +422,7 @@ impl GenerateProposals {
     /// The spec's removeSmallBox test (exact): both sides (with the offset) at least
     /// `min_size`, and with `pixel_offset` the centre inside the image.
     fn big_enough(&self, corners: &[i32; 4], height: i32, width: i32) -> bool {
-        let offset = self.offset();
+        let offset = i128::from(self.offset());
         let [x1, y1, x2, y2] = corners.map(i128::from);
         let box_width = x2 - x1 + offset;
         let box_height = y2 - y1 + offset;
@@ -441,21 +441,12 @@ impl GenerateProposals {
     /// Corners are clipped to [0, 2^31) and the offset o is at most 2^30, so each side lies in
     /// (−2^31, 1.5·2^31) and the area below 2.25·2^62.
     fn area(&self, corners: &[i32; 4]) -> i128 {
-        let offset = self.offset_i64();
+        let offset = self.offset();
         let [x1, y1, x2, y2] = corners.map(i64::from);
         if x2 < x1 || y2 < y1 {
             0
         } else {
             side_product(x2 - x1 + offset, y2 - y1 + offset)
-        }
-    }
-
-    /// The offset o as an `i64` (2^F or 0).
-    fn offset_i64(&self) -> i64 {
-        if self.pixel_offset {
-            1i64 << self.frac_bits
-        } else {
-            0
         }
     }
 
@@ -474,7 +465,7 @@ impl GenerateProposals {
         candidate_area: i128,
         threshold: i64,
     ) -> bool {
-        let offset = self.offset_i64();
+        let offset = self.offset();
         let [ax1, ay1, ax2, ay2] = candidate.map(i64::from);
         let [bx1, by1, bx2, by2] = kept.map(i64::from);
         let intersection = if bx1 > ax2 || bx2 < ax1 || by1 > ay2 || by2 < ay1 {
@@ -835,7 +826,7 @@ mod tests {
             let t = 1 + (next() % one as u64) as i64;
             for corners in [&kept, &candidate] {
                 let [x1, y1, x2, y2] = corners.map(i128::from);
-                let o = i128::from(op.offset_i64());
+                let o = i128::from(op.offset());
                 let plain = if x2 < x1 || y2 < y1 {
                     0
                 } else {
