@@ -211,7 +211,7 @@ fn conv2d_kernels_equal_the_formula() {
             let taps = shape.kernel_h * shape.kernel_w;
             assert_eq!(
                 conv::depthwise_pairing(&shape).len() as u64,
-                shape.depthwise_entries(),
+                shape.tap_entries(),
                 "{shape:?}"
             );
             if taps > 12 {
@@ -366,6 +366,9 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(sum));
     results.extend(unpack(flags));
     results.extend(unpack(S::or32(x32, y32)));
+    let (low32, high32) = S::interleave32(x32, y32);
+    results.extend(unpack(low32));
+    results.extend(unpack(high32));
     // Narrowing of values that saturate, that fit, and half of each.
     for (a, b) in [(a32, b32), (a32.map(|v| v >> 16), b32.map(|v| v >> 15))] {
         let mut narrowed = [0i16; 8];
@@ -404,6 +407,10 @@ fn portable_interleave_and_pairs_follow_their_definition() {
     let (lo, hi) = Portable::interleave16(a, b);
     assert_eq!(lo, [0, 10, 1, 11, 2, 12, 3, 13]);
     assert_eq!(hi, [4, 14, 5, 15, 6, 16, 7, 17]);
+    assert_eq!(
+        Portable::interleave32([0, 1, 2, 3], [10, 11, 12, 13]),
+        ([0, 10, 1, 11], [2, 12, 3, 13])
+    );
     assert_eq!(
         Portable::pair16(-7, 300),
         [-7, 300, -7, 300, -7, 300, -7, 300]

@@ -96,8 +96,9 @@ impl ConvShape {
         }
     }
 
-    /// Length of one phase row of the depthwise kernel: every output vector (rounded up to
-    /// whole vectors) plus the largest tap offset.
+    /// Length of one phase row of the phase-split plane by which [`Self::uses_depthwise`]
+    /// measures a depthwise shape: every output vector (rounded up to whole vectors) plus the
+    /// largest tap offset.
     fn phase_row_len(&self) -> usize {
         let max_offset = (self.kernel_w - 1) * self.dilation[1] / self.strides[1];
         // One more than the reads need: every padded column x < W + 2PW lands at x / SW,
@@ -105,17 +106,12 @@ impl ConvShape {
         self.out_w.div_ceil(LANES) * LANES + max_offset + 1
     }
 
-    /// Elements of one phase of the depthwise kernel's plane: the padded rows, each one phase
-    /// row long.
-    fn phase_len(&self) -> usize {
-        (self.height + 2 * self.padding[0]) * self.phase_row_len()
-    }
-
-    /// Tap entries of the depthwise kernel ([`TapEntry`]): two taps of a kernel row share one
-    /// when they sit at adjacent positions of the phase-split plane, any other tap takes one
-    /// alone. Computed without enumerating the taps: column kj lies in phase (kj · DW) mod SW
-    /// at position ⌊kj · DW / SW⌋, so when DW divides SW the taps of each of the SW / DW phases
-    /// used are adjacent (n of them make ⌈n / 2⌉ entries), and otherwise no two are.
+    /// Tap entries of the depthwise kernel of versions 3 and 4 of the gas schedule, which split
+    /// every stride into column phases: two taps of a kernel row share one when they sit at
+    /// adjacent positions of the phase-split plane, any other tap takes one alone. Computed
+    /// without enumerating the taps: column kj lies in phase (kj · DW) mod SW at position
+    /// ⌊kj · DW / SW⌋, so when DW divides SW the taps of each of the SW / DW phases used are
+    /// adjacent (n of them make ⌈n / 2⌉ entries), and otherwise no two are.
     pub fn depthwise_entries(&self) -> u64 {
         let [_, stride_w] = self.strides;
         let dil_w = self.dilation[1];
@@ -132,7 +128,29 @@ impl ConvShape {
         per_row.saturating_mul(kernel_h)
     }
 
-    /// `i16` elements of the depthwise kernel's padded, phase-split channel plane.
+    /// Tap entries of the depthwise kernel ([`TapEntry`], [`depthwise_pairing`]), per kernel
+    /// row:
+    /// - SW = 1 ([`Columns::Split`]): one per even column offset a that a tap's column x reads
+    ///   from, as ⌊x / 2⌋ (even outputs) or ⌊(x + 1) / 2⌋ (odd outputs) times two: ⌊KW / 2⌋ + 1
+    ///   when DW = 1, KW when DW is even (both reads of a tap fall on one a), and
+    ///   ⌈KW / 2⌉ + 2·⌊KW / 2⌋ when DW is odd and at least 3 (taps at odd columns read two);
+    /// - SW = 2, DW = 1 ([`Columns::Direct`]): ⌈KW / 2⌉, two neighbouring taps sharing one;
+    /// - otherwise as [`Self::depthwise_entries`].
+    pub fn tap_entries(&self) -> u64 {
+        let kernel_w = self.kernel_w as u64;
+        let per_row = match (self.strides[1], self.dilation[1]) {
+            (1, 1) => kernel_w / 2 + 1,
+            (1, dil) if dil % 2 == 0 => kernel_w,
+            (1, _) => kernel_w.div_ceil(2) + 2 * (kernel_w / 2),
+            (2, 1) => kernel_w.div_ceil(2),
+            _ => return self.depthwise_entries(),
+        };
+        per_row.saturating_mul(self.kernel_h as u64)
+    }
+
+    /// `i16` elements of a padded, phase-split plane of one channel with rows of
+    /// [`Self::phase_row_len`]: the measure by which [`Self::uses_depthwise`] decides, and the L
+    /// of the depthwise gas formulas of versions 2 to 4.
     pub fn depthwise_plane_len(&self) -> u64 {
         let padded_h = (self.height + 2 * self.padding[0]) as u64;
         padded_h
@@ -140,21 +158,85 @@ impl ConvShape {
             .saturating_mul(self.phase_row_len() as u64)
     }
 
+    /// Geometry of the depthwise kernel's tap plane.
+    pub fn tap_plane(&self) -> TapPlane {
+        let [stride_h, stride_w] = self.strides;
+        let [pad_h, pad_w] = self.padding;
+        let columns = match stride_w {
+            1 => Columns::Split,
+            2 if self.dilation[1] == 1 => Columns::Direct,
+            _ => Columns::Pairs,
+        };
+        // Rows end where the next row's left padding begins (shared zeros) when they hold the
+        // columns themselves; a row is never shorter than the output row it holds.
+        let row = match columns {
+            Columns::Split => (self.width + pad_w).max(self.out_w),
+            Columns::Direct => (self.width + pad_w).div_ceil(2).max(self.out_w),
+            Columns::Pairs => (self.width + 2 * pad_w).div_ceil(stride_w),
+        };
+        let rows = (self.height + 2 * pad_h).div_ceil(stride_h);
+        let outputs = self.out_h * row;
+        let steps = outputs.div_ceil(LANES);
+        let filled = match columns {
+            Columns::Split => stride_h * rows * row,
+            Columns::Direct => stride_h * rows * 2 * row,
+            Columns::Pairs => stride_w * stride_h * rows * row,
+        };
+        // The largest unit of any tap of output position 0. A unit is a sum of a term of the
+        // tap's row and one of its column (`tap_unit`), each maximised on its own; at SW = 1
+        // the odd outputs' reads reach one column further.
+        let [dil_h, dil_w] = self.dilation;
+        let reach = (0..self.kernel_h)
+            .map(|ki| self.tap_unit(columns, row, rows, ki * dil_h, 0))
+            .max()
+            .unwrap_or(0)
+            + (0..self.kernel_w)
+                .map(|kj| self.tap_unit(columns, row, rows, 0, kj * dil_w))
+                .max()
+                .unwrap_or(0)
+            + usize::from(columns == Columns::Split);
+        // Units the last step reads past the reach: eight columns, sixteen at SW = 2, or eight
+        // pairs and the neighbour of the last.
+        let read = reach
+            + match columns {
+                Columns::Split => LANES * steps,
+                Columns::Direct => 2 * LANES * steps,
+                Columns::Pairs => LANES * steps + 1,
+            };
+        TapPlane {
+            columns,
+            row,
+            rows,
+            steps,
+            units: filled.max(read).next_multiple_of(LANES),
+        }
+    }
+
+    /// The unit of the tap plane holding padded row y, padded column x of output position 0
+    /// (see [`TapPlane`]).
+    fn tap_unit(&self, columns: Columns, row: usize, rows: usize, y: usize, x: usize) -> usize {
+        let [stride_h, stride_w] = self.strides;
+        let vertical = (y % stride_h) * rows + y / stride_h;
+        match columns {
+            Columns::Split => vertical * row + x,
+            Columns::Direct => vertical * 2 * row + x,
+            Columns::Pairs => ((x % stride_w) * stride_h * rows + vertical) * row + x / stride_w,
+        }
+    }
+
     /// Working memory of [`conv2d`] in bytes; `weights_prepared` when the weights were packed
     /// at load time.
     pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
         if self.uses_depthwise() {
-            // The phase-split plane in whole vectors and one vector more (16 bytes each), its
-            // plane of neighbour pairs (32 bytes per vector), per tap its position and index
-            // (16 bytes) and an entry (at most 32 bytes), and one output vector.
+            let plane = self.tap_plane();
+            // The tap plane and the plane of values it is built from (2 bytes per element);
+            // per tap its place in the kernel and a pairing (48 bytes) and an entry (at most
+            // 48 bytes); the sums of every step (32 bytes each).
             let taps = (self.kernel_h * self.kernel_w) as u64;
-            let vectors = self.depthwise_plane_len().div_ceil(LANES as u64);
-            return vectors
-                .saturating_add(1)
-                .saturating_mul(16)
-                .saturating_add(vectors.saturating_mul(32))
-                .saturating_add(taps.saturating_mul(48))
-                .saturating_add(32);
+            return ((plane.plane_len() + plane.values_len()) as u64)
+                .saturating_mul(2)
+                .saturating_add(taps.saturating_mul(96))
+                .saturating_add((plane.steps as u64).saturating_mul(32));
         }
         let mut patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
         if self.uses_channels_last() {
@@ -500,99 +582,368 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
     }
 }
 
+/// How the depthwise kernel's [`TapPlane`] lays out the columns of a padded row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Columns {
+    /// SW = 1: the columns themselves. Eight columns from column o + a (a even) are four lane
+    /// pairs: for even outputs o + 2i the taps at columns a and a + 1, for odd outputs
+    /// o + 2i + 1 the taps at columns a − 1 and a. One read serves both, with two weight
+    /// pairs.
+    Split,
+    /// SW = 2, DW = 1: the columns themselves. The lane pair (x, x + 1) at column 2q + x is
+    /// the taps at columns x and x + 1 of output q.
+    Direct,
+    /// Any other stride: columns split by phase (column x goes to phase x mod SW, position
+    /// ⌊x / SW⌋), and unit u holds the pair (value u, value u + 1) of that plane, so that two
+    /// taps at adjacent positions are one lane pair.
+    Pairs,
+}
+
+/// Geometry of the depthwise kernel's tap plane: the zero-padded input channel laid out so that
+/// the lanes of one dot product ([`Simd::dot_add`]) multiply two taps of four outputs, and so
+/// that the whole output plane is one run of vectors.
+///
+/// Padded rows are split by row phase (padded row y goes to phase y mod SH, row ⌊y / SH⌋), so
+/// that consecutive output rows read consecutive rows of every phase. An output row is `row`
+/// positions long (the `out_w` outputs, then positions whose sums are discarded), and output
+/// position o = p · `row` + q reads from unit o · SW (o for [`Columns::Pairs`]) plus its tap's
+/// unit. Columns are laid out as [`Columns`] says; when a row holds the columns themselves it
+/// ends where the next row's left padding begins, so the padding columns of both sides are the
+/// same zeros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TapPlane {
+    /// The layout of columns.
+    pub columns: Columns,
+    /// Output positions per row; also positions per plane row (of pairs, or of output columns
+    /// at stride 2).
+    pub row: usize,
+    /// Rows per row phase: ⌈(H + 2PH) / SH⌉.
+    pub rows: usize,
+    /// Steps of a pass over all output positions, eight positions each.
+    pub steps: usize,
+    /// Units of the plane (columns, or pairs), whole vectors: every padded row, and every unit
+    /// the last step reads.
+    pub units: usize,
+}
+
+impl TapPlane {
+    /// `i16` elements of the plane.
+    pub fn plane_len(&self) -> usize {
+        match self.columns {
+            Columns::Pairs => 2 * self.units,
+            _ => self.units,
+        }
+    }
+
+    /// `i16` elements of the plane of values the pairs are built from (none when the plane
+    /// holds the columns themselves): one vector more than the units, for the neighbour of the
+    /// last.
+    pub fn values_len(&self) -> usize {
+        match self.columns {
+            Columns::Pairs => self.units + LANES,
+            _ => 0,
+        }
+    }
+
+    /// The `i16` offset of the lane pairs of a tap at `unit` for output position 0.
+    fn offset(&self, unit: usize) -> usize {
+        match self.columns {
+            Columns::Pairs => 2 * unit,
+            _ => unit,
+        }
+    }
+}
+
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
-/// channel, a zero-padded `i16` copy split into SW column phases, so that every tap of eight
-/// consecutive outputs is one contiguous vector; then a plane of neighbour pairs of that copy
-/// (`(v[i], v[i + 1])` at position i), so that two taps at adjacent positions (neighbouring
-/// columns of a kernel row) are one vector of pairs, multiplied by their two weights with one
-/// dot product per four outputs ([`TapEntry`]). Eight outputs accumulate in two registers.
+/// channel, the [`TapPlane`] is written from the channel (narrowed to `i16`), then per output
+/// channel the sums of its tap entries ([`TapEntry`]: two taps of a kernel row at adjacent
+/// units share one dot product per four outputs) are taken over all output positions in one
+/// run of vectors ([`depthwise_pass`]) and the `out_w` real outputs of every row copied out.
 fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mut [i32]) {
     let s = *shape;
-    let stride_w = s.strides[1];
-    let [pad_h, pad_w] = s.padding;
-    let row_len = s.phase_row_len();
-    let phase_len = s.phase_len();
-    let plane = s.height * s.width;
+    let plane_geometry = s.tap_plane();
+    let TapPlane { columns, row, .. } = plane_geometry;
+    let channel_len = s.height * s.width;
     let pixels = s.out_h * s.out_w;
+    if pixels == 0 || channel_len == 0 {
+        return;
+    }
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
-    // The phases rounded up to whole vectors, and one vector more: the pair plane reads one
-    // lane past each vector.
-    let vectors = (phase_len * stride_w).div_ceil(LANES);
-    let mut phases: Vec<i16> = vec![0; (vectors + 1) * LANES];
-    let mut pair_plane: Vec<i16> = vec![0; vectors * 2 * LANES];
+    let mut plane: Vec<i16> = vec![0; plane_geometry.plane_len()];
+    let mut values: Vec<i16> = vec![0; plane_geometry.values_len()];
+    let mut sums: Vec<[i32; LANES]> = vec![[0; LANES]; plane_geometry.steps];
     let pairing = depthwise_pairing(&s);
     let mut entries: Vec<TapEntry<S::I16x8>> = Vec::with_capacity(pairing.len());
     for n in 0..s.batch {
         for c in 0..s.in_channels {
-            // Padded column x (x = col + PW) goes to phase x % SW, position x / SW.
-            let channel =
-                &data[(n * s.in_channels + c) * plane..(n * s.in_channels + c + 1) * plane];
-            for (h, line) in channel.chunks_exact(s.width.max(1)).enumerate() {
-                let row_offset = (h + pad_h) * row_len;
-                scatter_row(
-                    line,
-                    pad_w,
-                    stride_w,
-                    phase_len,
-                    row_offset,
-                    &mut phases,
-                    narrow16,
-                    narrow_run::<S>,
-                );
-            }
-            neighbour_pairs::<S>(&phases, &mut pair_plane);
+            let channel = &data[(n * s.in_channels + c) * channel_len..][..channel_len];
+            write_tap_plane::<S>(&s, &plane_geometry, channel, &mut plane, &mut values);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
-                let weight = |tap: usize| kernel.get(tap).map_or(0, |&w| narrow16(w));
+                let weight = |tap: Option<usize>| {
+                    tap.and_then(|tap| kernel.get(tap))
+                        .map_or(0, |&w| narrow16(w))
+                };
+                let pair =
+                    |[first, second]: [Option<usize>; 2]| S::pair16(weight(first), weight(second));
                 entries.clear();
-                entries.extend(pairing.iter().map(|&(offset, first, second)| TapEntry {
-                    offset,
-                    // A tap alone takes weight 0 for its neighbour.
-                    weights: S::pair16(weight(first), second.map_or(0, weight)),
+                entries.extend(pairing.iter().map(|taps| TapEntry {
+                    offset: plane_geometry.offset(taps.unit),
+                    weights: pair(taps.even),
+                    odd_weights: pair(taps.odd),
                 }));
+                for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
+                    // The entry count as a constant, so that the loop over entries unrolls.
+                    macro_rules! fixed {
+                        ($($count:literal)*) => {
+                            $(if let Ok(group) = <&[_; $count]>::try_from(group) {
+                                match (columns == Columns::Split, pass > 0) {
+                                    (true, false) => split_pass::<S, $count, false>(group, &plane, &mut sums),
+                                    (true, true) => split_pass::<S, $count, true>(group, &plane, &mut sums),
+                                    (false, false) => depthwise_pass::<S, $count, false>(group, &plane, &mut sums),
+                                    (false, true) => depthwise_pass::<S, $count, true>(group, &plane, &mut sums),
+                                }
+                            })*
+                        };
+                    }
+                    fixed!(1 2 3 4 5 6);
+                }
                 let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
-                depthwise_plane::<S>(&s, row_len, &entries, &pair_plane, out_plane);
+                copy_rows::<S>(sums.as_flattened(), row, out_plane, s.out_w);
             }
         }
     }
 }
 
-/// The tap entries of the depthwise kernel for `s`, in order of position: (position of the
-/// first tap relative to an output vector's first element in the phase-split plane, its index
-/// in the kernel (ki · KW + kj), the index of the tap at the next position if any). Two taps
-/// at adjacent positions share an entry; positions are distinct, and two are adjacent only
-/// within one kernel row (a phase row is longer than any row's reach). As many entries as
-/// [`ConvShape::depthwise_entries`].
-pub fn depthwise_pairing(s: &ConvShape) -> Vec<(usize, usize, Option<usize>)> {
-    let row_len = s.phase_row_len();
-    let phase_len = s.phase_len();
+/// Writes one input channel (H rows of W values) into the [`TapPlane`] `plane`, narrowed to
+/// `i16`: directly, or into the phase-split `values` and then their pairs. Padding units are
+/// never written: they keep their zeros. Not inlined, so that its loops keep their pointers
+/// in registers also after Cranelift compiles the wasm.
+#[inline(never)]
+fn write_tap_plane<S: Simd>(
+    s: &ConvShape,
+    geometry: &TapPlane,
+    channel: &[i32],
+    plane: &mut [i16],
+    values: &mut [i16],
+) {
+    let TapPlane {
+        columns, row, rows, ..
+    } = *geometry;
+    let [stride_h, stride_w] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    if columns == Columns::Pairs {
+        // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
+        let (mut phase, mut phase_row) = (pad_h % stride_h, pad_h / stride_h);
+        for line in channel.chunks_exact(s.width) {
+            scatter_row(
+                line,
+                pad_w,
+                stride_w,
+                stride_h * rows * row,
+                (phase * rows + phase_row) * row,
+                values,
+                narrow16,
+                narrow_run::<S>,
+            );
+            phase += 1;
+            if phase == stride_h {
+                (phase, phase_row) = (0, phase_row + 1);
+            }
+        }
+        neighbour_pairs::<S>(values, plane);
+        return;
+    }
+    let unit_row = if columns == Columns::Direct {
+        2 * row
+    } else {
+        row
+    };
+    // The rows of each row phase: every SH-th input row, into consecutive plane rows.
+    for phase in 0..stride_h {
+        let first_row = (phase + stride_h - pad_h % stride_h) % stride_h;
+        let y = first_row + pad_h;
+        let first = (phase * rows + y / stride_h) * unit_row + pad_w;
+        narrow_rows::<S>(
+            channel, s.width, first_row, stride_h, plane, first, unit_row,
+        );
+    }
+}
+
+/// Narrows every `step`-th row (of `width` values) of `channel` from row `first_row` on into
+/// `plane`, from `first` on and `unit_row` apart ([`narrow_line`]); the plane holds every
+/// row.
+#[inline(never)]
+fn narrow_rows<S: Simd>(
+    channel: &[i32],
+    width: usize,
+    first_row: usize,
+    step: usize,
+    plane: &mut [i16],
+    first: usize,
+    unit_row: usize,
+) {
+    let (mut source, mut start) = (first_row * width, first);
+    while let (Some(line), Some(target)) = (
+        channel.get(source..source + width),
+        plane.get_mut(start..start + width),
+    ) {
+        narrow_line::<S>(line, target);
+        source += step * width;
+        start += unit_row;
+    }
+}
+
+/// `target[i] = narrow16(line[i])` over the common length as [`narrow_run`], in straight runs,
+/// the last values by one more vector that ends with them (rewriting some values with the same
+/// ones) instead of one at a time, when there are at least eight.
+#[inline(always)]
+fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
+    let n = line.len().min(target.len());
+    let (line, target) = (&line[..n], &mut target[..n]);
+    let narrow = |values: &[i32; LANES], octet: &mut [i16; LANES]| {
+        let (halves, _) = values.as_chunks::<4>();
+        S::store16(
+            octet,
+            S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])),
+        );
+    };
+    let (octets, tail) = line.as_chunks::<LANES>();
+    let (targets, _) = target.as_chunks_mut::<LANES>();
+    let len = octets.len().min(targets.len());
+    let (octets, targets) = (&octets[..len], &mut targets[..len]);
+    straight_runs!(16, len, |k| {
+        narrow(&octets[k], &mut targets[k]);
+    });
+    if tail.is_empty() {
+        return;
+    }
+    let last_values = line.last_chunk::<LANES>();
+    match (last_values, target.last_chunk_mut::<LANES>()) {
+        (Some(values), Some(octet)) => narrow(values, octet),
+        _ => {
+            for (slot, &value) in target.iter_mut().zip(line) {
+                *slot = narrow16(value);
+            }
+        }
+    }
+}
+
+/// Copies the first `width` of every `row` positions of `sums` into the rows of `out`, four
+/// values per vector, the last four of a row by one more vector that ends with them. The
+/// vectors of a row are copied in straight runs: a plain loop of copies would be compiled to a
+/// call of the wasm bulk copy per row, which costs more than the copy of a row.
+#[inline(never)]
+fn copy_rows<S: Simd>(sums: &[i32], row: usize, out: &mut [i32], width: usize) {
+    for (p, outputs) in out.chunks_exact_mut(width).enumerate() {
+        let Some(source) = sums.get(p * row..p * row + width) else {
+            return; // the sums hold every output row; never reached
+        };
+        let (quads, tail) = source.as_chunks::<4>();
+        let (targets, _) = outputs.as_chunks_mut::<4>();
+        let len = quads.len().min(targets.len());
+        let (quads, targets) = (&quads[..len], &mut targets[..len]);
+        straight_runs!(16, len, |k| {
+            S::store32(&mut targets[k], S::load32(&quads[k]));
+        });
+        if tail.is_empty() {
+            continue;
+        }
+        match (source.last_chunk::<4>(), outputs.last_chunk_mut::<4>()) {
+            (Some(quad), Some(target)) => S::store32(target, S::load32(quad)),
+            _ => {
+                for (slot, &value) in outputs.iter_mut().zip(source) {
+                    *slot = value;
+                }
+            }
+        }
+    }
+}
+
+/// The taps of one [`TapEntry`]: its unit relative to output position 0 in the [`TapPlane`],
+/// and the kernel index (ki · KW + kj) of the tap each lane of a pair multiplies, for even
+/// outputs (`even`, the only ones unless the columns are [`Columns::Split`]) and odd outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryTaps {
+    /// Unit of the entry's first lane for output position 0.
+    pub unit: usize,
+    /// Taps of the two lanes of a pair for even outputs (or all outputs); `None` takes weight
+    /// 0.
+    pub even: [Option<usize>; 2],
+    /// Taps of the two lanes of a pair for odd outputs at SW = 1.
+    pub odd: [Option<usize>; 2],
+}
+
+/// The tap entries of the depthwise kernel for `s`, in order of unit within each kernel row.
+/// At SW = 1 every tap at column x lands in the entry of column ⌊x / 2⌋ · 2 (lane x mod 2) for
+/// even outputs and of ⌊(x + 1) / 2⌋ · 2 (lane (x + 1) mod 2) for odd ones; otherwise two taps
+/// of a kernel row at adjacent units share an entry, and any other tap takes one alone. As many
+/// entries as [`ConvShape::tap_entries`].
+pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
+    let TapPlane {
+        columns, row, rows, ..
+    } = s.tap_plane();
     let [dil_h, dil_w] = s.dilation;
-    let stride_w = s.strides[1];
+    let mut pairing: Vec<EntryTaps> = Vec::new();
+    if columns == Columns::Split {
+        for ki in 0..s.kernel_h {
+            let base = s.tap_unit(columns, row, rows, ki * dil_h, 0);
+            let first = pairing.len();
+            // Entries of this row by column: each tap's even read, then its odd read.
+            let mut lanes: Vec<(usize, bool, usize, usize)> = (0..s.kernel_w)
+                .flat_map(|kj| {
+                    let (x, tap) = (kj * dil_w, ki * s.kernel_w + kj);
+                    [
+                        (x - x % 2, false, x % 2, tap),
+                        (x + 1 - (x + 1) % 2, true, (x + 1) % 2, tap),
+                    ]
+                })
+                .collect();
+            lanes.sort_unstable();
+            for (column, odd, lane, tap) in lanes {
+                let unit = base + column;
+                if pairing.len() == first || pairing.last().is_some_and(|e| e.unit != unit) {
+                    pairing.push(EntryTaps {
+                        unit,
+                        ..EntryTaps::default()
+                    });
+                }
+                if let Some(entry) = pairing.last_mut() {
+                    let lanes = if odd { &mut entry.odd } else { &mut entry.even };
+                    lanes[lane] = Some(tap);
+                }
+            }
+        }
+        return pairing;
+    }
     // Computed once per node: no division in the loops.
-    let mut order: Vec<(usize, usize)> = (0..s.kernel_h * s.kernel_w)
+    let mut order: Vec<(usize, usize, usize)> = (0..s.kernel_h * s.kernel_w)
         .map(|tap| {
             let (ki, kj) = (tap / s.kernel_w, tap % s.kernel_w);
-            let x = kj * dil_w;
-            let offset = (x % stride_w) * phase_len + ki * dil_h * row_len + x / stride_w;
-            (offset, tap)
+            (
+                ki,
+                s.tap_unit(columns, row, rows, ki * dil_h, kj * dil_w),
+                tap,
+            )
         })
         .collect();
     order.sort_unstable();
-    let mut pairing = Vec::with_capacity(order.len());
     let mut rest = order.as_slice();
-    while let Some((&(offset, tap), after)) = rest.split_first() {
-        match after.split_first() {
-            Some((&(next, next_tap), later)) if next == offset + 1 => {
-                pairing.push((offset, tap, Some(next_tap)));
-                rest = later;
+    while let Some((&(ki, unit, tap), after)) = rest.split_first() {
+        let (second, next_rest) = match after.split_first() {
+            Some((&(next_ki, next, next_tap), later)) if next_ki == ki && next == unit + 1 => {
+                (Some(next_tap), later)
             }
-            _ => {
-                pairing.push((offset, tap, None));
-                rest = after;
-            }
-        }
+            _ => (None, after),
+        };
+        pairing.push(EntryTaps {
+            unit,
+            even: [Some(tap), second],
+            odd: [None, None],
+        });
+        rest = next_rest;
     }
     pairing
 }
@@ -630,100 +981,109 @@ fn neighbour_pairs<S: Simd>(values: &[i16], pairs: &mut [i16]) {
     }
 }
 
-/// One or two taps of a depthwise kernel: the position of the first relative to an output
-/// vector's first element in the phase-split plane (the second is at the next position), and
-/// their weights interleaved (`[w_first, w_second]` in every pair of lanes; `w_second` = 0
-/// for a single tap).
+/// The taps of a depthwise kernel read through one run of lane pairs ([`EntryTaps`]): the
+/// `i16` offset of the run for output position 0 in the [`TapPlane`], and the weights of each
+/// pair of lanes (`[w_first, w_second]` repeated; 0 for a lane without a tap) for even outputs
+/// (`weights`, all outputs unless the columns are [`Columns::Split`]) and odd outputs.
 #[derive(Clone, Copy)]
 struct TapEntry<V> {
     offset: usize,
     weights: V,
+    odd_weights: V,
 }
 
-/// Entries per pass of [`depthwise_rows`]: a 3 × 3 kernel (three rows of a pair and a single)
-/// in one pass, its six weight vectors in registers.
+/// Entries per [`depthwise_pass`]: a 3 × 3 kernel (three rows of a pair and a single) in one
+/// pass, its six weight vectors in registers.
 const ENTRIES_PER_PASS: usize = 6;
 
-/// Writes one output plane of a depthwise channel: its tap entries in passes of up to
-/// [`ENTRIES_PER_PASS`], the first pass storing its sums and later ones adding to them.
+/// One pass over the output positions, eight per step ([`Columns::Direct`] and
+/// [`Columns::Pairs`]): the sums of `E` tap entries, stored in `sums` (or added to them when
+/// `ADD`), in straight runs of sixteen steps. Step k of an entry multiplies the sixteen lanes
+/// (eight pairs) at its offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact
+/// under the bounds of [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|,
+/// |w| ≤ 128, and a sum of KH · KW such products fits 32 bits.
 #[inline(never)]
-fn depthwise_plane<S: Simd>(
-    s: &ConvShape,
-    row_len: usize,
-    entries: &[TapEntry<S::I16x8>],
-    pair_plane: &[i16],
-    out_plane: &mut [i32],
+fn depthwise_pass<S: Simd, const E: usize, const ADD: bool>(
+    entries: &[TapEntry<S::I16x8>; E],
+    plane: &[i16],
+    sums: &mut [[i32; LANES]],
 ) {
-    for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
-        let add = pass > 0;
-        // The entry count as a constant, so that the loop over entries unrolls.
-        macro_rules! fixed {
-            ($($count:literal)*) => {
-                $(if let Ok(group) = <&[_; $count]>::try_from(group) {
-                    depthwise_rows::<S, $count>(s, row_len, group, pair_plane, out_plane, add);
-                })*
-            };
+    // The plane holds every unit the last step reads (`TapPlane::units`), so no stream is ever
+    // cut short.
+    let streams = entries.map(|entry| lanes_from(plane, entry.offset));
+    let len = streams
+        .iter()
+        .map(|run| run.len())
+        .fold(sums.len(), usize::min);
+    let streams = streams.map(|run| &run[..len]);
+    let sums = &mut sums[..len];
+    let weights = entries.map(|entry| entry.weights);
+    let zero = S::splat32(0);
+    straight_runs!(16, len, |k| {
+        let (mut lo, mut hi) = (zero, zero);
+        for (run, weights) in streams.iter().zip(&weights) {
+            let (x_lo, x_hi) = S::load16x2(&run[k]);
+            lo = S::dot_add(lo, x_lo, *weights);
+            hi = S::dot_add(hi, x_hi, *weights);
         }
-        fixed!(1 2 3 4 5 6);
-    }
+        store_sums::<S, ADD>(&mut sums[k], lo, hi);
+    });
 }
 
-/// One pass of [`depthwise_plane`] over the output rows, eight outputs at a time: the sums of
-/// `E` tap entries, stored (or added to the outputs when `add`). Exact under the bounds of
-/// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 127.
-#[inline(always)]
-fn depthwise_rows<S: Simd, const E: usize>(
-    s: &ConvShape,
-    row_len: usize,
+/// One pass over the output positions of a [`Columns::Split`] plane, eight per step, as
+/// [`depthwise_pass`]: step k of an entry reads the eight lanes (four pairs) at its offset plus
+/// 8k once, and multiplies them by the even outputs' weights (outputs 8k, 8k + 2, 8k + 4,
+/// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
+#[inline(never)]
+fn split_pass<S: Simd, const E: usize, const ADD: bool>(
     entries: &[TapEntry<S::I16x8>; E],
-    pair_plane: &[i16],
-    out_plane: &mut [i32],
-    add: bool,
+    plane: &[i16],
+    sums: &mut [[i32; LANES]],
 ) {
-    let vectors = s.out_w.div_ceil(LANES);
+    let streams = entries.map(|entry| {
+        let lanes = plane.get(entry.offset..).unwrap_or_default();
+        lanes.as_chunks::<LANES>().0
+    });
+    let len = streams
+        .iter()
+        .map(|run| run.len())
+        .fold(sums.len(), usize::min);
+    let streams = streams.map(|run| &run[..len]);
+    let sums = &mut sums[..len];
+    let (even, odd) = (
+        entries.map(|entry| entry.weights),
+        entries.map(|entry| entry.odd_weights),
+    );
     let zero = S::splat32(0);
-    // The pairs an entry reads for the output vectors of one row: consecutive output vectors
-    // read consecutive, disjoint runs of eight pairs (sixteen lanes), `span` lanes in all,
-    // from the entry's start in the pair plane plus the row's. A phase row holds every one of
-    // them (`ConvShape::phase_row_len`), so no run is ever missing or cut short.
-    let span = 2 * LANES * vectors;
-    let starts = entries.map(|entry| 2 * entry.offset);
-    let weights = entries.map(|entry| entry.weights);
-    let row_step = 2 * s.strides[0] * row_len;
-    let mut row_start = 0;
-    for out_row in out_plane.chunks_exact_mut(s.out_w.max(1)) {
-        let runs = starts.map(|start| {
-            let first = row_start + start;
-            let lanes = pair_plane.get(first..first + span).unwrap_or_default();
-            lanes.as_chunks::<{ 2 * LANES }>().0
-        });
-        row_start += row_step;
-        let len = runs.iter().map(|run| run.len()).min().unwrap_or(0);
-        let taps: [_; E] = core::array::from_fn(|e| (&runs[e][..len], weights[e]));
-        for (vector, outputs) in (0..len).zip(out_row.chunks_mut(LANES)) {
-            let (mut lo, mut hi) = (zero, zero);
-            for (run, weights) in &taps {
-                let (x_lo, x_hi) = S::load16x2(&run[vector]);
-                lo = S::dot_add(lo, x_lo, *weights);
-                hi = S::dot_add(hi, x_hi, *weights);
-            }
-            let mut sums = [[0i32; 4]; 2];
-            if add {
-                let mut previous = [0i32; LANES];
-                previous[..outputs.len()].copy_from_slice(outputs);
-                let (halves, _) = previous.as_chunks::<4>();
-                lo = S::add32(lo, S::load32(&halves[0]));
-                hi = S::add32(hi, S::load32(&halves[1]));
-            }
-            if let ([first, second], []) = outputs.as_chunks_mut::<4>() {
-                S::store32(first, lo);
-                S::store32(second, hi);
-            } else {
-                // The last, partial vector of a row.
-                S::store32(&mut sums[0], lo);
-                S::store32(&mut sums[1], hi);
-                outputs.copy_from_slice(&sums.as_flattened()[..outputs.len()]);
-            }
+    straight_runs!(16, len, |k| {
+        let (mut even_sums, mut odd_sums) = (zero, zero);
+        for e in 0..E {
+            let x = S::load16(&streams[e][k]);
+            even_sums = S::dot_add(even_sums, x, even[e]);
+            odd_sums = S::dot_add(odd_sums, x, odd[e]);
         }
+        let (lo, hi) = S::interleave32(even_sums, odd_sums);
+        store_sums::<S, ADD>(&mut sums[k], lo, hi);
+    });
+}
+
+/// `plane` from `offset` on, as runs of sixteen lanes.
+#[inline(always)]
+fn lanes_from(plane: &[i16], offset: usize) -> &[[i16; 2 * LANES]] {
+    plane.get(offset..).unwrap_or_default().as_chunks().0
+}
+
+/// Stores (or adds, when `ADD`) the sums `lo` and `hi` of eight outputs into `target`.
+#[inline(always)]
+fn store_sums<S: Simd, const ADD: bool>(target: &mut [i32; LANES], lo: S::I32x4, hi: S::I32x4) {
+    let (halves, _) = target.as_chunks_mut::<4>();
+    if let [first, second] = halves {
+        let (mut lo, mut hi) = (lo, hi);
+        if ADD {
+            lo = S::add32(lo, S::load32(first));
+            hi = S::add32(hi, S::load32(second));
+        }
+        S::store32(first, lo);
+        S::store32(second, hi);
     }
 }

@@ -135,37 +135,9 @@ impl PackedRows {
 // The tiles are separate functions (never inlined into their callers): a small function
 // keeps its accumulators and pointers in registers, also after Cranelift compiles the wasm.
 //
-// Their steps are unrolled in straight runs of `RUN` vectors, each step guarded by a comparison
-// with the length, with a loop only over runs. Under wasmtime's fuel metering every loop
-// iteration ends in a fuel check whose out-of-fuel call clobbers all vector registers, which
-// would force the accumulators through the stack on every iteration; in a straight run they stay
-// in registers. A step loads one vector (eight lanes) of each row: in the 2×4 tile, eight
-// accumulators and six loaded vectors, within the sixteen vector registers of x86-64.
-
-/// Vectors (eight lanes) per straight run of a tile's steps.
-const RUN: usize = 64;
-
-/// Runs `$step` for `$k` = 0, 1, …, `$len` − 1 in straight runs of [`RUN`] steps.
-macro_rules! straight_runs {
-    ($len:expr, |$k:ident| $step:block) => {{
-        let len: usize = $len;
-        let mut start = 0usize;
-        'runs: loop {
-            straight_runs!(@steps len, start, 'runs, $k, $step,
-                0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
-                30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56
-                57 58 59 60 61 62 63);
-            start += RUN;
-        }
-    }};
-    (@steps $len:ident, $start:ident, $runs:lifetime, $k:ident, $step:block, $($i:literal)*) => {$(
-        let $k = $start + $i;
-        if $k >= $len {
-            break $runs;
-        }
-        $step
-    )*};
-}
+// Their steps are unrolled in straight runs of 64 vectors ([`super::straight_runs`]). A step
+// loads one vector (eight lanes) of each row: in the 2×4 tile, eight accumulators and six
+// loaded vectors, within the sixteen vector registers of x86-64.
 
 /// A row's first `blocks` blocks as vectors of eight lanes.
 #[inline(always)]
@@ -188,7 +160,7 @@ fn tile_2x4<S: Simd>(a: [&[Block]; 2], b: [&[Block]; 4]) -> [[i32; 4]; 2] {
     let blocks = common_blocks(&[a[0], a[1], b[0], b[1], b[2], b[3]]);
     let [x0s, x1s] = a.map(|row| vectors(row, blocks));
     let [w0s, w1s, w2s, w3s] = b.map(|row| vectors(row, blocks));
-    straight_runs!(x0s.len(), |k| {
+    straight_runs!(64, x0s.len(), |k| {
         let (x0, x1) = (S::load16(&x0s[k]), S::load16(&x1s[k]));
         let w = S::load16(&w0s[k]);
         c00 = S::dot_add(c00, x0, w);
@@ -217,7 +189,7 @@ fn tile_1x4<S: Simd>(a: &[Block], b: [&[Block]; 4]) -> [i32; 4] {
     let blocks = common_blocks(&[a, b[0], b[1], b[2], b[3]]);
     let xs = vectors(a, blocks);
     let [w0s, w1s, w2s, w3s] = b.map(|row| vectors(row, blocks));
-    straight_runs!(xs.len(), |k| {
+    straight_runs!(64, xs.len(), |k| {
         let x = S::load16(&xs[k]);
         c0 = S::dot_add(c0, x, S::load16(&w0s[k]));
         c1 = S::dot_add(c1, x, S::load16(&w1s[k]));
@@ -237,7 +209,7 @@ fn tile_2x1<S: Simd>(a: [&[Block]; 2], b: &[Block]) -> [i32; 2] {
     let blocks = common_blocks(&[a[0], a[1], b]);
     let [x0s, x1s] = a.map(|row| vectors(row, blocks));
     let ws = vectors(b, blocks);
-    straight_runs!(ws.len(), |k| {
+    straight_runs!(64, ws.len(), |k| {
         let w = S::load16(&ws[k]);
         c0 = S::dot_add(c0, S::load16(&x0s[k]), w);
         c1 = S::dot_add(c1, S::load16(&x1s[k]), w);
@@ -251,7 +223,7 @@ fn tile_1x1<S: Simd>(a: &[Block], b: &[Block]) -> i32 {
     let mut c = S::splat32(0);
     let blocks = common_blocks(&[a, b]);
     let (xs, ws) = (vectors(a, blocks), vectors(b, blocks));
-    straight_runs!(xs.len(), |k| {
+    straight_runs!(64, xs.len(), |k| {
         c = S::dot_add(c, S::load16(&xs[k]), S::load16(&ws[k]));
     });
     S::sum32(c)

@@ -8,6 +8,39 @@
 //! with odd sizes and tails, under both the native and the portable backend. Each kernel states
 //! the precision bound it relies on.
 
+/// Runs `$step` for `$k` = 0, 1, …, `$len` − 1 in straight runs of `$run` steps (64 or 16),
+/// each step guarded by a comparison with the length, with a loop only over runs.
+///
+/// Why: under wasmtime's fuel metering every loop iteration ends in a fuel check whose
+/// out-of-fuel call clobbers all vector registers, which would force the vectors a loop keeps
+/// (accumulators, weights) through the stack on every iteration; within a straight run they
+/// stay in registers.
+macro_rules! straight_runs {
+    (64, $len:expr, |$k:ident| $step:block) => {
+        straight_runs!(@runs $len, $k, $step, 64,
+            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59
+            60 61 62 63)
+    };
+    (16, $len:expr, |$k:ident| $step:block) => {
+        straight_runs!(@runs $len, $k, $step, 16, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@runs $len:expr, $k:ident, $step:block, $run:literal, $($i:literal)*) => {{
+        let len: usize = $len;
+        let mut start = 0usize;
+        'runs: loop {
+            $(
+                let $k = start + $i;
+                if $k >= len {
+                    break 'runs;
+                }
+                $step
+            )*
+            start += $run;
+        }
+    }};
+}
+
 pub mod conv;
 pub mod gemm;
 pub mod pool;

@@ -50,6 +50,9 @@ pub trait Simd: Copy {
     /// Interleaves the lanes of `a` and `b`: `[a0, b0, a1, b1, a2, b2, a3, b3]` and
     /// `[a4, b4, a5, b5, a6, b6, a7, b7]` (wasm `i8x16.shuffle`, x86 `punpcklwd`/`punpckhwd`).
     fn interleave16(a: Self::I16x8, b: Self::I16x8) -> (Self::I16x8, Self::I16x8);
+    /// Interleaves the lanes of `a` and `b`: `[a0, b0, a1, b1]` and `[a2, b2, a3, b3]` (wasm
+    /// `i32x4.shuffle`, x86 `punpckldq`/`punpckhdq`).
+    fn interleave32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4);
     /// `[first, second]` repeated four times.
     fn pair16(first: i16, second: i16) -> Self::I16x8;
     /// Wrapping sum of the four lanes.
@@ -152,6 +155,11 @@ impl Simd for Portable {
             }
         };
         (core::array::from_fn(lane(0)), core::array::from_fn(lane(4)))
+    }
+
+    #[inline(always)]
+    fn interleave32(a: [i32; 4], b: [i32; 4]) -> ([i32; 4], [i32; 4]) {
+        ([a[0], b[0], a[1], b[1]], [a[2], b[2], a[3], b[3]])
     }
 
     #[inline(always)]
@@ -273,6 +281,15 @@ impl Simd for Wasm128 {
         (
             i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(a, b),
             i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(a, b),
+        )
+    }
+
+    #[inline(always)]
+    fn interleave32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4) {
+        use core::arch::wasm32::i32x4_shuffle;
+        (
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
         )
     }
 
@@ -435,6 +452,15 @@ impl Simd for Sse2 {
         unsafe {
             use core::arch::x86_64::{_mm_unpackhi_epi16, _mm_unpacklo_epi16};
             (_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b))
+        }
+    }
+
+    #[inline(always)]
+    fn interleave32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4) {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{_mm_unpackhi_epi32, _mm_unpacklo_epi32};
+            (_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b))
         }
     }
 
