@@ -14,7 +14,7 @@ use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
 use cvm_engine::kernels::{
     self,
-    conv::{self, BLOCK, ConvShape},
+    conv::{self, BLOCK, Columns, ConvShape},
 };
 
 impl Rng {
@@ -97,8 +97,7 @@ fn extent(size: usize, pad: usize, dilation: usize, kernel: usize, stride: usize
 }
 
 /// A random valid convolution; `kind` 0 = general, 1 = depthwise, 2 = grouped, 3 = pointwise
-/// (1×1, stride 1, no padding) over multiples of 16 channels per group, whose patches are read
-/// in place.
+/// (1×1, stride 1, no padding: the pointwise kernel) over 2 to 40 channels per group.
 fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
     let pointwise = kind == 3;
     loop {
@@ -110,7 +109,7 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
         // Up to 20 channels per group: several runs of eight in the channels-last copy.
         let group_in = match kind {
             1 => 1,
-            3 => 16 * rng.size(1, 3),
+            3 => rng.size(2, 40),
             _ if rng.chance(25) => rng.size(10, 20),
             _ => rng.size(1, 9),
         };
@@ -128,7 +127,15 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
         } else {
             [rng.size(1, 3), rng.size(1, 3)]
         };
-        let dilation = [rng.size(1, 2), rng.size(1, 3)];
+        // Depthwise shapes take DW = 1 more often: the direct plane of stride 2 needs it.
+        let dilation = [
+            rng.size(1, 2),
+            if kind == 1 && rng.chance(50) {
+                1
+            } else {
+                rng.size(1, 3)
+            },
+        ];
         let padding = if pointwise {
             [0, 0]
         } else if rng.chance(10) {
@@ -161,11 +168,93 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
     }
 }
 
-fn run_conv<S: Simd>(s: &ConvShape, data: &[i32], weights: &[i32], prepared: bool) -> Vec<i32> {
+fn run_conv<S: Simd>(
+    s: &ConvShape,
+    data: &[i32],
+    weights: &[i32],
+    prepared: bool,
+    bias: Option<&[i32]>,
+) -> Vec<i32> {
     let packed = conv::pack_weights(s, weights);
     let mut out = vec![i32::MIN; s.batch * s.out_channels * s.out_h * s.out_w];
-    conv::conv2d::<S>(s, data, weights, prepared.then_some(&packed), &mut out);
+    let fits = conv::conv2d::<S>(
+        s,
+        data,
+        weights,
+        prepared.then_some(&packed),
+        bias,
+        &mut out,
+    );
+    assert!(fits, "{s:?}: a bias that fits reported an overflow");
     out
+}
+
+/// `plain_conv2d` plus `bias[oc]` on every output of channel oc.
+fn plus_bias(s: &ConvShape, mut sums: Vec<i32>, bias: &[i32]) -> Vec<i32> {
+    let pixels = s.out_h * s.out_w;
+    if pixels > 0 {
+        for (plane, &b) in sums.chunks_exact_mut(pixels).zip(bias.iter().cycle()) {
+            for value in plane {
+                *value += b;
+            }
+        }
+    }
+    sums
+}
+
+#[test]
+fn conv2d_reports_a_bias_that_overflows() {
+    // Depthwise at strides 1 and 2 (bias added as the sums are copied out), and grouped and
+    // dense convolutions (bias added per plane): positive sums plus i32::MAX overflow; plus
+    // i32::MIN they fit.
+    let shape = |groups: usize, stride: usize, width: usize| {
+        let out = (width + 2 - 3) / stride + 1;
+        ConvShape {
+            batch: 1,
+            in_channels: 4,
+            height: 5,
+            width,
+            out_channels: 4,
+            groups,
+            kernel_h: 3,
+            kernel_w: 3,
+            out_h: (5 + 2 - 3) / stride + 1,
+            out_w: out,
+            strides: [stride, stride],
+            padding: [1, 1],
+            dilation: [1, 1],
+        }
+    };
+    for s in [
+        shape(4, 1, 3),
+        shape(4, 1, 11),
+        shape(4, 2, 10),
+        shape(2, 1, 9),
+        shape(1, 2, 7),
+    ] {
+        let data = vec![127; s.in_channels * s.height * s.width];
+        let weights = vec![127; s.out_channels * s.depth()];
+        let mut out = vec![0; s.out_channels * s.out_h * s.out_w];
+        let bias = vec![i32::MAX; s.out_channels];
+        for native in [true, false] {
+            let fits = if native {
+                conv::conv2d::<Native>(&s, &data, &weights, None, Some(&bias), &mut out)
+            } else {
+                conv::conv2d::<Portable>(&s, &data, &weights, None, Some(&bias), &mut out)
+            };
+            assert!(!fits, "{s:?}, native {native}");
+        }
+        let low = vec![i32::MIN; s.out_channels];
+        assert!(conv::conv2d::<Native>(
+            &s,
+            &data,
+            &weights,
+            None,
+            Some(&low),
+            &mut out
+        ));
+        assert!(out.iter().all(|&value| value < 0), "{s:?}");
+    }
 }
 
 #[test]
@@ -174,37 +263,55 @@ fn conv2d_kernels_equal_the_formula() {
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
     let (mut depthwise_blocks, mut depthwise_passes, mut depthwise_odd) = (0, 0, 0);
     let (mut channels_last, mut checked_gather) = (0, 0);
-    let mut in_place = 0;
+    // Pointwise cases: all, odd channels per group, a partial block of pixels, a remainder
+    // of output channels.
+    let mut pointwise = [0; 4];
+    // Depthwise plane layouts: split, direct, pairs, and row phases (SH > 1).
+    let mut layouts = [0; 4];
     for case in 0..700 {
         let shape = random_shape(&mut rng, if case < 600 { case % 3 } else { 3 });
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
         let weights = rng.int8s(shape.out_channels * shape.depth());
-        let expected = plain_conv2d(&shape, &data, &weights);
+        // Half the cases with a bias of up to 20 bits.
+        let bias = rng.chance(50).then(|| {
+            (0..shape.out_channels)
+                .map(|_| rng.int8s(1)[0] << 12)
+                .collect::<Vec<i32>>()
+        });
+        let sums = plain_conv2d(&shape, &data, &weights);
+        let expected = match &bias {
+            Some(bias) => plus_bias(&shape, sums, bias),
+            None => sums,
+        };
         let prepared = rng.chance(50);
         assert_eq!(
-            run_conv::<Native>(&shape, &data, &weights, prepared),
+            run_conv::<Native>(&shape, &data, &weights, prepared, bias.as_deref()),
             expected,
             "native, {shape:?}"
         );
         assert_eq!(
-            run_conv::<Portable>(&shape, &data, &weights, prepared),
+            run_conv::<Portable>(&shape, &data, &weights, prepared, bias.as_deref()),
             expected,
             "portable, {shape:?}"
         );
-        if shape.kernel_h * shape.kernel_w == 1
-            && shape.strides == [1, 1]
-            && shape.padding == [0, 0]
-            && shape.group_in().is_multiple_of(16)
-        {
-            in_place += 1;
-        }
-        if shape.uses_channels_last() {
+        if shape.uses_pointwise() {
+            pointwise[0] += 1;
+            pointwise[1] += usize::from(shape.group_in() % 2 == 1);
+            pointwise[2] += usize::from(!(shape.height * shape.width).is_multiple_of(8));
+            pointwise[3] += usize::from(!shape.group_out().is_multiple_of(4));
+        } else if shape.uses_channels_last() {
             channels_last += 1;
         } else if !shape.uses_depthwise() {
             checked_gather += 1;
         }
         if shape.uses_depthwise() {
             depthwise += 1;
+            match shape.tap_plane().columns {
+                Columns::Split => layouts[0] += 1,
+                Columns::Direct => layouts[1] += 1,
+                Columns::Pairs => layouts[2] += 1,
+            }
+            layouts[3] += usize::from(shape.strides[0] > 1);
             if shape.out_w >= 32 {
                 depthwise_blocks += 1;
             }
@@ -254,7 +361,14 @@ fn conv2d_kernels_equal_the_formula() {
         "{channels_last} channels-last gathers"
     );
     assert!(checked_gather >= 20, "{checked_gather} checked gathers");
-    assert!(in_place >= 100, "{in_place} pointwise cases read in place");
+    assert!(
+        pointwise[0] >= 100 && pointwise[1..].iter().all(|&n| n >= 20),
+        "pointwise cases: {pointwise:?}"
+    );
+    assert!(
+        layouts.iter().all(|&n| n >= 30),
+        "depthwise layouts (split, direct, pairs, row phases): {layouts:?}"
+    );
 }
 
 #[test]
@@ -285,9 +399,12 @@ fn conv2d_kernels_reach_the_precision_bound() {
             expected[0].unsigned_abs(),
             (shape.depth() * 127 * 127) as u32
         );
-        assert_eq!(run_conv::<Native>(&shape, &data, &weights, true), expected);
         assert_eq!(
-            run_conv::<Portable>(&shape, &data, &weights, false),
+            run_conv::<Native>(&shape, &data, &weights, true, None),
+            expected
+        );
+        assert_eq!(
+            run_conv::<Portable>(&shape, &data, &weights, false, None),
             expected
         );
     }

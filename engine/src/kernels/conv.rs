@@ -71,6 +71,16 @@ impl ConvShape {
         self.group_in() == 1 && copy_fits(self.depthwise_plane_len(), self.height, self.width)
     }
 
+    /// Whether the pointwise kernel applies ([`super::pointwise`]): a 1 × 1 kernel at stride 1
+    /// without padding, over more than one input channel per group.
+    pub fn uses_pointwise(&self) -> bool {
+        self.kernel_h == 1
+            && self.kernel_w == 1
+            && self.strides == [1, 1]
+            && self.padding == [0, 0]
+            && !self.uses_depthwise()
+    }
+
     /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
     /// window row one contiguous run): when the padding keeps that copy within twice the input
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
@@ -238,16 +248,19 @@ impl ConvShape {
                 .saturating_add(taps.saturating_mul(96))
                 .saturating_add((plane.steps as u64).saturating_mul(32));
         }
-        let mut patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
-        if self.uses_channels_last() {
-            let copy = self.padded_plane().saturating_mul(self.group_in() as u64);
-            patches = patches.saturating_add(copy.saturating_mul(2));
-        }
         let weights = if weights_prepared {
             0
         } else {
             PackedRows::bytes(self.out_channels as u64, self.depth() as u64)
         };
+        if self.uses_pointwise() {
+            return super::pointwise::plane_bytes(self).saturating_add(weights);
+        }
+        let mut patches = PackedRows::bytes(BLOCK as u64, self.depth() as u64);
+        if self.uses_channels_last() {
+            let copy = self.padded_plane().saturating_mul(self.group_in() as u64);
+            patches = patches.saturating_add(copy.saturating_mul(2));
+        }
         patches.saturating_add(weights)
     }
 }
@@ -263,7 +276,9 @@ pub fn pack_weights(shape: &ConvShape, weights: &[i32]) -> PackedRows {
 }
 
 /// Writes `Σ_ic Σ_ki Σ_kj pad(X)[n, g·C/groups + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW] ·
-/// W[oc, ic, ki, kj]` into `out[n, oc, p, q]` for every output position.
+/// W[oc, ic, ki, kj]` (plus `bias[oc]`, if given) into `out[n, oc, p, q]` for every output
+/// position. Returns false if adding a bias overflowed `i32` (the outputs are then unspecified);
+/// the sums themselves are exact under the bounds of the module documentation.
 ///
 /// `prepared` is the packing of `weights` by [`pack_weights`], if the weights are constant.
 pub fn conv2d<S: Simd>(
@@ -271,24 +286,52 @@ pub fn conv2d<S: Simd>(
     data: &[i32],
     weights: &[i32],
     prepared: Option<&PackedRows>,
+    bias: Option<&[i32]>,
     out: &mut [i32],
-) {
+) -> bool {
     if shape.uses_depthwise() {
-        depthwise::<S>(shape, data, weights, out);
-    } else {
-        let packed;
-        let weights = match prepared {
-            Some(weights) => weights,
-            None => {
-                packed = pack_weights(shape, weights);
-                &packed
-            }
-        };
-        if shape.uses_channels_last() {
-            im2col_channels_last::<S>(shape, data, weights, out);
-        } else {
-            im2col::<S>(shape, data, weights, out);
+        // The bias is added as the sums are copied out.
+        return depthwise::<S>(shape, data, weights, bias, out);
+    }
+    let packed;
+    let weights = match prepared {
+        Some(weights) => weights,
+        None => {
+            packed = pack_weights(shape, weights);
+            &packed
         }
+    };
+    if shape.uses_pointwise() {
+        // The bias is added as the sums are stored.
+        return super::pointwise::pointwise::<S>(shape, data, weights, bias, out);
+    }
+    if shape.uses_channels_last() {
+        im2col_channels_last::<S>(shape, data, weights, out);
+    } else {
+        im2col::<S>(shape, data, weights, out);
+    }
+    let (Some(bias), pixels) = (bias, shape.out_h * shape.out_w) else {
+        return true;
+    };
+    // Planes run through the channels in order, image after image.
+    pixels == 0
+        || out
+            .chunks_exact_mut(pixels)
+            .zip(bias.iter().take(shape.out_channels).cycle())
+            .all(|(values, &b)| super::add_checked::<S>(values, b))
+}
+
+/// Writes, for outputs whose sums have no terms, `bias[oc]` (or 0) into every output of each
+/// plane of `pixels` (planes in channel order, image after image).
+pub fn only_bias(out: &mut [i32], bias: Option<&[i32]>, pixels: usize) {
+    if pixels == 0 {
+        return;
+    }
+    for (oc, plane) in out.chunks_exact_mut(pixels).enumerate() {
+        let value = bias.map_or(0, |bias| {
+            bias.get(oc % bias.len().max(1)).copied().unwrap_or(0)
+        });
+        plane.fill(value);
     }
 }
 
@@ -313,18 +356,7 @@ fn im2col_channels_last<S: Simd>(
     let padded_w = s.width + 2 * s.padding[1];
     let padded_h = s.height + 2 * s.padding[0];
     let mut copy: Vec<i16> = vec![0; padded_h * padded_w * group_in];
-    // A pointwise convolution whose rows need no padding reads its patches in place: pixel
-    // rows of the copy are packed rows already.
-    let in_place = s.kernel_h == 1
-        && s.kernel_w == 1
-        && s.strides == [1, 1]
-        && s.padding == [0, 0]
-        && stride == group_in;
-    let mut patches: Vec<i16> = if in_place {
-        Vec::new()
-    } else {
-        vec![0; BLOCK * stride]
-    };
+    let mut patches: Vec<i16> = vec![0; BLOCK * stride];
     let run = s.kernel_w * group_in;
     for n in 0..s.batch {
         for g in 0..s.groups {
@@ -334,26 +366,15 @@ fn im2col_channels_last<S: Simd>(
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
-            if in_place {
-                multiply_rows::<S>(&s, &copy, stride, group_weights, &mut out[out_base..]);
-            } else {
-                multiply_blocks::<S>(
-                    &s,
-                    &mut patches,
-                    group_weights,
-                    &mut out[out_base..],
-                    |p, q, patch| {
-                        gather_channels_last(
-                            &s,
-                            &copy,
-                            padded_w,
-                            p,
-                            q,
-                            &mut patch[..run * s.kernel_h],
-                        );
-                    },
-                );
-            }
+            multiply_blocks::<S>(
+                &s,
+                &mut patches,
+                group_weights,
+                &mut out[out_base..],
+                |p, q, patch| {
+                    gather_channels_last(&s, &copy, padded_w, p, q, &mut patch[..run * s.kernel_h]);
+                },
+            );
         }
     }
 }
@@ -400,53 +421,9 @@ fn fill_channels_last(s: &ConvShape, group_data: &[i32], padded_w: usize, copy: 
     }
 }
 
-/// The dot products of a block of output pixels starting at pixel `start` (`len` packed
-/// patch rows of `stride` lanes in `patches`) with the group's weight rows, written to `out`
-/// (the group's output planes, OC/groups × OH·OW).
-fn multiply_block<S: Simd>(
-    s: &ConvShape,
-    patches: &[i16],
-    len: usize,
-    stride: usize,
-    group_weights: &[i16],
-    out: &mut [i32],
-    start: usize,
-) {
-    gemm::dot_products::<S>(
-        patches,
-        len,
-        group_weights,
-        s.group_out(),
-        stride,
-        gemm::Strided {
-            data: out.get_mut(start..).unwrap_or_default(),
-            row_step: 1,
-            column_step: s.out_h * s.out_w,
-        },
-    );
-}
-
-/// One group of one image whose patches are the rows of `rows` (one packed row of `stride`
-/// lanes per output pixel), a block of [`BLOCK`] pixels at a time.
-fn multiply_rows<S: Simd>(
-    s: &ConvShape,
-    rows: &[i16],
-    stride: usize,
-    group_weights: &[i16],
-    out: &mut [i32],
-) {
-    let pixels = s.out_h * s.out_w;
-    for start in (0..pixels).step_by(BLOCK) {
-        let len = BLOCK.min(pixels - start);
-        let Some(block) = rows.get(start * stride..(start + len) * stride) else {
-            return; // the copy holds a row per pixel; never reached
-        };
-        multiply_block::<S>(s, block, len, stride, group_weights, out, start);
-    }
-}
-
 /// One group of one image: for each block of [`BLOCK`] output pixels, `gather` writes each
-/// pixel's patch (a row of `patches`), then the block is multiplied ([`multiply_block`]).
+/// pixel's patch (a row of `patches`), then the block's dot products with the group's weight
+/// rows are written to `out` (the group's output planes, OC/groups × OH·OW).
 fn multiply_blocks<S: Simd>(
     s: &ConvShape,
     patches: &mut [i16],
@@ -461,14 +438,17 @@ fn multiply_blocks<S: Simd>(
         for (i, patch) in patches.chunks_exact_mut(stride).take(len).enumerate() {
             gather((start + i) / s.out_w, (start + i) % s.out_w, patch);
         }
-        multiply_block::<S>(
-            s,
+        gemm::dot_products::<S>(
             &patches[..len * stride],
             len,
-            stride,
             group_weights,
-            out,
-            start,
+            s.group_out(),
+            stride,
+            gemm::Strided {
+                data: out.get_mut(start..).unwrap_or_default(),
+                row_step: 1,
+                column_step: pixels,
+            },
         );
     }
 }
@@ -659,14 +639,22 @@ impl TapPlane {
 /// channel the sums of its tap entries ([`TapEntry`]: two taps of a kernel row at adjacent
 /// units share one dot product per four outputs) are taken over all output positions in one
 /// run of vectors ([`depthwise_pass`]) and the `out_w` real outputs of every row copied out.
-fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mut [i32]) {
+fn depthwise<S: Simd>(
+    shape: &ConvShape,
+    data: &[i32],
+    weights: &[i32],
+    bias: Option<&[i32]>,
+    out: &mut [i32],
+) -> bool {
     let s = *shape;
     let plane_geometry = s.tap_plane();
     let TapPlane { columns, row, .. } = plane_geometry;
     let channel_len = s.height * s.width;
     let pixels = s.out_h * s.out_w;
     if pixels == 0 || channel_len == 0 {
-        return;
+        // No input values (W = 0 with enough padding): every sum is empty.
+        only_bias(out, bias, pixels);
+        return true;
     }
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
@@ -711,10 +699,14 @@ fn depthwise<S: Simd>(shape: &ConvShape, data: &[i32], weights: &[i32], out: &mu
                     fixed!(1 2 3 4 5 6);
                 }
                 let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
-                copy_rows::<S>(sums.as_flattened(), row, out_plane, s.out_w);
+                let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
+                if !copy_rows::<S>(sums.as_flattened(), row, out_plane, s.out_w, addend) {
+                    return false;
+                }
             }
         }
     }
+    true
 }
 
 /// Writes one input channel (H rows of W values) into the [`TapPlane`] `plane`, narrowed to
@@ -831,35 +823,56 @@ fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
     }
 }
 
-/// Copies the first `width` of every `row` positions of `sums` into the rows of `out`, four
-/// values per vector, the last four of a row by one more vector that ends with them. The
-/// vectors of a row are copied in straight runs: a plain loop of copies would be compiled to a
-/// call of the wasm bulk copy per row, which costs more than the copy of a row.
+/// Writes the first `width` of every `row` positions of `sums`, plus `addend`, into the rows
+/// of `out`, four values per vector, the last four of a row by one more vector that ends with
+/// them. Returns false if a sum overflows `i32` (each lane's overflow flag is folded over the
+/// rows, as in [`super::add_checked`]). The vectors of a row are written in straight runs: a
+/// plain loop of copies would be compiled to a call of the wasm bulk copy per row.
 #[inline(never)]
-fn copy_rows<S: Simd>(sums: &[i32], row: usize, out: &mut [i32], width: usize) {
+fn copy_rows<S: Simd>(
+    sums: &[i32],
+    row: usize,
+    out: &mut [i32],
+    width: usize,
+    addend: i32,
+) -> bool {
+    let splat = S::splat32(addend);
+    let mut overflow = S::splat32(0);
+    let mut flags = 0;
     for (p, outputs) in out.chunks_exact_mut(width).enumerate() {
         let Some(source) = sums.get(p * row..p * row + width) else {
-            return; // the sums hold every output row; never reached
+            return true; // the sums hold every output row; never reached
         };
         let (quads, tail) = source.as_chunks::<4>();
         let (targets, _) = outputs.as_chunks_mut::<4>();
         let len = quads.len().min(targets.len());
         let (quads, targets) = (&quads[..len], &mut targets[..len]);
         straight_runs!(16, len, |k| {
-            S::store32(&mut targets[k], S::load32(&quads[k]));
+            let (sum, flag) = S::add_overflow32(S::load32(&quads[k]), splat);
+            S::store32(&mut targets[k], sum);
+            overflow = S::or32(overflow, flag);
         });
         if tail.is_empty() {
             continue;
         }
         match (source.last_chunk::<4>(), outputs.last_chunk_mut::<4>()) {
-            (Some(quad), Some(target)) => S::store32(target, S::load32(quad)),
+            (Some(quad), Some(target)) => {
+                let (sum, flag) = S::add_overflow32(S::load32(quad), splat);
+                S::store32(target, sum);
+                overflow = S::or32(overflow, flag);
+            }
             _ => {
                 for (slot, &value) in outputs.iter_mut().zip(source) {
-                    *slot = value;
+                    let sum = value.wrapping_add(addend);
+                    flags |= (sum ^ value) & (sum ^ addend);
+                    *slot = sum;
                 }
             }
         }
     }
+    let mut lanes = [0i32; 4];
+    S::store32(&mut lanes, overflow);
+    lanes.iter().fold(flags, |all, &lane| all | lane) >= 0
 }
 
 /// The taps of one [`TapEntry`]: its unit relative to output position 0 in the [`TapPlane`],

@@ -43,6 +43,7 @@ macro_rules! straight_runs {
 
 pub mod conv;
 pub mod gemm;
+pub mod pointwise;
 pub mod pool;
 pub mod simd;
 pub mod wide;

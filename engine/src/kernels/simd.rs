@@ -53,6 +53,8 @@ pub trait Simd: Copy {
     /// Interleaves the lanes of `a` and `b`: `[a0, b0, a1, b1]` and `[a2, b2, a3, b3]` (wasm
     /// `i32x4.shuffle`, x86 `punpckldq`/`punpckhdq`).
     fn interleave32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4);
+    /// `[pair[0], pair[1]]` repeated four times, loaded from memory (wasm `v128.load32_splat`).
+    fn splat_pair(pair: &[i16; 2]) -> Self::I16x8;
     /// `[first, second]` repeated four times.
     fn pair16(first: i16, second: i16) -> Self::I16x8;
     /// Wrapping sum of the four lanes.
@@ -160,6 +162,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn interleave32(a: [i32; 4], b: [i32; 4]) -> ([i32; 4], [i32; 4]) {
         ([a[0], b[0], a[1], b[1]], [a[2], b[2], a[3], b[3]])
+    }
+
+    #[inline(always)]
+    fn splat_pair(pair: &[i16; 2]) -> [i16; 8] {
+        Self::pair16(pair[0], pair[1])
     }
 
     #[inline(always)]
@@ -291,6 +298,13 @@ impl Simd for Wasm128 {
             i32x4_shuffle::<0, 4, 1, 5>(a, b),
             i32x4_shuffle::<2, 6, 3, 7>(a, b),
         )
+    }
+
+    #[inline(always)]
+    fn splat_pair(pair: &[i16; 2]) -> Self::I16x8 {
+        // SAFETY: `pair` is a valid, readable 4-byte array; `v128_load32_splat` has no
+        // alignment requirement.
+        unsafe { core::arch::wasm32::v128_load32_splat(pair.as_ptr().cast()) }
     }
 
     #[inline(always)]
@@ -462,6 +476,11 @@ impl Simd for Sse2 {
             use core::arch::x86_64::{_mm_unpackhi_epi32, _mm_unpacklo_epi32};
             (_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b))
         }
+    }
+
+    #[inline(always)]
+    fn splat_pair(pair: &[i16; 2]) -> Self::I16x8 {
+        Self::pair16(pair[0], pair[1])
     }
 
     #[inline(always)]

@@ -436,50 +436,37 @@ impl Operator for Conv2d {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let shape = self.geometry(inputs[0].dims, inputs[1].dims)?;
         let out = &mut *outputs[0].data;
-        conv::conv2d::<Native>(
+        let fits = conv::conv2d::<Native>(
             &shape,
             inputs[0].data,
             inputs[1].data,
             self.packed.as_deref(),
+            self.use_bias.then(|| inputs[2].data),
             out,
         );
-        if self.use_bias {
-            add_bias(
-                out,
-                inputs[2].data,
-                shape.out_h * shape.out_w,
-                shape.out_channels,
-            )?;
-        }
-        Ok(())
+        if fits { Ok(()) } else { Err(bias_overflow()) }
     }
 }
 
-/// Adds `bias[c]` to every element of channel `c` of an (N, C, plane) tensor, checked. Precision
-/// inference makes the sums fit (output precision max(pXW, pB) + 1 ≤ 32); an overflow would be
-/// an engine bug and is reported as one.
-fn add_bias(out: &mut [i32], bias: &[i32], plane: usize, channels: usize) -> Result<()> {
-    if plane == 0 || channels == 0 {
+/// The error of a bias addition that overflows: precision inference makes the sums fit (output
+/// precision max(pXW, pB) + 1 ≤ 32), so it would be an engine bug, reported as one.
+fn bias_overflow() -> crate::Error {
+    fail!(IntegerOverflow, "bias addition overflows i32 (engine bug)")
+}
+
+/// Adds the bias row to every row of an (M, N) dense output, checked ([`bias_overflow`]).
+fn add_bias_rows(out: &mut [i32], bias: &[i32], units: usize) -> Result<()> {
+    if units == 0 {
         return Ok(());
     }
-    let bias = &bias[..channels];
-    let fits = if plane == 1 {
-        // Rows of one value per channel (dense): the bias row is added to each.
-        out.chunks_exact_mut(channels)
-            .all(|row| kernels::add_each_checked::<Native>(row, bias))
-    } else {
-        // Planes run through the channels in order, image after image.
-        out.chunks_exact_mut(plane)
-            .zip(bias.iter().cycle())
-            .all(|(values, &b)| kernels::add_checked::<Native>(values, b))
-    };
-    if fits {
+    let bias = &bias[..units];
+    if out
+        .chunks_exact_mut(units)
+        .all(|row| kernels::add_each_checked::<Native>(row, bias))
+    {
         Ok(())
     } else {
-        Err(fail!(
-            IntegerOverflow,
-            "bias addition overflows i32 (engine bug)"
-        ))
+        Err(bias_overflow())
     }
 }
 
@@ -641,8 +628,7 @@ impl Operator for Dense {
             },
         );
         if self.use_bias {
-            // Y is (M, N): one "channel" per unit, planes of one element.
-            add_bias(out, inputs[2].data, 1, units)?;
+            add_bias_rows(out, inputs[2].data, units)?;
         }
         Ok(())
     }
