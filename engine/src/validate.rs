@@ -109,8 +109,9 @@ pub fn node_usage(
     outputs: &[TensorType],
 ) -> Result<Usage> {
     let mut usage = operator.usage(inputs, outputs)?;
-    // Version 3 counts steps as version 2 does, and version 4 steps and wide multiply-accumulates
-    // as version 3, except where the operator reports its own.
+    // Version 3 counts steps as version 2 does, version 4 steps and wide multiply-accumulates as
+    // version 3, and version 5 steps and multiply-accumulate groups as version 4, except where
+    // the operator reports its own.
     for (from, to) in [
         (Param::Step, Param::StepV3),
         (Param::StepV3, Param::StepV4),
@@ -118,6 +119,8 @@ pub fn node_usage(
             Param::WideMultiplyAccumulate,
             Param::WideMultiplyAccumulateV4,
         ),
+        (Param::StepV4, Param::StepV5),
+        (Param::MacGroup, Param::MacGroupV5),
     ] {
         if !usage.iter().any(|&(param, _)| param == to) {
             let steps = usage

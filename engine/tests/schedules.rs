@@ -38,17 +38,24 @@ fn param32(name: &str, shape: Vec<u32>, data: Vec<i32>) -> ParamDecl {
     }
 }
 
-/// dense (8-bit weights, the multiply-accumulate kernel) → relu → cvm_right_shift → sum, and a
-/// generate_proposals_v2 over two anchors (Q8): operators whose counts differ between
-/// schedules.
+/// dense (8-bit weights, the multiply-accumulate kernel) → relu → cvm_right_shift → sum, a
+/// generate_proposals_v2 over two anchors (Q8) and a depthwise conv2d: operators whose counts
+/// differ between schedules.
 fn model() -> Vec<u8> {
     let one = 1 << 8;
     Model {
-        inputs: vec![InputDecl {
-            name: "x".into(),
-            shape: vec![2, 20],
-            precision: 8,
-        }],
+        inputs: vec![
+            InputDecl {
+                name: "x".into(),
+                shape: vec![2, 20],
+                precision: 8,
+            },
+            InputDecl {
+                name: "image".into(),
+                shape: vec![1, 2, 6, 6],
+                precision: 8,
+            },
+        ],
         params: vec![
             ParamDecl {
                 name: "w".into(),
@@ -65,6 +72,12 @@ fn model() -> Vec<u8> {
                 vec![0, 0, 10 * one, 10 * one, 5 * one, 0, 15 * one, 10 * one],
             ),
             param32("variances", vec![1, 2, 1, 4], vec![one; 8]),
+            ParamDecl {
+                name: "kernels".into(),
+                shape: vec![2, 1, 3, 3],
+                precision: 8,
+                data: ParamData::I8((0..18).map(|i| (i % 5 - 2) as i8).collect()),
+            },
         ],
         nodes: vec![
             node(
@@ -109,6 +122,17 @@ fn model() -> Vec<u8> {
                     attr("pre_nms_top_n", AttrValue::Int(2)),
                 ],
             ),
+            // Priced differently by versions 4 and 5.
+            node(
+                "c",
+                "conv2d",
+                vec![ValueRef::Input(1), ValueRef::Param(6)],
+                vec![
+                    attr("groups", AttrValue::Int(2)),
+                    attr("padding", AttrValue::Ints(vec![1, 1])),
+                    attr("use_bias", AttrValue::Bool(false)),
+                ],
+            ),
         ],
         outputs: vec![
             OutputDecl {
@@ -119,16 +143,26 @@ fn model() -> Vec<u8> {
                 name: "rois".into(),
                 value: ValueRef::Node { node: 4, output: 0 },
             },
+            OutputDecl {
+                name: "c".into(),
+                value: ValueRef::Node { node: 5, output: 0 },
+            },
         ],
     }
     .encode()
 }
 
 fn inputs() -> Vec<InputTensor> {
-    vec![InputTensor {
-        shape: vec![2, 20],
-        data: (0..40).map(|i| (i * 13) % 255 - 127).collect(),
-    }]
+    vec![
+        InputTensor {
+            shape: vec![2, 20],
+            data: (0..40).map(|i| (i * 13) % 255 - 127).collect(),
+        },
+        InputTensor {
+            shape: vec![1, 2, 6, 6],
+            data: (0..72).map(|i| (i * 29) % 255 - 127).collect(),
+        },
+    ]
 }
 
 /// Versions no schedule has: 0, one past the newest, and the largest.

@@ -9,7 +9,8 @@
 //! the parameters it uses and gives the others cost 0. Version 1 uses ids 0–6; version 2 keeps
 //! `node_base` and `output_element` and replaces the rest with ids 7–9, whose counts follow the
 //! kernels that really run (see `docs/gas.md`); version 3 prices the same as version 2 but
-//! counts its steps as id 10, which follows the kernels made faster after version 2.
+//! counts its steps as id 10, which follows the kernels made faster after version 2; versions 4
+//! and 5 do the same with ids 11–12 and 13–14.
 //!
 //! Architecture Invariant: parameter ids ([`Param`] discriminants), the counts an operator reports
 //! for them, and the numbers of a published schedule version never change. A new price list is a
@@ -60,11 +61,19 @@ pub enum Param {
     /// exact dot products became vector loops after version 3 and which count their work in
     /// [`Param::StepV4`] instead.
     WideMultiplyAccumulateV4 = 12,
+    /// One step as version 5 counts it: the [`Param::StepV4`] count, except for `conv2d`, whose
+    /// depthwise and pointwise kernels became faster after version 4 and which counts its steps
+    /// anew.
+    StepV5 = 13,
+    /// Sixteen 8-bit multiply-accumulates as version 5 counts them: the [`Param::MacGroup`]
+    /// count, except for `conv2d`, whose pointwise kernel counts its work in
+    /// [`Param::StepV5`] instead.
+    MacGroupV5 = 14,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 13] = [
+    pub const ALL: [Param; 15] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -78,6 +87,8 @@ impl Param {
         Param::StepV3,
         Param::StepV4,
         Param::WideMultiplyAccumulateV4,
+        Param::StepV5,
+        Param::MacGroupV5,
     ];
 
     /// Number of parameters in the schedule.
@@ -109,6 +120,8 @@ impl Param {
             Param::StepV3 => "step_v3",
             Param::StepV4 => "step_v4",
             Param::WideMultiplyAccumulateV4 => "wide_multiply_accumulate_v4",
+            Param::StepV5 => "step_v5",
+            Param::MacGroupV5 => "mac_group_v5",
         }
     }
 }
@@ -149,6 +162,8 @@ impl Schedule {
             0,   // step_v3
             0,   // step_v4
             0,   // wide_multiply_accumulate_v4
+            0,   // step_v5
+            0,   // mac_group_v5
         ],
     };
 
@@ -170,6 +185,8 @@ impl Schedule {
             0,   // step_v3
             0,   // step_v4
             0,   // wide_multiply_accumulate_v4
+            0,   // step_v5
+            0,   // mac_group_v5
         ],
     };
 
@@ -191,6 +208,8 @@ impl Schedule {
             1,   // step_v3
             0,   // step_v4
             0,   // wide_multiply_accumulate_v4
+            0,   // step_v5
+            0,   // mac_group_v5
         ],
     };
 
@@ -214,14 +233,41 @@ impl Schedule {
             0,   // step_v3
             1,   // step_v4
             32,  // wide_multiply_accumulate_v4
+            0,   // step_v5
+            0,   // mac_group_v5
+        ],
+    };
+
+    /// Schedule version 5: the prices of version 4, with steps and multiply-accumulate groups
+    /// counted after the depthwise and pointwise conv2d kernels became faster
+    /// ([`Param::StepV5`], [`Param::MacGroupV5`]); recalibrated (see `docs/gas.md`,
+    /// "Calibration").
+    pub const V5: Schedule = Schedule {
+        version: 5,
+        costs: [
+            400, // node_base
+            2,   // output_element
+            0,   // element_copy
+            0,   // element_arith
+            0,   // multiply_accumulate
+            0,   // window_compare
+            0,   // transcendental
+            0,   // step
+            0,   // mac_group
+            0,   // wide_multiply_accumulate
+            0,   // step_v3
+            0,   // step_v4
+            32,  // wide_multiply_accumulate_v4
+            1,   // step_v5
+            3,   // mac_group_v5
         ],
     };
 
     /// Every published schedule, oldest first.
-    pub const ALL: [&'static Schedule; 4] = [&Self::V1, &Self::V2, &Self::V3, &Self::V4];
+    pub const ALL: [&'static Schedule; 5] = [&Self::V1, &Self::V2, &Self::V3, &Self::V4, &Self::V5];
 
-    /// The schedule the engine uses when a caller names none: the calibrated version 4.
-    pub const CURRENT: &'static Schedule = &Self::V4;
+    /// The schedule the engine uses when a caller names none: the calibrated version 5.
+    pub const CURRENT: &'static Schedule = &Self::V5;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -274,6 +320,8 @@ mod tests {
                 12,
                 "wide_multiply_accumulate_v4",
             ),
+            (Param::StepV5, 13, "step_v5"),
+            (Param::MacGroupV5, 14, "mac_group_v5"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -292,25 +340,50 @@ mod tests {
 
     #[test]
     fn v1_numbers_are_frozen() {
-        assert_frozen(&Schedule::V1, 1, [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0]);
+        assert_frozen(
+            &Schedule::V1,
+            1,
+            [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+        );
     }
 
     #[test]
     fn v2_numbers_are_frozen() {
-        assert_frozen(&Schedule::V2, 2, [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0]);
+        assert_frozen(
+            &Schedule::V2,
+            2,
+            [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0],
+        );
     }
 
     #[test]
     fn v3_numbers_are_frozen() {
-        assert_frozen(&Schedule::V3, 3, [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0]);
+        assert_frozen(
+            &Schedule::V3,
+            3,
+            [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0],
+        );
     }
 
     #[test]
     fn v4_numbers_are_frozen() {
-        assert_frozen(&Schedule::V4, 4, [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32]);
+        assert_frozen(
+            &Schedule::V4,
+            4,
+            [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0],
+        );
+    }
+
+    #[test]
+    fn v5_numbers_are_frozen() {
+        assert_frozen(
+            &Schedule::V5,
+            5,
+            [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3],
+        );
         assert_eq!(Schedule::by_version(0), None);
-        assert_eq!(Schedule::by_version(5), None);
-        assert_eq!(Schedule::CURRENT, &Schedule::V4);
+        assert_eq!(Schedule::by_version(6), None);
+        assert_eq!(Schedule::CURRENT, &Schedule::V5);
     }
 
     #[test]
@@ -327,11 +400,14 @@ mod tests {
             (Param::StepV3, 7),
             (Param::StepV4, 6),
             (Param::WideMultiplyAccumulateV4, 1),
+            (Param::StepV5, 4),
+            (Param::MacGroupV5, 2),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
         assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
         assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
         assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 32));
+        assert_eq!(Schedule::V5.price(&usage), Ok(400 + 20 + 32 + 4 + 6));
     }
 
     #[test]

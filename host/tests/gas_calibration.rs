@@ -18,7 +18,7 @@ use cvm_host::wasm::WasmEngine;
 use serde_json::{Value, json};
 
 /// The schedule under test.
-const SCHEDULE: u32 = 4;
+const SCHEDULE: u32 = 5;
 /// Median fuel per gas of the calibration, in thousandths.
 const MEDIAN_MILLI_FUEL: u64 = 4_882;
 

@@ -133,10 +133,16 @@ mod tests {
             Some(vec!["conv2d".to_string(), "Exp".to_string()])
         );
         assert_eq!(options.fit, Measure::Wasm);
-        assert_eq!(options.costs, [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32]);
+        assert_eq!(
+            options.costs,
+            [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3]
+        );
         let options =
             cli::parse(args("--schedule=1 --costs node_base=300,element_copy=2")).unwrap();
-        assert_eq!(options.costs, [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            options.costs,
+            [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
         assert_eq!(
             options.costs_label,
             "schedule v1 with node_base=300, element_copy=2"

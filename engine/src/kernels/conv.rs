@@ -64,11 +64,39 @@ impl ConvShape {
         self.group_in() * self.kernel_h * self.kernel_w
     }
 
-    /// Whether the depthwise kernel applies: one input channel per group, and padding small
-    /// enough that a padded copy of one channel stays within twice the channel's size (plus a
-    /// constant). Other depthwise shapes use the im2col kernel.
+    /// Whether the depthwise kernel applies: one input channel per group, and padding and
+    /// strides small enough that its tap plane (in `i16`, with the values it is built from)
+    /// stays within twice the channel's size (plus a constant). Other depthwise shapes use the
+    /// im2col kernel.
     pub fn uses_depthwise(&self) -> bool {
+        if self.group_in() != 1 {
+            return false;
+        }
+        let g = self.tap_geometry();
+        let elements = if g.columns == Columns::Pairs {
+            g.units.saturating_mul(3).saturating_add(LANES as u64)
+        } else {
+            g.units
+        };
+        copy_fits(elements, self.height, self.width)
+            && copy_fits(
+                g.steps.saturating_mul(LANES as u64),
+                self.height,
+                self.width,
+            )
+    }
+
+    /// Whether versions 2 to 4 of the gas schedule price this shape as the depthwise kernel of
+    /// their time: one input channel per group, and a phase-split plane
+    /// ([`Self::depthwise_plane_len`]) within twice the channel's size (plus a constant).
+    pub fn priced_as_depthwise_v2(&self) -> bool {
         self.group_in() == 1 && copy_fits(self.depthwise_plane_len(), self.height, self.width)
+    }
+
+    /// Whether versions 2 to 4 of the gas schedule price the im2col gather of this shape as a
+    /// copy of a padded channels-last plane (rather than checked gathers).
+    pub fn priced_as_channels_last_v2(&self) -> bool {
+        !self.priced_as_depthwise_v2() && copy_fits(self.padded_plane(), self.height, self.width)
     }
 
     /// Whether the pointwise kernel applies ([`super::pointwise`]): a 1 × 1 kernel at stride 1
@@ -85,13 +113,15 @@ impl ConvShape {
     /// window row one contiguous run): when the padding keeps that copy within twice the input
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
     pub fn uses_channels_last(&self) -> bool {
-        !self.uses_depthwise() && copy_fits(self.padded_plane(), self.height, self.width)
+        !self.uses_depthwise()
+            && !self.uses_pointwise()
+            && copy_fits(self.padded_plane(), self.height, self.width)
     }
 
     /// Elements of one zero-padded input plane.
     fn padded_plane(&self) -> u64 {
-        ((self.height + 2 * self.padding[0]) as u64)
-            .saturating_mul((self.width + 2 * self.padding[1]) as u64)
+        (self.height as u64 + 2 * self.padding[0] as u64)
+            .saturating_mul(self.width as u64 + 2 * self.padding[1] as u64)
     }
 
     /// The order the im2col kernel needs its weight rows in.
@@ -168,11 +198,15 @@ impl ConvShape {
             .saturating_mul(self.phase_row_len() as u64)
     }
 
-    /// Geometry of the depthwise kernel's tap plane.
-    pub fn tap_plane(&self) -> TapPlane {
-        let [stride_h, stride_w] = self.strides;
-        let [pad_h, pad_w] = self.padding;
-        let columns = match stride_w {
+    /// Geometry of the depthwise kernel's tap plane, in `u64` with saturating arithmetic (a
+    /// shape that is not depthwise may be too large for `usize`); [`Self::tap_plane`] is the
+    /// same for shapes the kernel takes.
+    fn tap_geometry(&self) -> TapGeometry {
+        let [stride_h, stride_w] = self.strides.map(|n| n as u64);
+        let [pad_h, pad_w] = self.padding.map(|n| n as u64);
+        let (height, width) = (self.height as u64, self.width as u64);
+        let (out_h, out_w) = (self.out_h as u64, self.out_w as u64);
+        let columns = match self.strides[1] {
             1 => Columns::Split,
             2 if self.dilation[1] == 1 => Columns::Direct,
             _ => Columns::Pairs,
@@ -180,57 +214,82 @@ impl ConvShape {
         // Rows end where the next row's left padding begins (shared zeros) when they hold the
         // columns themselves; a row is never shorter than the output row it holds.
         let row = match columns {
-            Columns::Split => (self.width + pad_w).max(self.out_w),
-            Columns::Direct => (self.width + pad_w).div_ceil(2).max(self.out_w),
-            Columns::Pairs => (self.width + 2 * pad_w).div_ceil(stride_w),
+            Columns::Split => (width + pad_w).max(out_w),
+            Columns::Direct => (width + pad_w).div_ceil(2).max(out_w),
+            Columns::Pairs => (width + 2 * pad_w).div_ceil(stride_w),
         };
-        let rows = (self.height + 2 * pad_h).div_ceil(stride_h);
-        let outputs = self.out_h * row;
-        let steps = outputs.div_ceil(LANES);
+        let rows = (height + 2 * pad_h).div_ceil(stride_h);
+        let steps = out_h.saturating_mul(row).div_ceil(LANES as u64);
+        let unit_rows = stride_h.saturating_mul(rows);
         let filled = match columns {
-            Columns::Split => stride_h * rows * row,
-            Columns::Direct => stride_h * rows * 2 * row,
-            Columns::Pairs => stride_w * stride_h * rows * row,
+            Columns::Split => unit_rows.saturating_mul(row),
+            Columns::Direct => unit_rows.saturating_mul(2 * row),
+            Columns::Pairs => unit_rows.saturating_mul(stride_w).saturating_mul(row),
         };
         // The largest unit of any tap of output position 0. A unit is a sum of a term of the
-        // tap's row and one of its column (`tap_unit`), each maximised on its own; at SW = 1
-        // the odd outputs' reads reach one column further.
-        let [dil_h, dil_w] = self.dilation;
-        let reach = (0..self.kernel_h)
-            .map(|ki| self.tap_unit(columns, row, rows, ki * dil_h, 0))
-            .max()
-            .unwrap_or(0)
-            + (0..self.kernel_w)
-                .map(|kj| self.tap_unit(columns, row, rows, 0, kj * dil_w))
+        // tap's row and one of its column (`tap_unit`), each maximised on its own over the
+        // last SH rows (SW columns) of the kernel, where every row (column) phase the kernel
+        // reaches occurs at its furthest; at SW = 1 the odd outputs' reads reach one column
+        // further.
+        let [dil_h, dil_w] = self.dilation.map(|n| n as u64);
+        let (kernel_h, kernel_w) = (self.kernel_h as u64, self.kernel_w as u64);
+        let furthest = |kernel: u64, stride: u64, unit: &dyn Fn(u64) -> u64| {
+            (kernel.saturating_sub(stride)..kernel)
+                .map(unit)
                 .max()
                 .unwrap_or(0)
-            + usize::from(columns == Columns::Split);
+        };
+        let reach = furthest(kernel_h, stride_h, &|ki| {
+            self.tap_unit(columns, row, rows, ki * dil_h, 0)
+        })
+        .saturating_add(furthest(kernel_w, stride_w, &|kj| {
+            self.tap_unit(columns, row, rows, 0, kj * dil_w)
+        }))
+        .saturating_add(u64::from(columns == Columns::Split));
         // Units the last step reads past the reach: eight columns, sixteen at SW = 2, or eight
         // pairs and the neighbour of the last.
-        let read = reach
-            + match columns {
-                Columns::Split => LANES * steps,
-                Columns::Direct => 2 * LANES * steps,
-                Columns::Pairs => LANES * steps + 1,
-            };
-        TapPlane {
+        let read = reach.saturating_add(match columns {
+            Columns::Split => steps.saturating_mul(LANES as u64),
+            Columns::Direct => steps.saturating_mul(2 * LANES as u64),
+            Columns::Pairs => steps.saturating_mul(LANES as u64).saturating_add(1),
+        });
+        TapGeometry {
             columns,
             row,
             rows,
             steps,
-            units: filled.max(read).next_multiple_of(LANES),
+            units: filled.max(read).next_multiple_of(LANES as u64),
+        }
+    }
+
+    /// Geometry of the depthwise kernel's tap plane ([`TapPlane`]), for a shape the kernel
+    /// takes ([`Self::uses_depthwise`]: every figure then fits twice the input plane).
+    pub fn tap_plane(&self) -> TapPlane {
+        let g = self.tap_geometry();
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        TapPlane {
+            columns: g.columns,
+            row: size(g.row),
+            rows: size(g.rows),
+            steps: size(g.steps),
+            units: size(g.units),
         }
     }
 
     /// The unit of the tap plane holding padded row y, padded column x of output position 0
-    /// (see [`TapPlane`]).
-    fn tap_unit(&self, columns: Columns, row: usize, rows: usize, y: usize, x: usize) -> usize {
-        let [stride_h, stride_w] = self.strides;
-        let vertical = (y % stride_h) * rows + y / stride_h;
+    /// (see [`TapPlane`]), saturating.
+    fn tap_unit(&self, columns: Columns, row: u64, rows: u64, y: u64, x: u64) -> u64 {
+        let [stride_h, stride_w] = self.strides.map(|n| n as u64);
+        let vertical = (y % stride_h)
+            .saturating_mul(rows)
+            .saturating_add(y / stride_h);
         match columns {
-            Columns::Split => vertical * row + x,
-            Columns::Direct => vertical * 2 * row + x,
-            Columns::Pairs => ((x % stride_w) * stride_h * rows + vertical) * row + x / stride_w,
+            Columns::Split => vertical.saturating_mul(row).saturating_add(x),
+            Columns::Direct => vertical.saturating_mul(2 * row).saturating_add(x),
+            Columns::Pairs => ((x % stride_w).saturating_mul(stride_h).saturating_mul(rows))
+                .saturating_add(vertical)
+                .saturating_mul(row)
+                .saturating_add(x / stride_w),
         }
     }
 
@@ -560,6 +619,16 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
             }
         }
     }
+}
+
+/// [`TapPlane`] in `u64`, for any shape.
+#[derive(Clone, Copy, Debug)]
+struct TapGeometry {
+    columns: Columns,
+    row: u64,
+    rows: u64,
+    steps: u64,
+    units: u64,
 }
 
 /// How the depthwise kernel's [`TapPlane`] lays out the columns of a padded row.
@@ -899,10 +968,14 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
         columns, row, rows, ..
     } = s.tap_plane();
     let [dil_h, dil_w] = s.dilation;
+    let unit = |y: usize, x: usize| {
+        let unit = s.tap_unit(columns, row as u64, rows as u64, y as u64, x as u64);
+        usize::try_from(unit).unwrap_or(usize::MAX)
+    };
     let mut pairing: Vec<EntryTaps> = Vec::new();
     if columns == Columns::Split {
         for ki in 0..s.kernel_h {
-            let base = s.tap_unit(columns, row, rows, ki * dil_h, 0);
+            let base = unit(ki * dil_h, 0);
             let first = pairing.len();
             // Entries of this row by column: each tap's even read, then its odd read.
             let mut lanes: Vec<(usize, bool, usize, usize)> = (0..s.kernel_w)
@@ -935,11 +1008,7 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
     let mut order: Vec<(usize, usize, usize)> = (0..s.kernel_h * s.kernel_w)
         .map(|tap| {
             let (ki, kj) = (tap / s.kernel_w, tap % s.kernel_w);
-            (
-                ki,
-                s.tap_unit(columns, row, rows, ki * dil_h, kj * dil_w),
-                tap,
-            )
+            (ki, unit(ki * dil_h, kj * dil_w), tap)
         })
         .collect();
     order.sort_unstable();

@@ -352,6 +352,16 @@ pub fn steps_v4(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
     count_steps(Param::StepV4, setup, terms)
 }
 
+/// The version 5 `step_v5` count of a node, as [`steps`] computes version 2's. Only operators
+/// whose version 5 count differs report one; every other node's `step_v5` is its `step_v4`
+/// ([`crate::validate::node_usage`]).
+///
+/// # Errors
+/// `LimitExceeded` when the count overflows `u64`.
+pub fn steps_v5(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
+    count_steps(Param::StepV5, setup, terms)
+}
+
 fn count_steps(param: Param, setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
     terms
         .iter()

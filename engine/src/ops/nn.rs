@@ -14,14 +14,15 @@ use cvm_gas::Param;
 
 use super::{
     Arity, ElementSteps, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank,
-    in_bounds_taps, output_precision, steps, steps_v3,
+    in_bounds_taps, output_precision, steps, steps_v3, steps_v5,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels;
-use crate::kernels::conv::{self, ConvShape};
+use crate::kernels::conv::{self, Columns, ConvShape};
 use crate::kernels::gemm::{self, LANES, PackOrder, PackedRows, ROW_ALIGN};
+use crate::kernels::pointwise;
 use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
@@ -284,8 +285,102 @@ fn mac_precision(
     })
 }
 
-/// The version 2 counts of a conv2d of geometry `shape` with `out_elements` outputs, after the
-/// kernel that runs it (`kernels::conv`):
+/// The counts of a conv2d of geometry `shape` with `out_elements` outputs, after the kernel that
+/// runs it (`kernels::conv`), for versions 2 to 4 ([`conv2d_steps_v2`]) and version 5:
+/// - depthwise, version 5 (`step_v5`, the kernel of one flat run over a tap plane,
+///   `ConvShape::tap_plane`): 1800 + 250·N·OC + 36·N·C·H + 2·N·C·(H·W + U)·[pairs] +
+///   5·N·OC·S·T + 3·N·OC·OH, with U the units of the plane, [pairs] 1 when it holds pairs
+///   (SW of 3 or more, or 2 with DW > 1) and 0 otherwise, S its steps and T the tap entries
+///   (`ConvShape::tap_entries`); no `mac_group_v5`;
+/// - pointwise, version 5 (`kernels::pointwise`): 2400 + 30·P + 50·Q + 5·P·OC/groups, with
+///   P = N·groups·⌈H·W/8⌉·⌈C/groups/2⌉ the blocks of channel pairs and Q =
+///   N·groups·⌈H·W/8⌉·(⌊OC/groups/4⌋ + OC/groups mod 4) the tiles; no `mac_group_v5`;
+/// - otherwise the im2col counts of versions 2 to 4, for the kernel version 5 runs.
+fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
+    let as_u64 = |n: usize| n as u64;
+    let mut counts = conv2d_steps_v2(
+        shape,
+        out_elements,
+        shape.priced_as_depthwise_v2(),
+        shape.priced_as_channels_last_v2(),
+    )?;
+    if shape.uses_depthwise() {
+        let plane = shape.tap_plane();
+        let images = |n: usize| count(&[as_u64(shape.batch), as_u64(n)]);
+        let input_values = count(&[
+            images(shape.in_channels)?,
+            as_u64(shape.height),
+            as_u64(shape.width),
+        ])?;
+        let pairs = if plane.columns == Columns::Pairs {
+            input_values
+                .checked_add(count(&[images(shape.in_channels)?, as_u64(plane.units)])?)
+                .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?
+        } else {
+            0
+        };
+        counts.extend([
+            steps_v5(
+                1800,
+                &[
+                    (250, images(shape.out_channels)?),
+                    (
+                        36,
+                        count(&[images(shape.in_channels)?, as_u64(shape.height)])?,
+                    ),
+                    (2, pairs),
+                    (
+                        5,
+                        count(&[
+                            images(shape.out_channels)?,
+                            as_u64(plane.steps),
+                            shape.tap_entries(),
+                        ])?,
+                    ),
+                    (
+                        3,
+                        count(&[images(shape.out_channels)?, as_u64(shape.out_h)])?,
+                    ),
+                ],
+            )?,
+            (Param::MacGroupV5, 0),
+        ]);
+    } else if shape.uses_pointwise() {
+        let (group_in, group_out) = (as_u64(shape.group_in()), as_u64(shape.group_out()));
+        let block_rows = count(&[
+            as_u64(shape.batch),
+            as_u64(shape.groups),
+            as_u64(shape.height * shape.width).div_ceil(pointwise::PIXELS as u64),
+        ])?;
+        let blocks = count(&[block_rows, group_in.div_ceil(2)])?;
+        counts.extend([
+            steps_v5(
+                2400,
+                &[
+                    (30, blocks),
+                    (50, count(&[block_rows, group_out / 4 + group_out % 4])?),
+                    (5, count(&[blocks, group_out])?),
+                ],
+            )?,
+            (Param::MacGroupV5, 0),
+        ]);
+    } else {
+        // The im2col kernel: version 4's counts, with the gather the kernel now chooses.
+        for (param, units) in
+            conv2d_steps_v2(shape, out_elements, false, shape.uses_channels_last())?
+        {
+            counts.push(match param {
+                Param::MacGroup => (Param::MacGroupV5, units),
+                _ => (Param::StepV5, units),
+            });
+        }
+    }
+    Ok(counts)
+}
+
+/// The version 2 to 4 counts of a conv2d of geometry `shape` with `out_elements` outputs, after
+/// the kernels of their time, which `depthwise` and `channels_last` name
+/// (`ConvShape::priced_as_depthwise_v2`, `ConvShape::priced_as_channels_last_v2`):
 /// - depthwise, version 2: per channel the phase-split padded plane is built (one step per
 ///   element, plus a fixed cost per channel), then every tap is one vector multiply-add per
 ///   output: 600 + 440·N·C + plane + 3·E·KH·KW steps;
@@ -299,10 +394,15 @@ fn mac_precision(
 ///   the bias: 1500 + 29·E steps, and either 4 steps per element of the zero-padded
 ///   channels-last copy of the input or, when that copy would not fit, 12 steps per element
 ///   of the checked gather of each output pixel's patch (N·OH·OW·C·KH·KW).
-fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
+fn conv2d_steps_v2(
+    shape: &ConvShape,
+    out_elements: u64,
+    depthwise: bool,
+    channels_last: bool,
+) -> Result<Vec<(Param, u64)>> {
     let as_u64 = |n: usize| n as u64;
     let taps = count(&[as_u64(shape.kernel_h), as_u64(shape.kernel_w)])?;
-    if shape.uses_depthwise() {
+    if depthwise {
         let channels = count(&[as_u64(shape.batch), as_u64(shape.in_channels)])?;
         let plane = count(&[channels, shape.depthwise_plane_len()])?;
         let entries = shape.depthwise_entries();
@@ -334,7 +434,7 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
     }
     let depth = as_u64(shape.depth());
     let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
-    let gather = if shape.uses_channels_last() {
+    let gather = if channels_last {
         let padded = count(&[
             as_u64(shape.batch),
             as_u64(shape.in_channels),
