@@ -144,7 +144,13 @@ fn cases() -> Vec<Case> {
             1,
             1,
         ),
-        conv2d("conv2d 1x1", &[1, 32, 16, 16], &[32, 32, 1, 1], 0, 1),
+        conv2d(
+            "conv2d 1x1, pointwise",
+            &[1, 32, 16, 16],
+            &[32, 32, 1, 1],
+            0,
+            1,
+        ),
         conv2d(
             "conv2d depthwise 3x3",
             &[1, 16, 24, 24],
@@ -159,6 +165,14 @@ fn cases() -> Vec<Case> {
             1,
             16,
             2,
+        ),
+        strided_conv2d(
+            "conv2d depthwise 3x3 stride 3, plane of pairs",
+            &[1, 16, 24, 24],
+            &[16, 1, 3, 3],
+            1,
+            16,
+            3,
         ),
         conv2d(
             "conv2d pad 64, checked gather",

@@ -126,7 +126,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_host::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "242a74517e2aa78ccfa685ccf930eb6b9bfe0d0c7b7e7f113e318f381be996f7"
+        "260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07"
     );
 }
 
@@ -421,7 +421,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("242a74517e2aa78ccfa685ccf930eb6b9bfe0d0c7b7e7f113e318f381be996f7")
+            .contains("260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07")
     );
     let [file] = entries(&cache).try_into().unwrap();
 
