@@ -1,10 +1,12 @@
 //! `conv2d` kernels: grouped convolution as blocks of im2col patches times packed weights
-//! ([`super::gemm`]), and a direct vector kernel for depthwise convolution.
+//! ([`super::gemm`]), a direct vector kernel for depthwise convolution, and the pointwise kernel
+//! of [`super::pointwise`] for 1 × 1 convolutions.
 //!
-//! Both produce the raw sums `Σ x·w` (no bias) into an NCHW output; `conv2d` adds the bias with
-//! checked arithmetic afterwards. Exactness rests on the bounds of spec 001 for conv2d: data and
-//! weights within 8 bits and an output precision of at most 32 bits (see [`super::gemm`]), so
-//! 32-bit lanes hold every partial sum exactly.
+//! Each writes the sums `Σ x·w` into an NCHW output and adds the bias with checked arithmetic:
+//! the depthwise and pointwise kernels as they store their sums, the im2col kernels per output
+//! plane afterwards. Exactness rests on the bounds of spec 001 for conv2d: data and weights
+//! within 8 bits and an output precision of at most 32 bits (see [`super::gemm`]), so 32-bit
+//! lanes hold every partial sum exactly.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -756,11 +758,20 @@ fn depthwise<S: Simd>(
                     macro_rules! fixed {
                         ($($count:literal)*) => {
                             $(if let Ok(group) = <&[_; $count]>::try_from(group) {
+                                let (plane, sums) = (&plane, &mut sums);
                                 match (columns == Columns::Split, pass > 0) {
-                                    (true, false) => split_pass::<S, $count, false>(group, &plane, &mut sums),
-                                    (true, true) => split_pass::<S, $count, true>(group, &plane, &mut sums),
-                                    (false, false) => depthwise_pass::<S, $count, false>(group, &plane, &mut sums),
-                                    (false, true) => depthwise_pass::<S, $count, true>(group, &plane, &mut sums),
+                                    (true, false) => {
+                                        split_pass::<S, $count, false>(group, plane, sums)
+                                    }
+                                    (true, true) => {
+                                        split_pass::<S, $count, true>(group, plane, sums)
+                                    }
+                                    (false, false) => {
+                                        depthwise_pass::<S, $count, false>(group, plane, sums)
+                                    }
+                                    (false, true) => {
+                                        depthwise_pass::<S, $count, true>(group, plane, sums)
+                                    }
                                 }
                             })*
                         };

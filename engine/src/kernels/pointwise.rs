@@ -85,31 +85,29 @@ pub fn pointwise<S: Simd>(
             while oc < group_out {
                 let (count, channel_planes) =
                     (CHANNELS.min(group_out - oc), &mut planes[oc * pixels..]);
-                for (b, block) in plane.chunks_exact(pairs).enumerate() {
-                    let fits = if count == CHANNELS {
-                        tile::<S, CHANNELS>(
-                            block,
-                            core::array::from_fn(|r| row(oc + r)),
-                            core::array::from_fn(|r| bias_of(oc + r)),
-                            channel_planes,
+                let fits = if count == CHANNELS {
+                    channels::<S, CHANNELS>(
+                        &plane,
+                        pairs,
+                        core::array::from_fn(|r| row(oc + r)),
+                        core::array::from_fn(|r| bias_of(oc + r)),
+                        channel_planes,
+                        pixels,
+                    )
+                } else {
+                    (0..count).all(|r| {
+                        channels::<S, 1>(
+                            &plane,
+                            pairs,
+                            [row(oc + r)],
+                            [bias_of(oc + r)],
+                            &mut channel_planes[r * pixels..],
                             pixels,
-                            b * PIXELS,
                         )
-                    } else {
-                        (0..count).all(|r| {
-                            tile::<S, 1>(
-                                block,
-                                [row(oc + r)],
-                                [bias_of(oc + r)],
-                                &mut channel_planes[r * pixels..],
-                                pixels,
-                                b * PIXELS,
-                            )
-                        })
-                    };
-                    if !fits {
-                        return false;
-                    }
+                    })
+                };
+                if !fits {
+                    return false;
                 }
                 oc += count;
             }
@@ -162,10 +160,30 @@ fn write_pairs<S: Simd>(group_data: &[i32], pixels: usize, pairs: usize, plane: 
     }
 }
 
-/// One tile: `R` output channels (weight pair rows `rows`, each `pairs` long, and their biases)
-/// × the eight pixels of `block` (its channel pairs) from pixel `first`; sums stored into the
-/// channels' planes (`planes`, `pixels` apart). Returns false if a bias addition overflowed.
+/// `R` output channels (weight pair rows `rows`, each `pairs` long, and their biases) over every
+/// block of `plane` (the channel pairs of eight pixels each, `pairs` per block): sums stored into
+/// the channels' planes (`planes`, `pixels` apart), one [`tile`] per block. Returns false if a
+/// bias addition overflowed. Not inlined, and one call for all blocks: a call per tile would
+/// pass its operands through memory in wasm.
 #[inline(never)]
+fn channels<S: Simd, const R: usize>(
+    plane: &[Block],
+    pairs: usize,
+    rows: [&[[i16; 2]]; R],
+    biases: [i32; R],
+    planes: &mut [i32],
+    pixels: usize,
+) -> bool {
+    let mut fits = true;
+    for (b, block) in plane.chunks_exact(pairs.max(1)).enumerate() {
+        fits &= tile::<S, R>(block, rows, biases, planes, pixels, b * PIXELS);
+    }
+    fits
+}
+
+/// One tile: the `R` output channels of [`channels`] × the eight pixels of `block` (its channel
+/// pairs) from pixel `first`. Returns false if a bias addition overflowed.
+#[inline(always)]
 fn tile<S: Simd, const R: usize>(
     block: &[Block],
     rows: [&[[i16; 2]]; R],

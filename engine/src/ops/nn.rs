@@ -292,7 +292,7 @@ fn mac_precision(
 ///   2·N·C·(H·W + U)·[pairs] + 5·N·OC·S·T + 3·N·OC·OH, with U the units of the plane, [pairs] 1
 ///   when it holds pairs (SW of 3 or more, or 2 with DW > 1) and 0 otherwise, S its steps and T
 ///   the tap entries (`ConvShape::tap_entries`); no `mac_group_v5`;
-/// - pointwise, version 5 (`kernels::pointwise`): 2400 + 30·P + 50·Q + 5·P·OC/groups, with
+/// - pointwise, version 5 (`kernels::pointwise`): 2800 + 30·P + 20·Q + 4·P·OC/groups, with
 ///   P = N·groups·⌈H·W/8⌉·⌈C/groups/2⌉ the blocks of channel pairs and Q =
 ///   N·groups·⌈H·W/8⌉·(⌊OC/groups/4⌋ + OC/groups mod 4) the tiles; no `mac_group_v5`;
 /// - otherwise the im2col counts of versions 2 to 4, for the kernel version 5 runs.
@@ -359,11 +359,11 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
         let blocks = count(&[block_rows, group_in.div_ceil(2)])?;
         counts.extend([
             steps_v5(
-                2400,
+                2800,
                 &[
                     (30, blocks),
-                    (50, count(&[block_rows, group_out / 4 + group_out % 4])?),
-                    (5, count(&[blocks, group_out])?),
+                    (20, count(&[block_rows, group_out / 4 + group_out % 4])?),
+                    (4, count(&[blocks, group_out])?),
                 ],
             )?,
             (Param::MacGroupV5, 0),
