@@ -1,6 +1,6 @@
-//! Schedule version 4, the current one, stays calibrated: for one model per kernel path, the wasm
-//! fuel a node burns per unit of its version 4 gas lies within [0.5, 2] of the calibration's
-//! median, 4.88 fuel per gas (docs/gas.md, "Calibration").
+//! Schedule version 5, the current one, stays calibrated: for one model per kernel path, the wasm
+//! fuel a node burns per unit of its version 5 gas lies within [0.5, 2] of the calibration's
+//! median, 4.90 fuel per gas (docs/gas.md, "Calibration").
 //!
 //! Fuel repeats exactly, so this test fails whenever a kernel or a usage formula changes enough
 //! to move an operator out of the band, long before anyone reruns the calibration tool. Each
