@@ -138,9 +138,9 @@ impl ConvShape {
         }
     }
 
-    /// Length of one phase row of the phase-split plane by which [`Self::uses_depthwise`]
-    /// measures a depthwise shape: every output vector (rounded up to whole vectors) plus the
-    /// largest tap offset.
+    /// Length of one phase row of the phase-split plane by which
+    /// [`Self::priced_as_depthwise_v2`] measures a depthwise shape: every output vector (rounded
+    /// up to whole vectors) plus the largest tap offset.
     fn phase_row_len(&self) -> usize {
         let max_offset = (self.kernel_w - 1) * self.dilation[1] / self.strides[1];
         // One more than the reads need: every padded column x < W + 2PW lands at x / SW,
@@ -191,8 +191,8 @@ impl ConvShape {
     }
 
     /// `i16` elements of a padded, phase-split plane of one channel with rows of
-    /// [`Self::phase_row_len`]: the measure by which [`Self::uses_depthwise`] decides, and the L
-    /// of the depthwise gas formulas of versions 2 to 4.
+    /// [`Self::phase_row_len`]: the measure by which [`Self::priced_as_depthwise_v2`] decides,
+    /// and the L of the depthwise gas formulas of versions 2 to 4.
     pub fn depthwise_plane_len(&self) -> u64 {
         let padded_h = (self.height + 2 * self.padding[0]) as u64;
         padded_h
@@ -818,7 +818,7 @@ fn write_tap_plane<S: Simd>(
                 (phase * rows + phase_row) * row,
                 values,
                 narrow16,
-                narrow_run::<S>,
+                narrow_line::<S>,
             );
             phase += 1;
             if phase == stride_h {
@@ -868,9 +868,10 @@ fn narrow_rows<S: Simd>(
     }
 }
 
-/// `target[i] = narrow16(line[i])` over the common length as [`narrow_run`], in straight runs,
-/// the last values by one more vector that ends with them (rewriting some values with the same
-/// ones) instead of one at a time, when there are at least eight.
+/// `target[i] = narrow16(line[i])` over the common length, eight values per step with the
+/// saturating narrowing of [`Simd::narrow32`] (no constant vectors) in straight runs, the last
+/// values by one more vector that ends with them (rewriting some values with the same ones)
+/// instead of one at a time, when there are at least eight.
 #[inline(always)]
 fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
     let n = line.len().min(target.len());
@@ -1039,24 +1040,6 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
         rest = next_rest;
     }
     pairing
-}
-
-/// `target[i] = narrow16(values[i])` over the common length, eight values per step with the
-/// saturating narrowing of [`Simd::narrow32`] (no constant vectors, nothing to reload per step).
-fn narrow_run<S: Simd>(values: &[i32], target: &mut [i16]) {
-    let n = values.len().min(target.len());
-    let (octets, value_tail) = values[..n].as_chunks::<LANES>();
-    let (targets, target_tail) = target[..n].as_chunks_mut::<LANES>();
-    for (source, octet) in octets.iter().zip(targets.iter_mut()) {
-        let (halves, _) = source.as_chunks::<4>();
-        S::store16(
-            octet,
-            S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])),
-        );
-    }
-    for (slot, &value) in target_tail.iter_mut().zip(value_tail) {
-        *slot = narrow16(value);
-    }
 }
 
 /// Writes `(values[i], values[i + 1])` at `pairs[2i..2i + 2]` for every i of `pairs`' length.
