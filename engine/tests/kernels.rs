@@ -263,6 +263,8 @@ fn conv2d_kernels_equal_the_formula() {
     let (mut depthwise, mut fallback, mut blocks_with_tail) = (0, 0, 0);
     let (mut depthwise_blocks, mut depthwise_passes, mut depthwise_odd) = (0, 0, 0);
     let (mut channels_last, mut checked_gather) = (0, 0);
+    // Depthwise cases whose bias is added with checks after the sums.
+    let mut depthwise_extreme = 0;
     // Pointwise cases: all, odd channels per group, a partial block of pixels, a remainder
     // of output channels.
     let mut pointwise = [0; 4];
@@ -272,10 +274,20 @@ fn conv2d_kernels_equal_the_formula() {
         let shape = random_shape(&mut rng, if case < 600 { case % 3 } else { 3 });
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
         let weights = rng.int8s(shape.out_channels * shape.depth());
-        // Half the cases with a bias of up to 20 bits.
+        // Half the cases with a bias of up to 20 bits; one in five of those with a bias so close
+        // to i32::MIN that only the exact sums keep every output in range (the depthwise kernel
+        // then adds it with checks after the sums).
+        let depth = shape.depth() as i32;
+        let extreme = rng.chance(20);
         let bias = rng.chance(50).then(|| {
             (0..shape.out_channels)
-                .map(|_| rng.int8s(1)[0] << 12)
+                .map(|_| {
+                    if extreme {
+                        i32::MIN + depth * 128 * 127
+                    } else {
+                        rng.int8s(1)[0] << 12
+                    }
+                })
                 .collect::<Vec<i32>>()
         });
         let sums = plain_conv2d(&shape, &data, &weights);
@@ -306,6 +318,7 @@ fn conv2d_kernels_equal_the_formula() {
         }
         if shape.uses_depthwise() {
             depthwise += 1;
+            depthwise_extreme += usize::from(extreme && bias.is_some());
             match shape.tap_plane().columns {
                 Columns::Split => layouts[0] += 1,
                 Columns::Direct => layouts[1] += 1,
@@ -336,6 +349,10 @@ fn conv2d_kernels_equal_the_formula() {
     }
     // Every path ran many times.
     assert!(depthwise >= 150, "{depthwise} depthwise cases");
+    assert!(
+        depthwise_extreme >= 10,
+        "{depthwise_extreme} depthwise cases with a bias added after the sums"
+    );
     assert!(
         depthwise_blocks >= 30,
         "{depthwise_blocks} depthwise cases with rows of 32 outputs or more"

@@ -71,21 +71,31 @@ impl ConvShape {
     /// stays within twice the channel's size (plus a constant). Other depthwise shapes use the
     /// im2col kernel.
     pub fn uses_depthwise(&self) -> bool {
-        if self.group_in() != 1 {
-            return false;
-        }
-        let g = self.tap_geometry();
-        let elements = if g.columns == Columns::Pairs {
-            g.units.saturating_mul(3).saturating_add(LANES as u64)
-        } else {
-            g.units
-        };
-        copy_fits(elements, self.height, self.width)
-            && copy_fits(
-                g.steps.saturating_mul(LANES as u64),
-                self.height,
-                self.width,
-            )
+        self.group_in() == 1 && self.tap_geometry(true).fits(self)
+    }
+
+    /// Whether version 5 of the gas schedule prices this shape as the depthwise kernel of its
+    /// time, whose output rows were not rounded to whole steps ([`Self::tap_plane_v5`]).
+    pub fn priced_as_depthwise_v5(&self) -> bool {
+        self.group_in() == 1 && self.tap_geometry(false).fits(self)
+    }
+
+    /// Whether version 5 of the gas schedule prices this shape as the pointwise kernel.
+    pub fn priced_as_pointwise_v5(&self) -> bool {
+        self.is_pointwise() && !self.priced_as_depthwise_v5()
+    }
+
+    /// Whether version 5 of the gas schedule prices the im2col gather of this shape as a copy
+    /// of a padded channels-last plane.
+    pub fn priced_as_channels_last_v5(&self) -> bool {
+        !self.priced_as_depthwise_v5()
+            && !self.priced_as_pointwise_v5()
+            && copy_fits(self.padded_plane(), self.height, self.width)
+    }
+
+    /// A 1 × 1 kernel at stride 1 without padding.
+    fn is_pointwise(&self) -> bool {
+        self.kernel_h == 1 && self.kernel_w == 1 && self.strides == [1, 1] && self.padding == [0, 0]
     }
 
     /// Whether versions 2 to 4 of the gas schedule price this shape as the depthwise kernel of
@@ -104,11 +114,7 @@ impl ConvShape {
     /// Whether the pointwise kernel applies ([`super::pointwise`]): a 1 × 1 kernel at stride 1
     /// without padding, over more than one input channel per group.
     pub fn uses_pointwise(&self) -> bool {
-        self.kernel_h == 1
-            && self.kernel_w == 1
-            && self.strides == [1, 1]
-            && self.padding == [0, 0]
-            && !self.uses_depthwise()
+        self.is_pointwise() && !self.uses_depthwise()
     }
 
     /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
@@ -203,7 +209,11 @@ impl ConvShape {
     /// Geometry of the depthwise kernel's tap plane, in `u64` with saturating arithmetic (a
     /// shape that is not depthwise may be too large for `usize`); [`Self::tap_plane`] is the
     /// same for shapes the kernel takes.
-    fn tap_geometry(&self) -> TapGeometry {
+    ///
+    /// With `whole_steps` (the kernel's layout since version 6 of the gas schedule) a row is
+    /// rounded up to whole steps of eight positions, so that every step lies in one output
+    /// row; version 5 priced the kernel of its time, which did not round.
+    fn tap_geometry(&self, whole_steps: bool) -> TapGeometry {
         let [stride_h, stride_w] = self.strides.map(|n| n as u64);
         let [pad_h, pad_w] = self.padding.map(|n| n as u64);
         let (height, width) = (self.height as u64, self.width as u64);
@@ -219,6 +229,12 @@ impl ConvShape {
             Columns::Split => (width + pad_w).max(out_w),
             Columns::Direct => (width + pad_w).div_ceil(2).max(out_w),
             Columns::Pairs => (width + 2 * pad_w).div_ceil(stride_w),
+        };
+        let row = if whole_steps {
+            row.checked_next_multiple_of(LANES as u64)
+                .unwrap_or(u64::MAX)
+        } else {
+            row
         };
         let rows = (height + 2 * pad_h).div_ceil(stride_h);
         let steps = out_h.saturating_mul(row).div_ceil(LANES as u64);
@@ -267,15 +283,13 @@ impl ConvShape {
     /// Geometry of the depthwise kernel's tap plane ([`TapPlane`]), for a shape the kernel
     /// takes ([`Self::uses_depthwise`]: every figure then fits twice the input plane).
     pub fn tap_plane(&self) -> TapPlane {
-        let g = self.tap_geometry();
-        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        TapPlane {
-            columns: g.columns,
-            row: size(g.row),
-            rows: size(g.rows),
-            steps: size(g.steps),
-            units: size(g.units),
-        }
+        self.tap_geometry(true).plane()
+    }
+
+    /// The tap plane by which version 5 of the gas schedule prices a depthwise shape
+    /// ([`Self::priced_as_depthwise_v5`]): rows not rounded to whole steps.
+    pub fn tap_plane_v5(&self) -> TapPlane {
+        self.tap_geometry(false).plane()
     }
 
     /// The unit of the tap plane holding padded row y, padded column x of output position 0
@@ -302,12 +316,19 @@ impl ConvShape {
             let plane = self.tap_plane();
             // The tap plane and the plane of values it is built from (2 bytes per element);
             // per tap its place in the kernel and a pairing (48 bytes) and an entry (at most
-            // 48 bytes); the sums of every step (32 bytes each).
+            // 48 bytes); per step its output index (8 bytes) and, when the entries take
+            // several passes, its sums (32 bytes); per row phase its plan (64 bytes).
             let taps = (self.kernel_h * self.kernel_w) as u64;
+            let per_step = if self.tap_entries() > ENTRIES_PER_PASS as u64 {
+                40
+            } else {
+                8
+            };
             return ((plane.plane_len() + plane.values_len()) as u64)
                 .saturating_mul(2)
                 .saturating_add(taps.saturating_mul(96))
-                .saturating_add((plane.steps as u64).saturating_mul(32));
+                .saturating_add((plane.steps as u64).saturating_mul(per_step))
+                .saturating_add((self.strides[0] as u64).saturating_mul(64));
         }
         let weights = if weights_prepared {
             0
@@ -633,6 +654,33 @@ struct TapGeometry {
     units: u64,
 }
 
+impl TapGeometry {
+    /// Whether the plane (in `i16`, with the values it is built from) and its output positions
+    /// stay within twice the channel's size (plus a constant).
+    fn fits(&self, s: &ConvShape) -> bool {
+        let elements = if self.columns == Columns::Pairs {
+            self.units.saturating_mul(3).saturating_add(LANES as u64)
+        } else {
+            self.units
+        };
+        copy_fits(elements, s.height, s.width)
+            && copy_fits(self.steps.saturating_mul(LANES as u64), s.height, s.width)
+    }
+
+    /// As a [`TapPlane`], for a shape whose plane fits ([`Self::fits`]: every figure then fits
+    /// twice the input plane).
+    fn plane(&self) -> TapPlane {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        TapPlane {
+            columns: self.columns,
+            row: size(self.row),
+            rows: size(self.rows),
+            steps: size(self.steps),
+            units: size(self.units),
+        }
+    }
+}
+
 /// How the depthwise kernel's [`TapPlane`] lays out the columns of a padded row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Columns {
@@ -656,17 +704,17 @@ pub enum Columns {
 ///
 /// Padded rows are split by row phase (padded row y goes to phase y mod SH, row ⌊y / SH⌋), so
 /// that consecutive output rows read consecutive rows of every phase. An output row is `row`
-/// positions long (the `out_w` outputs, then positions whose sums are discarded), and output
-/// position o = p · `row` + q reads from unit o · SW (o for [`Columns::Pairs`]) plus its tap's
-/// unit. Columns are laid out as [`Columns`] says; when a row holds the columns themselves it
-/// ends where the next row's left padding begins, so the padding columns of both sides are the
-/// same zeros.
+/// positions long, whole steps of eight: the `out_w` outputs, then positions whose sums are
+/// discarded. Output position o = p · `row` + q reads from unit o · SW (o for
+/// [`Columns::Pairs`]) plus its tap's unit. Columns are laid out as [`Columns`] says; when a
+/// plane row holds the columns themselves, the units between its values and the next row's
+/// are zeros: the right padding of the one and the left padding of the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TapPlane {
     /// The layout of columns.
     pub columns: Columns,
-    /// Output positions per row; also positions per plane row (of pairs, or of output columns
-    /// at stride 2).
+    /// Output positions per row, a multiple of eight (but not in [`ConvShape::tap_plane_v5`]);
+    /// also positions per plane row (of pairs, or of output columns at stride 2).
     pub row: usize,
     /// Rows per row phase: ⌈(H + 2PH) / SH⌉.
     pub rows: usize,
@@ -696,6 +744,15 @@ impl TapPlane {
         }
     }
 
+    /// Units from one plane row to the next in a row phase, when the plane holds the columns
+    /// themselves: an output row's positions, at stride 2 two units each.
+    fn unit_row(&self) -> usize {
+        match self.columns {
+            Columns::Direct => 2 * self.row,
+            _ => self.row,
+        }
+    }
+
     /// The `i16` offset of the lane pairs of a tap at `unit` for output position 0.
     fn offset(&self, unit: usize) -> usize {
         match self.columns {
@@ -705,11 +762,21 @@ impl TapPlane {
     }
 }
 
+/// Largest |x · w| of two values within 8 bits (the bounds of the module documentation).
+const PRODUCT_BOUND: i64 = 1 << 14;
+
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, the [`TapPlane`] is written from the channel (narrowed to `i16`), then per output
 /// channel the sums of its tap entries ([`TapEntry`]: two taps of a kernel row at adjacent
 /// units share one dot product per four outputs) are taken over all output positions in one
-/// run of vectors ([`depthwise_pass`]) and the `out_w` real outputs of every row copied out.
+/// run of vectors ([`depthwise_pass`], [`split_pass`]), and each step's eight sums stored
+/// straight into the output plane with the bias.
+///
+/// A plane row is whole steps long, so a step's eight positions are eight consecutive outputs
+/// of one output row; those past the row's `out_w` outputs land on the first outputs of the
+/// next row (or plane), which are written after them. When no sum plus the bias can overflow
+/// (every sum is at most KH · KW · 2^14 in magnitude), the bias is added as the sums are
+/// stored; otherwise each plane is stored without it and the bias added with checks.
 fn depthwise<S: Simd>(
     shape: &ConvShape,
     data: &[i32],
@@ -718,8 +785,13 @@ fn depthwise<S: Simd>(
     out: &mut [i32],
 ) -> bool {
     let s = *shape;
-    let plane_geometry = s.tap_plane();
-    let TapPlane { columns, row, .. } = plane_geometry;
+    let geometry = s.tap_plane();
+    let TapPlane {
+        columns,
+        row,
+        steps,
+        ..
+    } = geometry;
     let channel_len = s.height * s.width;
     let pixels = s.out_h * s.out_w;
     if pixels == 0 || channel_len == 0 {
@@ -727,17 +799,32 @@ fn depthwise<S: Simd>(
         only_bias(out, bias, pixels);
         return true;
     }
+    let total = s.batch * s.out_channels * pixels;
+    let total = total.min(out.len());
+    let out = &mut out[..total];
     let multiplier = s.group_out();
     let taps = s.kernel_h * s.kernel_w;
-    let mut plane: Vec<i16> = vec![0; plane_geometry.plane_len()];
-    let mut values: Vec<i16> = vec![0; plane_geometry.values_len()];
-    let mut sums: Vec<[i32; LANES]> = vec![[0; LANES]; plane_geometry.steps];
+    let mut plane: Vec<i16> = vec![0; geometry.plane_len()];
+    let mut values: Vec<i16> = vec![0; geometry.values_len()];
     let pairing = depthwise_pairing(&s);
+    let passes = pairing.len().div_ceil(ENTRIES_PER_PASS);
+    // The sums of the passes before the last, when there are several.
+    let mut sums: Vec<[i32; LANES]> = vec![[0; LANES]; if passes > 1 { steps } else { 0 }];
+    // The output index of each step's first position in its plane: o = p · row + q goes to
+    // p · out_w + q. Computed once per node: no division in the passes.
+    let starts: Vec<usize> = (0..steps)
+        .map(|k| (k * LANES) / row * s.out_w + (k * LANES) % row)
+        .collect();
+    let rows = row_plans(&s, &geometry);
+    let split = columns == Columns::Split;
+    let zero = S::splat16(0);
+    let bound = taps as i64 * PRODUCT_BOUND;
     let mut entries: Vec<TapEntry<S::I16x8>> = Vec::with_capacity(pairing.len());
     for n in 0..s.batch {
         for c in 0..s.in_channels {
-            let channel = &data[(n * s.in_channels + c) * channel_len..][..channel_len];
-            write_tap_plane::<S>(&s, &plane_geometry, channel, &mut plane, &mut values);
+            let from = (n * s.in_channels + c) * channel_len;
+            let source = data.get(from..).unwrap_or_default();
+            write_tap_plane::<S>(&s, &geometry, &rows, source, &mut plane, &mut values);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
@@ -749,38 +836,25 @@ fn depthwise<S: Simd>(
                     |[first, second]: [Option<usize>; 2]| S::pair16(weight(first), weight(second));
                 entries.clear();
                 entries.extend(pairing.iter().map(|taps| TapEntry {
-                    offset: plane_geometry.offset(taps.unit),
+                    offset: geometry.offset(taps.unit),
                     weights: pair(taps.even),
-                    odd_weights: pair(taps.odd),
+                    // Only the split columns have odd outputs of their own.
+                    odd_weights: if split { pair(taps.odd) } else { zero },
                 }));
-                for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
-                    // The entry count as a constant, so that the loop over entries unrolls.
-                    macro_rules! fixed {
-                        ($($count:literal)*) => {
-                            $(if let Ok(group) = <&[_; $count]>::try_from(group) {
-                                let (plane, sums) = (&plane, &mut sums);
-                                match (columns == Columns::Split, pass > 0) {
-                                    (true, false) => {
-                                        split_pass::<S, $count, false>(group, plane, sums)
-                                    }
-                                    (true, true) => {
-                                        split_pass::<S, $count, true>(group, plane, sums)
-                                    }
-                                    (false, false) => {
-                                        depthwise_pass::<S, $count, false>(group, plane, sums)
-                                    }
-                                    (false, true) => {
-                                        depthwise_pass::<S, $count, true>(group, plane, sums)
-                                    }
-                                }
-                            })*
-                        };
-                    }
-                    fixed!(1 2 3 4 5 6);
-                }
-                let out_plane = &mut out[(n * s.out_channels + oc) * pixels..][..pixels];
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
-                if !copy_rows::<S>(sums.as_flattened(), row, out_plane, s.out_w, addend) {
+                let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
+                let first = (n * s.out_channels + oc) * pixels;
+                let Some(target) = out.get_mut(first..) else {
+                    return true; // `out` holds every plane; never reached
+                };
+                let mut sink = Sink {
+                    sums: &mut sums,
+                    starts: &starts,
+                    out: target,
+                    addend: if fits { addend } else { 0 },
+                };
+                run_passes::<S>(split, &entries, &plane, &mut sink);
+                if !fits && !super::add_checked::<S>(&mut sink.out[..pixels], addend) {
                     return false;
                 }
             }
@@ -789,24 +863,141 @@ fn depthwise<S: Simd>(
     true
 }
 
-/// Writes one input channel (H rows of W values) into the [`TapPlane`] `plane`, narrowed to
-/// `i16`: directly, or into the phase-split `values` and then their pairs. Padding units are
-/// never written: they keep their zeros. Not inlined, so that its loops keep their pointers
-/// in registers also after Cranelift compiles the wasm.
+/// Where the passes over one output plane put their sums: `sums` (one entry per step) for the
+/// passes before the last, and for the last `out` (the output plane and the planes after it),
+/// each step's eight outputs from `starts[k]` on, plus `addend` and the earlier passes' sums.
+struct Sink<'a> {
+    sums: &'a mut [[i32; LANES]],
+    starts: &'a [usize],
+    out: &'a mut [i32],
+    addend: i32,
+}
+
+/// The passes over one output plane: the tap entries `ENTRIES_PER_PASS` at a time, the last
+/// pass storing into the output.
+fn run_passes<S: Simd>(
+    split: bool,
+    entries: &[TapEntry<S::I16x8>],
+    plane: &[i16],
+    sink: &mut Sink<'_>,
+) {
+    let passes = entries.len().div_ceil(ENTRIES_PER_PASS);
+    for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
+        let (add, out) = (pass > 0, pass + 1 == passes);
+        // The passes before the last take full groups.
+        if let (Ok(group), false) = (<&[_; ENTRIES_PER_PASS]>::try_from(group), out) {
+            match (split, add) {
+                (true, false) => {
+                    split_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
+                }
+                (true, true) => split_pass::<S, ENTRIES_PER_PASS, false, true>(group, plane, sink),
+                (false, false) => {
+                    depthwise_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
+                }
+                (false, true) => {
+                    depthwise_pass::<S, ENTRIES_PER_PASS, false, true>(group, plane, sink)
+                }
+            }
+            continue;
+        }
+        // The entry count as a constant, so that the loop over entries unrolls.
+        macro_rules! last {
+            ($($count:literal)*) => {
+                $(if let Ok(group) = <&[_; $count]>::try_from(group) {
+                    match (split, add) {
+                        (true, false) => split_pass::<S, $count, true, false>(group, plane, sink),
+                        (true, true) => split_pass::<S, $count, true, true>(group, plane, sink),
+                        (false, false) => {
+                            depthwise_pass::<S, $count, true, false>(group, plane, sink)
+                        }
+                        (false, true) => {
+                            depthwise_pass::<S, $count, true, true>(group, plane, sink)
+                        }
+                    }
+                })*
+            };
+        }
+        last!(1 2 3 4 5 6);
+    }
+}
+
+/// How [`narrow_rows`] writes the rows of one row phase of a plane that holds the columns
+/// themselves: every SH-th input row from `lines.first_row` on, into consecutive plane rows
+/// from unit `first` on. Computed once per node: no division per channel.
+struct RowPlan {
+    lines: Lines,
+    first: usize,
+    unit_row: usize,
+    /// Rows written as whole vectors when the values after the channel may be read.
+    fast: usize,
+    /// Rows written as whole vectors when the channel is the last values of the source.
+    fast_alone: usize,
+}
+
+/// The [`RowPlan`] of each row phase, in the order of their units.
+fn row_plans(s: &ConvShape, geometry: &TapPlane) -> Vec<RowPlan> {
+    let rows = geometry.rows;
+    let [stride_h, _] = s.strides;
+    let [pad_h, pad_w] = s.padding;
+    let unit_row = geometry.unit_row();
+    let (width, channel_len) = (s.width, s.height * s.width);
+    let whole = width.div_ceil(LANES) * LANES;
+    (0..stride_h)
+        .map(|phase| {
+            // Padded row y goes to row phase y mod SH, row y / SH.
+            let first_row = (phase + stride_h - pad_h % stride_h) % stride_h;
+            let y = first_row + pad_h;
+            let first = (phase * rows + y / stride_h) * unit_row + pad_w;
+            let lines = Lines {
+                width,
+                count: s.height.saturating_sub(first_row).div_ceil(stride_h),
+                first_row,
+                step: stride_h,
+            };
+            // Row i reads to from + i · SH · W + whole and writes to first + i · unit_row +
+            // W + LANES, both increasing in i: the rows with room are a prefix.
+            let room = |len: usize, at: usize, step: usize, reach: usize| {
+                len.checked_sub(at + reach)
+                    .map_or(0, |spare| (spare / step.max(1) + 1).min(lines.count))
+            };
+            let from = first_row * width;
+            let in_plane = room(geometry.plane_len(), first, unit_row, width + LANES);
+            let in_channel = room(channel_len, from, stride_h * width, whole);
+            RowPlan {
+                fast: in_plane,
+                fast_alone: in_plane.min(in_channel),
+                lines,
+                first,
+                unit_row,
+            }
+        })
+        .collect()
+}
+
+/// Writes one input channel (H rows of W values, the start of `source`) into the [`TapPlane`]
+/// `plane`, narrowed to `i16`: directly (rows starting where `rows` says), or into the
+/// phase-split `values` and then their pairs. Padding units hold zeros after every call. Not
+/// inlined, so that its loops keep their pointers in registers also after Cranelift compiles
+/// the wasm.
 #[inline(never)]
 fn write_tap_plane<S: Simd>(
     s: &ConvShape,
     geometry: &TapPlane,
-    channel: &[i32],
+    rows: &[RowPlan],
+    source: &[i32],
     plane: &mut [i16],
     values: &mut [i16],
 ) {
     let TapPlane {
-        columns, row, rows, ..
+        columns,
+        row,
+        rows: phase_rows,
+        ..
     } = *geometry;
     let [stride_h, stride_w] = s.strides;
     let [pad_h, pad_w] = s.padding;
     if columns == Columns::Pairs {
+        let channel = source.get(..s.height * s.width).unwrap_or_default();
         // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
         let (mut phase, mut phase_row) = (pad_h % stride_h, pad_h / stride_h);
         for line in channel.chunks_exact(s.width) {
@@ -814,8 +1005,8 @@ fn write_tap_plane<S: Simd>(
                 line,
                 pad_w,
                 stride_w,
-                stride_h * rows * row,
-                (phase * rows + phase_row) * row,
+                stride_h * phase_rows * row,
+                (phase * phase_rows + phase_row) * row,
                 values,
                 narrow16,
                 narrow_line::<S>,
@@ -828,44 +1019,138 @@ fn write_tap_plane<S: Simd>(
         neighbour_pairs::<S>(values, plane);
         return;
     }
-    let unit_row = if columns == Columns::Direct {
-        2 * row
-    } else {
-        row
-    };
-    // The rows of each row phase: every SH-th input row, into consecutive plane rows.
-    for phase in 0..stride_h {
-        let first_row = (phase + stride_h - pad_h % stride_h) % stride_h;
-        let y = first_row + pad_h;
-        let first = (phase * rows + y / stride_h) * unit_row + pad_w;
-        narrow_rows::<S>(
-            channel, s.width, first_row, stride_h, plane, first, unit_row,
-        );
+    // The rows of each row phase: every SH-th input row, into consecutive plane rows, phase
+    // after phase (in the order of their units).
+    // Whole vectors may read up to LANES values past the channel.
+    let alone = source.len() < s.height * s.width + LANES;
+    for plan in rows {
+        narrow_rows::<S>(source, plan, alone, plane);
     }
 }
 
-/// Narrows every `step`-th row (of `width` values) of `channel` from row `first_row` on into
-/// `plane`, from `first` on and `unit_row` apart ([`narrow_line`]); the plane holds every
-/// row.
-#[inline(never)]
-fn narrow_rows<S: Simd>(
-    channel: &[i32],
+/// `count` rows of `width` values, every `step`-th row from `first_row` on.
+struct Lines {
     width: usize,
+    count: usize,
     first_row: usize,
     step: usize,
-    plane: &mut [i16],
-    first: usize,
+}
+
+/// Narrows the rows of `plan` of the channel at the start of `source` into `plane`, in
+/// increasing order. A row is written as whole vectors of eight values (reading past its end,
+/// into the values after it in `source`) and the units past its end then cleared by one vector
+/// of zeros: the units it overwrote past its end are either padding or belong to rows written
+/// after it. The rows without that room (at the end of `plane`, or of `source` when the channel
+/// ends it: `alone`) are narrowed exactly ([`narrow_line`]).
+fn narrow_rows<S: Simd>(source: &[i32], plan: &RowPlan, alone: bool, plane: &mut [i16]) {
+    let RowPlan {
+        lines,
+        first,
+        unit_row,
+        ..
+    } = plan;
+    let (width, first, unit_row) = (lines.width, *first, *unit_row);
+    let source_step = lines.step * width;
+    let from = lines.first_row * width;
+    let fast = if alone { plan.fast_alone } else { plan.fast };
+    let rows = Rows {
+        width,
+        count: fast,
+        source_step,
+        unit_row,
+    };
+    let (source_rows, plane_rows) = (
+        source.get(from..).unwrap_or_default(),
+        plane.get_mut(first..).unwrap_or_default(),
+    );
+    // The vector count as a constant for rows of up to 64 values, so that a row is one
+    // straight run.
+    macro_rules! vectors {
+        ($($count:literal)*) => {
+            match width.div_ceil(LANES) {
+                $($count => narrow_whole_rows::<S, $count>(source_rows, plane_rows, &rows),)*
+                _ => narrow_whole_rows::<S, 0>(source_rows, plane_rows, &rows),
+            }
+        };
+    }
+    vectors!(1 2 3 4 5 6 7 8);
+    for i in fast..lines.count {
+        let (from, start) = (from + i * source_step, first + i * unit_row);
+        if let (Some(line), Some(target)) = (
+            source.get(from..from + width),
+            plane.get_mut(start..start + width),
+        ) {
+            narrow_line::<S>(line, target);
+        }
+    }
+}
+
+/// `count` rows of `width` values, `source_step` apart in the source and `unit_row` apart in
+/// the plane.
+struct Rows {
+    width: usize,
+    count: usize,
+    source_step: usize,
     unit_row: usize,
-) {
-    let (mut source, mut start) = (first_row * width, first);
-    while let (Some(line), Some(target)) = (
-        channel.get(source..source + width),
-        plane.get_mut(start..start + width),
-    ) {
-        narrow_line::<S>(line, target);
-        source += step * width;
+}
+
+/// The rows of [`narrow_rows`] with room, of `V` vectors each (0: any number), from the start
+/// of `source` and of `plane`. Not inlined, so that each count gets its own registers.
+#[inline(never)]
+fn narrow_whole_rows<S: Simd, const V: usize>(source: &[i32], plane: &mut [i16], rows: &Rows) {
+    let Rows {
+        width,
+        count,
+        source_step,
+        unit_row,
+    } = *rows;
+    let whole = width.div_ceil(LANES) * LANES;
+    let (mut from, mut start) = (0, 0);
+    for _ in 0..count {
+        let (Some(line), Some(target)) = (
+            source.get(from..from + whole),
+            plane.get_mut(start..start + width + LANES),
+        ) else {
+            return; // every row counted has room; never reached
+        };
+        let (octets, _) = line.as_chunks::<LANES>();
+        let (targets, _) = target.as_chunks_mut::<LANES>();
+        if V > 0 {
+            if let (Ok(octets), Some((targets, _))) = (
+                <&[[i32; LANES]; V]>::try_from(octets),
+                targets.split_first_chunk_mut::<V>(),
+            ) {
+                for (values, octet) in octets.iter().zip(targets) {
+                    narrow_octet::<S>(values, octet);
+                }
+            }
+        } else {
+            let len = octets.len().min(targets.len());
+            let (octets, targets) = (&octets[..len], &mut targets[..len]);
+            straight_runs!(16, len, |k| {
+                narrow_octet::<S>(&octets[k], &mut targets[k]);
+            });
+        }
+        if width % LANES != 0
+            && let Some(zeros) = target
+                .get_mut(width..)
+                .and_then(|rest| rest.first_chunk_mut::<LANES>())
+        {
+            S::store16(zeros, S::splat16(0));
+        }
+        from += source_step;
         start += unit_row;
     }
+}
+
+/// Narrows eight values into `octet` with the saturating [`Simd::narrow32`].
+#[inline(always)]
+fn narrow_octet<S: Simd>(values: &[i32; LANES], octet: &mut [i16; LANES]) {
+    let (halves, _) = values.as_chunks::<4>();
+    S::store16(
+        octet,
+        S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])),
+    );
 }
 
 /// `target[i] = narrow16(line[i])` over the common length, eight values per step with the
@@ -876,13 +1161,7 @@ fn narrow_rows<S: Simd>(
 fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
     let n = line.len().min(target.len());
     let (line, target) = (&line[..n], &mut target[..n]);
-    let narrow = |values: &[i32; LANES], octet: &mut [i16; LANES]| {
-        let (halves, _) = values.as_chunks::<4>();
-        S::store16(
-            octet,
-            S::narrow32(S::load32(&halves[0]), S::load32(&halves[1])),
-        );
-    };
+    let narrow = narrow_octet::<S>;
     let (octets, tail) = line.as_chunks::<LANES>();
     let (targets, _) = target.as_chunks_mut::<LANES>();
     let len = octets.len().min(targets.len());
@@ -902,58 +1181,6 @@ fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
             }
         }
     }
-}
-
-/// Writes the first `width` of every `row` positions of `sums`, plus `addend`, into the rows
-/// of `out`, four values per vector, the last four of a row by one more vector that ends with
-/// them. Returns false if a sum overflows `i32` (each lane's overflow flag is folded over the
-/// rows, as in [`super::add_checked`]). The vectors of a row are written in straight runs: a
-/// plain loop of copies would be compiled to a call of the wasm bulk copy per row.
-#[inline(never)]
-fn copy_rows<S: Simd>(
-    sums: &[i32],
-    row: usize,
-    out: &mut [i32],
-    width: usize,
-    addend: i32,
-) -> bool {
-    let splat = S::splat32(addend);
-    let mut overflow = S::splat32(0);
-    let mut flags = 0;
-    for (p, outputs) in out.chunks_exact_mut(width).enumerate() {
-        let Some(source) = sums.get(p * row..p * row + width) else {
-            return true; // the sums hold every output row; never reached
-        };
-        let (quads, tail) = source.as_chunks::<4>();
-        let (targets, _) = outputs.as_chunks_mut::<4>();
-        let len = quads.len().min(targets.len());
-        let (quads, targets) = (&quads[..len], &mut targets[..len]);
-        straight_runs!(16, len, |k| {
-            let (sum, flag) = S::add_overflow32(S::load32(&quads[k]), splat);
-            S::store32(&mut targets[k], sum);
-            overflow = S::or32(overflow, flag);
-        });
-        if tail.is_empty() {
-            continue;
-        }
-        match (source.last_chunk::<4>(), outputs.last_chunk_mut::<4>()) {
-            (Some(quad), Some(target)) => {
-                let (sum, flag) = S::add_overflow32(S::load32(quad), splat);
-                S::store32(target, sum);
-                overflow = S::or32(overflow, flag);
-            }
-            _ => {
-                for (slot, &value) in outputs.iter_mut().zip(source) {
-                    let sum = value.wrapping_add(addend);
-                    flags |= (sum ^ value) & (sum ^ addend);
-                    *slot = sum;
-                }
-            }
-        }
-    }
-    let mut lanes = [0i32; 4];
-    S::store32(&mut lanes, overflow);
-    lanes.iter().fold(flags, |all, &lane| all | lane) >= 0
 }
 
 /// The taps of one [`TapEntry`]: its unit relative to output position 0 in the [`TapPlane`],
@@ -1073,16 +1300,16 @@ struct TapEntry<V> {
 const ENTRIES_PER_PASS: usize = 6;
 
 /// One pass over the output positions, eight per step ([`Columns::Direct`] and
-/// [`Columns::Pairs`]): the sums of `E` tap entries, stored in `sums` (or added to them when
-/// `ADD`), in straight runs of sixteen steps. Step k of an entry multiplies the sixteen lanes
-/// (eight pairs) at its offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact
-/// under the bounds of [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|,
-/// |w| ≤ 128, and a sum of KH · KW such products fits 32 bits.
+/// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`put`]), in straight
+/// runs of sixteen steps. Step k of an entry multiplies the sixteen lanes (eight pairs) at its
+/// offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact under the bounds of
+/// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 128, and a sum
+/// of KH · KW such products fits 32 bits.
 #[inline(never)]
-fn depthwise_pass<S: Simd, const E: usize, const ADD: bool>(
+fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     entries: &[TapEntry<S::I16x8>; E],
     plane: &[i16],
-    sums: &mut [[i32; LANES]],
+    sink: &mut Sink<'_>,
 ) {
     // The plane holds every unit the last step reads (`TapPlane::units`), so no stream is ever
     // cut short.
@@ -1090,19 +1317,19 @@ fn depthwise_pass<S: Simd, const E: usize, const ADD: bool>(
     let len = streams
         .iter()
         .map(|run| run.len())
-        .fold(sums.len(), usize::min);
+        .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let sums = &mut sums[..len];
     let weights = entries.map(|entry| entry.weights);
+    let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let zero = S::splat32(0);
-    straight_runs!(16, len, |k| {
+    straight_runs!(16, target.len, |k| {
         let (mut lo, mut hi) = (zero, zero);
         for (run, weights) in streams.iter().zip(&weights) {
             let (x_lo, x_hi) = S::load16x2(&run[k]);
             lo = S::dot_add(lo, x_lo, *weights);
             hi = S::dot_add(hi, x_hi, *weights);
         }
-        store_sums::<S, ADD>(&mut sums[k], lo, hi);
+        target.put(k, lo, hi);
     });
 }
 
@@ -1111,10 +1338,10 @@ fn depthwise_pass<S: Simd, const E: usize, const ADD: bool>(
 /// 8k once, and multiplies them by the even outputs' weights (outputs 8k, 8k + 2, 8k + 4,
 /// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
 #[inline(never)]
-fn split_pass<S: Simd, const E: usize, const ADD: bool>(
+fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     entries: &[TapEntry<S::I16x8>; E],
     plane: &[i16],
-    sums: &mut [[i32; LANES]],
+    sink: &mut Sink<'_>,
 ) {
     let streams = entries.map(|entry| {
         let lanes = plane.get(entry.offset..).unwrap_or_default();
@@ -1123,15 +1350,15 @@ fn split_pass<S: Simd, const E: usize, const ADD: bool>(
     let len = streams
         .iter()
         .map(|run| run.len())
-        .fold(sums.len(), usize::min);
+        .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let sums = &mut sums[..len];
     let (even, odd) = (
         entries.map(|entry| entry.weights),
         entries.map(|entry| entry.odd_weights),
     );
+    let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let zero = S::splat32(0);
-    straight_runs!(16, len, |k| {
+    straight_runs!(16, target.len, |k| {
         let (mut even_sums, mut odd_sums) = (zero, zero);
         for e in 0..E {
             let x = S::load16(&streams[e][k]);
@@ -1139,8 +1366,75 @@ fn split_pass<S: Simd, const E: usize, const ADD: bool>(
             odd_sums = S::dot_add(odd_sums, x, odd[e]);
         }
         let (lo, hi) = S::interleave32(even_sums, odd_sums);
-        store_sums::<S, ADD>(&mut sums[k], lo, hi);
+        target.put(k, lo, hi);
     });
+}
+
+/// A pass's view of its [`Sink`], over its `len` steps: without `OUT` the sums are stored
+/// (or, with `ADD`, added) per step; with `OUT` each step's eight outputs are stored into the
+/// output plane, plus the addend (and, with `ADD`, the sums of the earlier passes).
+struct Target<'a, S: Simd, const OUT: bool, const ADD: bool> {
+    sums: &'a mut [[i32; LANES]],
+    starts: &'a [usize],
+    out: &'a mut [i32],
+    addend: S::I32x4,
+    len: usize,
+}
+
+impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
+    /// Over at most `len` steps: fewer if the sums the pass reads or writes are shorter.
+    #[inline(always)]
+    fn new(sink: &'a mut Sink<'_>, len: usize) -> Self {
+        let len = len.min(sink.starts.len());
+        let len = if OUT && !ADD {
+            len
+        } else {
+            len.min(sink.sums.len())
+        };
+        Target {
+            sums: &mut sink.sums[..if OUT && !ADD { 0 } else { len }],
+            starts: &sink.starts[..len],
+            out: &mut *sink.out,
+            addend: S::splat32(sink.addend),
+            len,
+        }
+    }
+
+    /// Puts the sums `lo` and `hi` of the eight positions of step `k`.
+    #[inline(always)]
+    fn put(&mut self, k: usize, lo: S::I32x4, hi: S::I32x4) {
+        let (mut lo, mut hi) = (lo, hi);
+        if ADD {
+            let (halves, _) = self.sums[k].as_chunks::<4>();
+            lo = S::add32(lo, S::load32(&halves[0]));
+            hi = S::add32(hi, S::load32(&halves[1]));
+        }
+        if !OUT {
+            store8::<S>(&mut self.sums[k], lo, hi);
+            return;
+        }
+        // No sum plus the addend overflows (checked by the caller), so the plain addition is
+        // exact.
+        let (lo, hi) = (S::add32(lo, self.addend), S::add32(hi, self.addend));
+        let start = self.starts[k];
+        match self
+            .out
+            .get_mut(start..)
+            .and_then(|rest| rest.first_chunk_mut::<LANES>())
+        {
+            Some(target) => store8::<S>(target, lo, hi),
+            None => {
+                // The last row of the last plane: positions past the end of `out` are past
+                // that row's outputs, and dropped.
+                let mut lanes = [0; LANES];
+                store8::<S>(&mut lanes, lo, hi);
+                let rest = self.out.get_mut(start..).unwrap_or_default();
+                for (slot, lane) in rest.iter_mut().zip(lanes) {
+                    *slot = lane;
+                }
+            }
+        }
+    }
 }
 
 /// `plane` from `offset` on, as runs of sixteen lanes.
@@ -1149,16 +1443,11 @@ fn lanes_from(plane: &[i16], offset: usize) -> &[[i16; 2 * LANES]] {
     plane.get(offset..).unwrap_or_default().as_chunks().0
 }
 
-/// Stores (or adds, when `ADD`) the sums `lo` and `hi` of eight outputs into `target`.
+/// Stores `lo` and `hi` into the two halves of `target`.
 #[inline(always)]
-fn store_sums<S: Simd, const ADD: bool>(target: &mut [i32; LANES], lo: S::I32x4, hi: S::I32x4) {
+fn store8<S: Simd>(target: &mut [i32; LANES], lo: S::I32x4, hi: S::I32x4) {
     let (halves, _) = target.as_chunks_mut::<4>();
     if let [first, second] = halves {
-        let (mut lo, mut hi) = (lo, hi);
-        if ADD {
-            lo = S::add32(lo, S::load32(first));
-            hi = S::add32(hi, S::load32(second));
-        }
         S::store32(first, lo);
         S::store32(second, hi);
     }

@@ -304,8 +304,8 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
         shape.priced_as_depthwise_v2(),
         shape.priced_as_channels_last_v2(),
     )?;
-    if shape.uses_depthwise() {
-        let plane = shape.tap_plane();
+    if shape.priced_as_depthwise_v5() {
+        let plane = shape.tap_plane_v5();
         let images = |n: usize| count(&[as_u64(shape.batch), as_u64(n)]);
         let input_values = count(&[
             images(shape.in_channels)?,
@@ -349,7 +349,7 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
             )?,
             (Param::MacGroupV5, 0),
         ]);
-    } else if shape.uses_pointwise() {
+    } else if shape.priced_as_pointwise_v5() {
         let (group_in, group_out) = (as_u64(shape.group_in()), as_u64(shape.group_out()));
         let block_rows = count(&[
             as_u64(shape.batch),
@@ -370,9 +370,12 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
         ]);
     } else {
         // The im2col kernel: version 4's counts, with the gather the kernel now chooses.
-        for (param, units) in
-            conv2d_steps_v2(shape, out_elements, false, shape.uses_channels_last())?
-        {
+        for (param, units) in conv2d_steps_v2(
+            shape,
+            out_elements,
+            false,
+            shape.priced_as_channels_last_v5(),
+        )? {
             counts.push(match param {
                 Param::MacGroup => (Param::MacGroupV5, units),
                 _ => (Param::StepV5, units),
