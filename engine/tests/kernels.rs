@@ -204,7 +204,7 @@ fn plus_bias(s: &ConvShape, mut sums: Vec<i32>, bias: &[i32]) -> Vec<i32> {
 
 #[test]
 fn conv2d_reports_a_bias_that_overflows() {
-    // Depthwise at strides 1 and 2 (bias added as the sums are copied out), and grouped and
+    // Depthwise at strides 1 and 2 (bias added after the sums, with checks), and grouped and
     // dense convolutions (bias added per plane): positive sums plus i32::MAX overflow; plus
     // i32::MIN they fit.
     let shape = |groups: usize, stride: usize, width: usize| {

@@ -372,7 +372,7 @@ pub fn conv2d<S: Simd>(
     out: &mut [i32],
 ) -> bool {
     if shape.uses_depthwise() {
-        // The bias is added as the sums are copied out.
+        // The bias is added as the sums are stored.
         return depthwise::<S>(shape, data, weights, bias, out);
     }
     let packed;
