@@ -317,7 +317,7 @@ impl ConvShape {
             // The tap plane and the plane of values it is built from (2 bytes per element);
             // per tap its place in the kernel and a pairing (48 bytes) and an entry (at most
             // 48 bytes); per step its output index (8 bytes) and, when the entries take
-            // several passes, its sums (32 bytes); per row phase its plan (64 bytes).
+            // several passes, its sums (32 bytes); per row phase its plan (at most 64 bytes).
             let taps = (self.kernel_h * self.kernel_w) as u64;
             let per_step = if self.tap_entries() > ENTRIES_PER_PASS as u64 {
                 40
@@ -823,8 +823,8 @@ fn depthwise<S: Simd>(
     for n in 0..s.batch {
         for c in 0..s.in_channels {
             let from = (n * s.in_channels + c) * channel_len;
-            let source = data.get(from..).unwrap_or_default();
-            write_tap_plane::<S>(&s, &geometry, &rows, source, &mut plane, &mut values);
+            let channel = data.get(from..from + channel_len).unwrap_or_default();
+            write_tap_plane::<S>(&s, &geometry, &rows, channel, &mut plane, &mut values);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
                 let kernel = &weights[oc * taps..(oc + 1) * taps];
@@ -921,17 +921,13 @@ fn run_passes<S: Simd>(
     }
 }
 
-/// How [`narrow_rows`] writes the rows of one row phase of a plane that holds the columns
-/// themselves: every SH-th input row from `lines.first_row` on, into consecutive plane rows
-/// from unit `first` on. Computed once per node: no division per channel.
+/// The rows of one row phase of a plane that holds the columns themselves: every SH-th input
+/// row from `first_row` on (`count` of them), into consecutive plane rows from unit `first` on.
+/// Computed once per node: no division per channel.
 struct RowPlan {
-    lines: Lines,
+    first_row: usize,
+    count: usize,
     first: usize,
-    unit_row: usize,
-    /// Rows written as whole vectors when the values after the channel may be read.
-    fast: usize,
-    /// Rows written as whole vectors when the channel is the last values of the source.
-    fast_alone: usize,
 }
 
 /// The [`RowPlan`] of each row phase, in the order of their units.
@@ -940,51 +936,30 @@ fn row_plans(s: &ConvShape, geometry: &TapPlane) -> Vec<RowPlan> {
     let [stride_h, _] = s.strides;
     let [pad_h, pad_w] = s.padding;
     let unit_row = geometry.unit_row();
-    let (width, channel_len) = (s.width, s.height * s.width);
-    let whole = width.div_ceil(LANES) * LANES;
     (0..stride_h)
         .map(|phase| {
             // Padded row y goes to row phase y mod SH, row y / SH.
             let first_row = (phase + stride_h - pad_h % stride_h) % stride_h;
             let y = first_row + pad_h;
-            let first = (phase * rows + y / stride_h) * unit_row + pad_w;
-            let lines = Lines {
-                width,
-                count: s.height.saturating_sub(first_row).div_ceil(stride_h),
-                first_row,
-                step: stride_h,
-            };
-            // Row i reads to from + i · SH · W + whole and writes to first + i · unit_row +
-            // W + LANES, both increasing in i: the rows with room are a prefix.
-            let room = |len: usize, at: usize, step: usize, reach: usize| {
-                len.checked_sub(at + reach)
-                    .map_or(0, |spare| (spare / step.max(1) + 1).min(lines.count))
-            };
-            let from = first_row * width;
-            let in_plane = room(geometry.plane_len(), first, unit_row, width + LANES);
-            let in_channel = room(channel_len, from, stride_h * width, whole);
             RowPlan {
-                fast: in_plane,
-                fast_alone: in_plane.min(in_channel),
-                lines,
-                first,
-                unit_row,
+                first_row,
+                count: s.height.saturating_sub(first_row).div_ceil(stride_h),
+                first: (phase * rows + y / stride_h) * unit_row + pad_w,
             }
         })
         .collect()
 }
 
-/// Writes one input channel (H rows of W values, the start of `source`) into the [`TapPlane`]
-/// `plane`, narrowed to `i16`: directly (rows starting where `rows` says), or into the
-/// phase-split `values` and then their pairs. Padding units hold zeros after every call. Not
-/// inlined, so that its loops keep their pointers in registers also after Cranelift compiles
-/// the wasm.
+/// Writes one input channel (H rows of W values) into the [`TapPlane`] `plane`, narrowed to
+/// `i16`: directly (rows where `rows` says), or into the phase-split `values` and then their
+/// pairs. Padding units are never written: they keep their zeros. Not inlined, so that its
+/// loops keep their pointers in registers also after Cranelift compiles the wasm.
 #[inline(never)]
 fn write_tap_plane<S: Simd>(
     s: &ConvShape,
     geometry: &TapPlane,
     rows: &[RowPlan],
-    source: &[i32],
+    channel: &[i32],
     plane: &mut [i16],
     values: &mut [i16],
 ) {
@@ -997,7 +972,6 @@ fn write_tap_plane<S: Simd>(
     let [stride_h, stride_w] = s.strides;
     let [pad_h, pad_w] = s.padding;
     if columns == Columns::Pairs {
-        let channel = source.get(..s.height * s.width).unwrap_or_default();
         // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
         let (mut phase, mut phase_row) = (pad_h % stride_h, pad_h / stride_h);
         for line in channel.chunks_exact(s.width) {
@@ -1020,126 +994,65 @@ fn write_tap_plane<S: Simd>(
         return;
     }
     // The rows of each row phase: every SH-th input row, into consecutive plane rows, phase
-    // after phase (in the order of their units).
-    // Whole vectors may read up to LANES values past the channel.
-    let alone = source.len() < s.height * s.width + LANES;
+    // after phase.
+    let unit_row = geometry.unit_row();
     for plan in rows {
-        narrow_rows::<S>(source, plan, alone, plane);
-    }
-}
-
-/// `count` rows of `width` values, every `step`-th row from `first_row` on.
-struct Lines {
-    width: usize,
-    count: usize,
-    first_row: usize,
-    step: usize,
-}
-
-/// Narrows the rows of `plan` of the channel at the start of `source` into `plane`, in
-/// increasing order. A row is written as whole vectors of eight values (reading past its end,
-/// into the values after it in `source`) and the units past its end then cleared by one vector
-/// of zeros: the units it overwrote past its end are either padding or belong to rows written
-/// after it. The rows without that room (at the end of `plane`, or of `source` when the channel
-/// ends it: `alone`) are narrowed exactly ([`narrow_line`]).
-fn narrow_rows<S: Simd>(source: &[i32], plan: &RowPlan, alone: bool, plane: &mut [i16]) {
-    let RowPlan {
-        lines,
-        first,
-        unit_row,
-        ..
-    } = plan;
-    let (width, first, unit_row) = (lines.width, *first, *unit_row);
-    let source_step = lines.step * width;
-    let from = lines.first_row * width;
-    let fast = if alone { plan.fast_alone } else { plan.fast };
-    let rows = Rows {
-        width,
-        count: fast,
-        source_step,
-        unit_row,
-    };
-    let (source_rows, plane_rows) = (
-        source.get(from..).unwrap_or_default(),
-        plane.get_mut(first..).unwrap_or_default(),
-    );
-    // The vector count as a constant for rows of up to 64 values, so that a row is one
-    // straight run.
-    macro_rules! vectors {
-        ($($count:literal)*) => {
-            match width.div_ceil(LANES) {
-                $($count => narrow_whole_rows::<S, $count>(source_rows, plane_rows, &rows),)*
-                _ => narrow_whole_rows::<S, 0>(source_rows, plane_rows, &rows),
-            }
-        };
-    }
-    vectors!(1 2 3 4 5 6 7 8);
-    for i in fast..lines.count {
-        let (from, start) = (from + i * source_step, first + i * unit_row);
-        if let (Some(line), Some(target)) = (
-            source.get(from..from + width),
-            plane.get_mut(start..start + width),
-        ) {
-            narrow_line::<S>(line, target);
+        let lines = channel
+            .get(plan.first_row * s.width..)
+            .unwrap_or_default()
+            .chunks(stride_h * s.width);
+        let targets = plane
+            .get_mut(plan.first..)
+            .unwrap_or_default()
+            .chunks_mut(unit_row);
+        // The count of whole vectors of a row as a constant for rows of up to 64 values, so
+        // that a row is one straight run.
+        macro_rules! vectors {
+            ($($count:literal)*) => {
+                match s.width / LANES {
+                    $($count => narrow_rows::<S, $count>(lines, targets, s.width, plan.count),)*
+                    _ => narrow_rows::<S, 0>(lines, targets, s.width, plan.count),
+                }
+            };
         }
+        vectors!(1 2 3 4 5 6 7 8);
     }
 }
 
-/// `count` rows of `width` values, `source_step` apart in the source and `unit_row` apart in
-/// the plane.
-struct Rows {
+/// Narrows the first `width` values of each of the first `count` `lines` into the start of its
+/// `target` ([`narrow_line`]), with `V` whole vectors per row (0: any number, or a row shorter
+/// than one vector). Not inlined, so that each count gets its own registers.
+#[inline(never)]
+fn narrow_rows<'a, S: Simd, const V: usize>(
+    lines: core::slice::Chunks<'_, i32>,
+    targets: core::slice::ChunksMut<'a, i16>,
     width: usize,
     count: usize,
-    source_step: usize,
-    unit_row: usize,
-}
-
-/// The rows of [`narrow_rows`] with room, of `V` vectors each (0: any number), from the start
-/// of `source` and of `plane`. Not inlined, so that each count gets its own registers.
-#[inline(never)]
-fn narrow_whole_rows<S: Simd, const V: usize>(source: &[i32], plane: &mut [i16], rows: &Rows) {
-    let Rows {
-        width,
-        count,
-        source_step,
-        unit_row,
-    } = *rows;
-    let whole = width.div_ceil(LANES) * LANES;
-    let (mut from, mut start) = (0, 0);
-    for _ in 0..count {
-        let (Some(line), Some(target)) = (
-            source.get(from..from + whole),
-            plane.get_mut(start..start + width + LANES),
-        ) else {
-            return; // every row counted has room; never reached
+) {
+    for (line, target) in lines.zip(targets).take(count) {
+        let (Some(line), Some(target)) = (line.get(..width), target.get_mut(..width)) else {
+            return; // every row fits its plane row; never reached
         };
+        if V == 0 {
+            narrow_line::<S>(line, target);
+            continue;
+        }
         let (octets, _) = line.as_chunks::<LANES>();
         let (targets, _) = target.as_chunks_mut::<LANES>();
-        if V > 0 {
-            if let (Ok(octets), Some((targets, _))) = (
-                <&[[i32; LANES]; V]>::try_from(octets),
-                targets.split_first_chunk_mut::<V>(),
-            ) {
-                for (values, octet) in octets.iter().zip(targets) {
-                    narrow_octet::<S>(values, octet);
-                }
+        if let (Some((octets, _)), Some((targets, _))) = (
+            octets.split_first_chunk::<V>(),
+            targets.split_first_chunk_mut::<V>(),
+        ) {
+            for (values, octet) in octets.iter().zip(targets) {
+                narrow_octet::<S>(values, octet);
             }
-        } else {
-            let len = octets.len().min(targets.len());
-            let (octets, targets) = (&octets[..len], &mut targets[..len]);
-            straight_runs!(16, len, |k| {
-                narrow_octet::<S>(&octets[k], &mut targets[k]);
-            });
         }
-        if width % LANES != 0
-            && let Some(zeros) = target
-                .get_mut(width..)
-                .and_then(|rest| rest.first_chunk_mut::<LANES>())
+        // The last values by one more vector that ends with them.
+        if !width.is_multiple_of(LANES)
+            && let (Some(values), Some(octet)) = (line.last_chunk(), target.last_chunk_mut())
         {
-            S::store16(zeros, S::splat16(0));
+            narrow_octet::<S>(values, octet);
         }
-        from += source_step;
-        start += unit_row;
     }
 }
 
