@@ -265,6 +265,9 @@ fn conv2d_kernels_equal_the_formula() {
     let (mut channels_last, mut checked_gather) = (0, 0);
     // Depthwise cases whose bias is added with checks after the sums.
     let mut depthwise_extreme = 0;
+    // Depthwise rows of whole steps (stored straight into the output), and short rows (copied
+    // out of a flat run).
+    let mut depthwise_rows = [0; 2];
     // Pointwise cases: all, odd channels per group, a partial block of pixels, a remainder
     // of output channels.
     let mut pointwise = [0; 4];
@@ -319,6 +322,14 @@ fn conv2d_kernels_equal_the_formula() {
         if shape.uses_depthwise() {
             depthwise += 1;
             depthwise_extreme += usize::from(extreme && bias.is_some());
+            depthwise_rows[usize::from(!shape.tap_plane().row.is_multiple_of(8))] += 1;
+            // Rounding rows to whole steps never costs more than a quarter more steps than
+            // version 5 of the gas schedule counts.
+            let (steps, priced) = (shape.tap_plane().steps, shape.tap_plane_v5().steps);
+            assert!(
+                4 * steps <= 5 * priced + 4,
+                "{shape:?}: {steps} steps, {priced} priced"
+            );
             match shape.tap_plane().columns {
                 Columns::Split => layouts[0] += 1,
                 Columns::Direct => layouts[1] += 1,
@@ -349,6 +360,10 @@ fn conv2d_kernels_equal_the_formula() {
     }
     // Every path ran many times.
     assert!(depthwise >= 150, "{depthwise} depthwise cases");
+    assert!(
+        depthwise_rows.iter().all(|&n| n >= 30),
+        "{depthwise_rows:?} depthwise cases with rows of whole steps and short rows"
+    );
     assert!(
         depthwise_extreme >= 10,
         "{depthwise_extreme} depthwise cases with a bias added after the sums"

@@ -3,8 +3,9 @@
 //! of [`super::pointwise`] for 1 × 1 convolutions.
 //!
 //! Each writes the sums `Σ x·w` into an NCHW output and adds the bias with checked arithmetic:
-//! the depthwise and pointwise kernels as they store their sums, the im2col kernels per output
-//! plane afterwards. Exactness rests on the bounds of spec 001 for conv2d: data and weights
+//! the pointwise kernel as it stores its sums, the im2col kernels per output plane afterwards,
+//! and the depthwise kernel as it stores its sums (with plain additions when no sum plus the
+//! bias can overflow) or afterwards. Exactness rests on the bounds of spec 001 for conv2d: data and weights
 //! within 8 bits and an output precision of at most 32 bits (see [`super::gemm`]), so 32-bit
 //! lanes hold every partial sum exactly.
 
@@ -210,9 +211,10 @@ impl ConvShape {
     /// shape that is not depthwise may be too large for `usize`); [`Self::tap_plane`] is the
     /// same for shapes the kernel takes.
     ///
-    /// With `whole_steps` (the kernel's layout since version 6 of the gas schedule) a row is
-    /// rounded up to whole steps of eight positions, so that every step lies in one output
-    /// row; version 5 priced the kernel of its time, which did not round.
+    /// With `whole_steps` (the kernel's layout) a row is rounded up to whole steps of eight
+    /// positions, so that every step lies in one output row, when that lengthens it by at most
+    /// a quarter (shorter rows keep their length: rounding would multiply their steps).
+    /// Version 5 of the gas schedule prices the kernel of its time, which did not round.
     fn tap_geometry(&self, whole_steps: bool) -> TapGeometry {
         let [stride_h, stride_w] = self.strides.map(|n| n as u64);
         let [pad_h, pad_w] = self.padding.map(|n| n as u64);
@@ -230,9 +232,11 @@ impl ConvShape {
             Columns::Direct => (width + pad_w).div_ceil(2).max(out_w),
             Columns::Pairs => (width + 2 * pad_w).div_ceil(stride_w),
         };
-        let row = if whole_steps {
-            row.checked_next_multiple_of(LANES as u64)
-                .unwrap_or(u64::MAX)
+        let whole = row
+            .checked_next_multiple_of(LANES as u64)
+            .unwrap_or(u64::MAX);
+        let row = if whole_steps && (whole - row).saturating_mul(4) <= row {
+            whole
         } else {
             row
         };
@@ -315,18 +319,25 @@ impl ConvShape {
         if self.uses_depthwise() {
             let plane = self.tap_plane();
             // The tap plane and the plane of values it is built from (2 bytes per element);
-            // per tap its place in the kernel and a pairing (48 bytes) and an entry (at most
-            // 48 bytes); per step its output index (8 bytes) and, when the entries take
-            // several passes, its sums (32 bytes); per row phase its plan (at most 64 bytes).
+            // per tap at most 1.5 tap entries, each a pairing (72 bytes) and an entry (48
+            // bytes), and the places of its reads while pairing them (at most 64 bytes), 256
+            // bytes in all; per step its output index (8 bytes), its sums when the entries take
+            // several passes (32 bytes), and its positions when the rows are not whole steps
+            // (32 bytes); per row phase its plan (at most 64 bytes).
             let taps = (self.kernel_h * self.kernel_w) as u64;
-            let per_step = if self.tap_entries() > ENTRIES_PER_PASS as u64 {
-                40
-            } else {
-                8
-            };
+            let per_step =
+                8 + if self.tap_entries() > ENTRIES_PER_PASS as u64 {
+                    32
+                } else {
+                    0
+                } + if plane.row.is_multiple_of(LANES) {
+                    0
+                } else {
+                    32
+                };
             return ((plane.plane_len() + plane.values_len()) as u64)
                 .saturating_mul(2)
-                .saturating_add(taps.saturating_mul(96))
+                .saturating_add(taps.saturating_mul(256))
                 .saturating_add((plane.steps as u64).saturating_mul(per_step))
                 .saturating_add((self.strides[0] as u64).saturating_mul(64));
         }
@@ -704,8 +715,8 @@ pub enum Columns {
 ///
 /// Padded rows are split by row phase (padded row y goes to phase y mod SH, row ⌊y / SH⌋), so
 /// that consecutive output rows read consecutive rows of every phase. An output row is `row`
-/// positions long, whole steps of eight: the `out_w` outputs, then positions whose sums are
-/// discarded. Output position o = p · `row` + q reads from unit o · SW (o for
+/// positions long, usually whole steps of eight: the `out_w` outputs, then positions whose
+/// sums are discarded. Output position o = p · `row` + q reads from unit o · SW (o for
 /// [`Columns::Pairs`]) plus its tap's unit. Columns are laid out as [`Columns`] says; when a
 /// plane row holds the columns themselves, the units between its values and the next row's
 /// are zeros: the right padding of the one and the left padding of the other.
@@ -713,8 +724,9 @@ pub enum Columns {
 pub struct TapPlane {
     /// The layout of columns.
     pub columns: Columns,
-    /// Output positions per row, a multiple of eight (but not in [`ConvShape::tap_plane_v5`]);
-    /// also positions per plane row (of pairs, or of output columns at stride 2).
+    /// Output positions per row, rounded up to a multiple of eight when that lengthens it by at
+    /// most a quarter (never in [`ConvShape::tap_plane_v5`]); also positions per plane row (of
+    /// pairs, or of output columns at stride 2).
     pub row: usize,
     /// Rows per row phase: ⌈(H + 2PH) / SH⌉.
     pub rows: usize,
@@ -772,11 +784,14 @@ const PRODUCT_BOUND: i64 = 1 << 14;
 /// run of vectors ([`depthwise_pass`], [`split_pass`]), and each step's eight sums stored
 /// straight into the output plane with the bias.
 ///
-/// A plane row is whole steps long, so a step's eight positions are eight consecutive outputs
-/// of one output row; those past the row's `out_w` outputs land on the first outputs of the
-/// next row (or plane), which are written after them. When no sum plus the bias can overflow
-/// (every sum is at most KH · KW · 2^14 in magnitude), the bias is added as the sums are
-/// stored; otherwise each plane is stored without it and the bias added with checks.
+/// When a plane row is whole steps long, a step's eight positions are eight consecutive
+/// outputs of one output row; those past the row's `out_w` outputs land on outputs of later
+/// rows or planes (or past the end of `out`, dropped), which are written after them. When no
+/// sum plus the bias can overflow (every sum is at most KH · KW · 2^14 in magnitude), the bias
+/// is added as the sums are stored; otherwise each plane is stored without it and the bias
+/// added with checks. Short rows, which rounding would lengthen by more than a quarter, are
+/// stored into a flat run of rows and their real outputs copied out with the bias
+/// ([`copy_rows`]).
 fn depthwise<S: Simd>(
     shape: &ConvShape,
     data: &[i32],
@@ -810,10 +825,22 @@ fn depthwise<S: Simd>(
     let passes = pairing.len().div_ceil(ENTRIES_PER_PASS);
     // The sums of the passes before the last, when there are several.
     let mut sums: Vec<[i32; LANES]> = vec![[0; LANES]; if passes > 1 { steps } else { 0 }];
-    // The output index of each step's first position in its plane: o = p · row + q goes to
-    // p · out_w + q. Computed once per node: no division in the passes.
+    // Rows of whole steps go straight into the output; other rows (short ones) into `flat`,
+    // whose real outputs are then copied out.
+    let direct = row.is_multiple_of(LANES);
+    let mut flat: Vec<i32> = vec![0; if direct { 0 } else { steps * LANES }];
+    // The index of each step's first position in its target: in the output plane,
+    // o = p · row + q goes to p · out_w + q; in `flat`, to o. Computed once per node: no
+    // division in the passes.
     let starts: Vec<usize> = (0..steps)
-        .map(|k| (k * LANES) / row * s.out_w + (k * LANES) % row)
+        .map(|k| {
+            let o = k * LANES;
+            if direct {
+                o / row * s.out_w + o % row
+            } else {
+                o
+            }
+        })
         .collect();
     let rows = row_plans(&s, &geometry);
     let split = columns == Columns::Split;
@@ -844,23 +871,90 @@ fn depthwise<S: Simd>(
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
                 let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
                 let first = (n * s.out_channels + oc) * pixels;
-                let Some(target) = out.get_mut(first..) else {
+                let Some(plane_out) = out.get_mut(first..) else {
                     return true; // `out` holds every plane; never reached
                 };
+                if !direct {
+                    let mut sink = Sink {
+                        sums: &mut sums,
+                        starts: &starts,
+                        out: &mut flat,
+                        addend: 0,
+                    };
+                    run_passes::<S>(split, &entries, &plane, &mut sink);
+                    let plane_out = plane_out.get_mut(..pixels).unwrap_or_default();
+                    if !copy_rows::<S>(&flat, row, plane_out, s.out_w, addend) {
+                        return false;
+                    }
+                    continue;
+                }
                 let mut sink = Sink {
                     sums: &mut sums,
                     starts: &starts,
-                    out: target,
+                    out: plane_out,
                     addend: if fits { addend } else { 0 },
                 };
                 run_passes::<S>(split, &entries, &plane, &mut sink);
-                if !fits && !super::add_checked::<S>(&mut sink.out[..pixels], addend) {
+                let plane_out = sink.out.get_mut(..pixels).unwrap_or_default();
+                if !fits && !super::add_checked::<S>(plane_out, addend) {
                     return false;
                 }
             }
         }
     }
     true
+}
+
+/// Writes the first `width` of every `row` positions of `sums`, plus `addend`, into the rows
+/// of `out`, four values per vector, the last four of a row by one more vector that ends with
+/// them. Returns false if a sum overflows `i32` (each lane's overflow flag is folded over the
+/// rows, as in [`super::add_checked`]). The vectors of a row are written in straight runs: a
+/// plain loop of copies would be compiled to a call of the wasm bulk copy per row.
+#[inline(never)]
+fn copy_rows<S: Simd>(
+    sums: &[i32],
+    row: usize,
+    out: &mut [i32],
+    width: usize,
+    addend: i32,
+) -> bool {
+    let splat = S::splat32(addend);
+    let mut overflow = S::splat32(0);
+    let mut flags = 0;
+    for (p, outputs) in out.chunks_exact_mut(width).enumerate() {
+        let Some(source) = sums.get(p * row..p * row + width) else {
+            return true; // the sums hold every output row; never reached
+        };
+        let (quads, tail) = source.as_chunks::<4>();
+        let (targets, _) = outputs.as_chunks_mut::<4>();
+        let len = quads.len().min(targets.len());
+        let (quads, targets) = (&quads[..len], &mut targets[..len]);
+        straight_runs!(16, len, |k| {
+            let (sum, flag) = S::add_overflow32(S::load32(&quads[k]), splat);
+            S::store32(&mut targets[k], sum);
+            overflow = S::or32(overflow, flag);
+        });
+        if tail.is_empty() {
+            continue;
+        }
+        match (source.last_chunk::<4>(), outputs.last_chunk_mut::<4>()) {
+            (Some(quad), Some(target)) => {
+                let (sum, flag) = S::add_overflow32(S::load32(quad), splat);
+                S::store32(target, sum);
+                overflow = S::or32(overflow, flag);
+            }
+            _ => {
+                for (slot, &value) in outputs.iter_mut().zip(source) {
+                    let sum = value.wrapping_add(addend);
+                    flags |= (sum ^ value) & (sum ^ addend);
+                    *slot = sum;
+                }
+            }
+        }
+    }
+    let mut lanes = [0i32; 4];
+    S::store32(&mut lanes, overflow);
+    lanes.iter().fold(flags, |all, &lane| all | lane) >= 0
 }
 
 /// Where the passes over one output plane put their sums: `sums` (one entry per step) for the
@@ -1124,7 +1218,9 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
         let unit = s.tap_unit(columns, row as u64, rows as u64, y as u64, x as u64);
         usize::try_from(unit).unwrap_or(usize::MAX)
     };
-    let mut pairing: Vec<EntryTaps> = Vec::new();
+    // At most as many entries as `tap_entries` (as many at strides 1 and 2).
+    let mut pairing: Vec<EntryTaps> =
+        Vec::with_capacity(usize::try_from(s.tap_entries()).unwrap_or(0));
     if columns == Columns::Split {
         for ki in 0..s.kernel_h {
             let base = unit(ki * dil_h, 0);
@@ -1213,7 +1309,7 @@ struct TapEntry<V> {
 const ENTRIES_PER_PASS: usize = 6;
 
 /// One pass over the output positions, eight per step ([`Columns::Direct`] and
-/// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`put`]), in straight
+/// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`Target::put`]), in straight
 /// runs of sixteen steps. Step k of an entry multiplies the sixteen lanes (eight pairs) at its
 /// offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact under the bounds of
 /// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 128, and a sum

@@ -287,15 +287,17 @@ fn mac_precision(
 
 /// The counts of a conv2d of geometry `shape` with `out_elements` outputs, after the kernel that
 /// runs it (`kernels::conv`), for versions 2 to 4 ([`conv2d_steps_v2`]) and version 5:
-/// - depthwise, version 5 (`step_v5`, the kernel of one flat run over a tap plane,
-///   `ConvShape::tap_plane`): 1800 + 250·N·OC + 12·N·OC·T + 36·N·C·H +
-///   2·N·C·(H·W + U)·[pairs] + 5·N·OC·S·T + 3·N·OC·OH, with U the units of the plane, [pairs] 1
-///   when it holds pairs (SW of 3 or more, or 2 with DW > 1) and 0 otherwise, S its steps and T
-///   the tap entries (`ConvShape::tap_entries`); no `mac_group_v5`;
+/// - depthwise, version 5 (`step_v5`, the kernel of one flat run over a tap plane, as it was
+///   then: `ConvShape::priced_as_depthwise_v5`, `ConvShape::tap_plane_v5`): 1800 + 250·N·OC +
+///   12·N·OC·T + 36·N·C·H + 2·N·C·(H·W + U)·[pairs] + 5·N·OC·S·T + 3·N·OC·OH, with U the units
+///   of the plane, [pairs] 1 when it holds pairs (SW of 3 or more, or 2 with DW > 1) and 0
+///   otherwise, S its steps and T the tap entries (`ConvShape::tap_entries`); no
+///   `mac_group_v5`;
 /// - pointwise, version 5 (`kernels::pointwise`): 2800 + 30·P + 20·Q + 4·P·OC/groups, with
 ///   P = N·groups·⌈H·W/8⌉·⌈C/groups/2⌉ the blocks of channel pairs and Q =
 ///   N·groups·⌈H·W/8⌉·(⌊OC/groups/4⌋ + OC/groups mod 4) the tiles; no `mac_group_v5`;
-/// - otherwise the im2col counts of versions 2 to 4, for the kernel version 5 runs.
+/// - otherwise the im2col counts of versions 2 to 4, for the gather the kernel of version 5
+///   chose (`ConvShape::priced_as_channels_last_v5`).
 fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
     let as_u64 = |n: usize| n as u64;
     let mut counts = conv2d_steps_v2(
