@@ -72,31 +72,42 @@ impl ConvShape {
     /// stays within twice the channel's size (plus a constant). Other depthwise shapes use the
     /// im2col kernel.
     pub fn uses_depthwise(&self) -> bool {
-        self.group_in() == 1 && self.tap_geometry(true).fits(self)
+        self.kernel(true) == Kernel::Depthwise
     }
 
     /// Whether version 5 of the gas schedule prices this shape as the depthwise kernel of its
     /// time, whose output rows were not rounded to whole steps ([`Self::tap_plane_v5`]).
     pub fn priced_as_depthwise_v5(&self) -> bool {
-        self.group_in() == 1 && self.tap_geometry(false).fits(self)
+        self.kernel(false) == Kernel::Depthwise
     }
 
     /// Whether version 5 of the gas schedule prices this shape as the pointwise kernel.
     pub fn priced_as_pointwise_v5(&self) -> bool {
-        self.is_pointwise() && !self.priced_as_depthwise_v5()
+        self.kernel(false) == Kernel::Pointwise
     }
 
     /// Whether version 5 of the gas schedule prices the im2col gather of this shape as a copy
     /// of a padded channels-last plane.
     pub fn priced_as_channels_last_v5(&self) -> bool {
-        !self.priced_as_depthwise_v5()
-            && !self.priced_as_pointwise_v5()
-            && copy_fits(self.padded_plane(), self.height, self.width)
+        self.kernel(false) == Kernel::ChannelsLast
     }
 
-    /// A 1 × 1 kernel at stride 1 without padding.
-    fn is_pointwise(&self) -> bool {
-        self.kernel_h == 1 && self.kernel_w == 1 && self.strides == [1, 1] && self.padding == [0, 0]
+    /// The kernel that runs this shape, deciding the depthwise kernel with the tap plane of the
+    /// kernel (`whole_steps`, see [`Self::tap_geometry`]) or of version 5.
+    fn kernel(&self, whole_steps: bool) -> Kernel {
+        let pointwise = self.kernel_h == 1
+            && self.kernel_w == 1
+            && self.strides == [1, 1]
+            && self.padding == [0, 0];
+        if self.group_in() == 1 && self.tap_geometry(whole_steps).fits(self) {
+            Kernel::Depthwise
+        } else if pointwise {
+            Kernel::Pointwise
+        } else if copy_fits(self.padded_plane(), self.height, self.width) {
+            Kernel::ChannelsLast
+        } else {
+            Kernel::CheckedGather
+        }
     }
 
     /// Whether versions 2 to 4 of the gas schedule price this shape as the depthwise kernel of
@@ -115,16 +126,14 @@ impl ConvShape {
     /// Whether the pointwise kernel applies ([`super::pointwise`]): a 1 × 1 kernel at stride 1
     /// without padding, over more than one input channel per group.
     pub fn uses_pointwise(&self) -> bool {
-        self.is_pointwise() && !self.uses_depthwise()
+        self.kernel(true) == Kernel::Pointwise
     }
 
     /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
     /// window row one contiguous run): when the padding keeps that copy within twice the input
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
     pub fn uses_channels_last(&self) -> bool {
-        !self.uses_depthwise()
-            && !self.uses_pointwise()
-            && copy_fits(self.padded_plane(), self.height, self.width)
+        self.kernel(true) == Kernel::ChannelsLast
     }
 
     /// Elements of one zero-padded input plane.
@@ -653,6 +662,15 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
             }
         }
     }
+}
+
+/// The conv2d kernels ([`ConvShape::uses_depthwise`] and the others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    Depthwise,
+    Pointwise,
+    ChannelsLast,
+    CheckedGather,
 }
 
 /// [`TapPlane`] in `u64`, for any shape.
