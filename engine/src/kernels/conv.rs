@@ -976,8 +976,9 @@ fn copy_rows<S: Simd>(
 }
 
 /// Where the passes over one output plane put their sums: `sums` (one entry per step) for the
-/// passes before the last, and for the last `out` (the output plane and the planes after it),
-/// each step's eight outputs from `starts[k]` on, plus `addend` and the earlier passes' sums.
+/// passes before the last, and for the last `out` (the output plane and the planes after it,
+/// or the flat run of short rows), each step's eight outputs from `starts[k]` on, plus `addend`
+/// and the earlier passes' sums.
 struct Sink<'a> {
     sums: &'a mut [[i32; LANES]],
     starts: &'a [usize],
