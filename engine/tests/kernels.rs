@@ -9,6 +9,7 @@
 mod common;
 
 use common::Rng;
+use common::conv::{plain_conv2d, plus_bias, sized};
 use cvm_engine::kernels::gemm::{self, PackedRows};
 use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
@@ -46,54 +47,6 @@ impl Rng {
             _ => self.next() as i32,
         }
     }
-}
-
-/// Spec 001 conv2d without bias: the plain sum over the zero-padded window, in i64.
-fn plain_conv2d(s: &ConvShape, data: &[i32], weights: &[i32]) -> Vec<i32> {
-    let (group_in, group_out) = (s.in_channels / s.groups, s.out_channels / s.groups);
-    let mut out = Vec::new();
-    for n in 0..s.batch {
-        for oc in 0..s.out_channels {
-            let g = oc / group_out;
-            for p in 0..s.out_h {
-                for q in 0..s.out_w {
-                    let mut sum = 0i64;
-                    for ic in 0..group_in {
-                        for ki in 0..s.kernel_h {
-                            for kj in 0..s.kernel_w {
-                                let row = (p * s.strides[0] + ki * s.dilation[0]) as i64
-                                    - s.padding[0] as i64;
-                                let col = (q * s.strides[1] + kj * s.dilation[1]) as i64
-                                    - s.padding[1] as i64;
-                                if row < 0
-                                    || col < 0
-                                    || row >= s.height as i64
-                                    || col >= s.width as i64
-                                {
-                                    continue;
-                                }
-                                let c = g * group_in + ic;
-                                let x = data[((n * s.in_channels + c) * s.height + row as usize)
-                                    * s.width
-                                    + col as usize];
-                                let w = weights
-                                    [((oc * group_in + ic) * s.kernel_h + ki) * s.kernel_w + kj];
-                                sum += i64::from(x) * i64::from(w);
-                            }
-                        }
-                    }
-                    out.push(i32::try_from(sum).unwrap());
-                }
-            }
-        }
-    }
-    out
-}
-
-fn extent(size: usize, pad: usize, dilation: usize, kernel: usize, stride: usize) -> Option<usize> {
-    let padded = size + 2 * pad;
-    let span = dilation * (kernel - 1) + 1;
-    (padded >= span).then(|| (padded - span) / stride + 1)
 }
 
 /// A random valid convolution; `kind` 0 = general, 1 = depthwise, 2 = grouped, 3 = pointwise
@@ -144,14 +97,8 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
         } else {
             [rng.size(0, 3), rng.size(0, 3)]
         };
-        let (Some(out_h), Some(out_w)) = (
-            extent(height, padding[0], dilation[0], kernel_h, strides[0]),
-            extent(width, padding[1], dilation[1], kernel_w, strides[1]),
-        ) else {
-            continue;
-        };
-        return ConvShape {
-            batch: rng.size(1, 2),
+        let Some(mut shape) = sized(ConvShape {
+            batch: 1,
             in_channels: groups * group_in,
             height,
             width,
@@ -159,12 +106,16 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
             groups,
             kernel_h,
             kernel_w,
-            out_h,
-            out_w,
+            out_h: 0,
+            out_w: 0,
             strides,
             padding,
             dilation,
+        }) else {
+            continue;
         };
+        shape.batch = rng.size(1, 2);
+        return shape;
     }
 }
 
@@ -187,19 +138,6 @@ fn run_conv<S: Simd>(
     );
     assert!(fits, "{s:?}: a bias that fits reported an overflow");
     out
-}
-
-/// `plain_conv2d` plus `bias[oc]` on every output of channel oc.
-fn plus_bias(s: &ConvShape, mut sums: Vec<i32>, bias: &[i32]) -> Vec<i32> {
-    let pixels = s.out_h * s.out_w;
-    if pixels > 0 {
-        for (plane, &b) in sums.chunks_exact_mut(pixels).zip(bias.iter().cycle()) {
-            for value in plane {
-                *value += b;
-            }
-        }
-    }
-    sums
 }
 
 #[test]

@@ -339,48 +339,37 @@ mod tests {
     }
 
     #[test]
-    fn v1_numbers_are_frozen() {
-        assert_frozen(
-            &Schedule::V1,
-            1,
-            [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0],
-        );
-    }
-
-    #[test]
-    fn v2_numbers_are_frozen() {
-        assert_frozen(
-            &Schedule::V2,
-            2,
-            [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0],
-        );
-    }
-
-    #[test]
-    fn v3_numbers_are_frozen() {
-        assert_frozen(
-            &Schedule::V3,
-            3,
-            [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0],
-        );
-    }
-
-    #[test]
-    fn v4_numbers_are_frozen() {
-        assert_frozen(
-            &Schedule::V4,
-            4,
-            [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0],
-        );
-    }
-
-    #[test]
-    fn v5_numbers_are_frozen() {
-        assert_frozen(
-            &Schedule::V5,
-            5,
-            [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3],
-        );
+    fn published_numbers_are_frozen() {
+        let published: [(&Schedule, u32, [u64; Param::COUNT]); 5] = [
+            (
+                &Schedule::V1,
+                1,
+                [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+            ),
+            (
+                &Schedule::V2,
+                2,
+                [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0],
+            ),
+            (
+                &Schedule::V3,
+                3,
+                [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0],
+            ),
+            (
+                &Schedule::V4,
+                4,
+                [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0],
+            ),
+            (
+                &Schedule::V5,
+                5,
+                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3],
+            ),
+        ];
+        for (schedule, version, costs) in published {
+            assert_frozen(schedule, version, costs);
+        }
         assert_eq!(Schedule::by_version(0), None);
         assert_eq!(Schedule::by_version(6), None);
         assert_eq!(Schedule::CURRENT, &Schedule::V5);

@@ -889,32 +889,24 @@ fn depthwise<S: Simd>(
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
                 let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
                 let first = (n * s.out_channels + oc) * pixels;
-                let Some(plane_out) = out.get_mut(first..) else {
-                    return true; // `out` holds every plane; never reached
-                };
-                if !direct {
-                    let mut sink = Sink {
-                        sums: &mut sums,
-                        starts: &starts,
-                        out: &mut flat,
-                        addend: 0,
-                    };
-                    run_passes::<S>(split, &entries, &plane, &mut sink);
-                    let plane_out = plane_out.get_mut(..pixels).unwrap_or_default();
-                    if !copy_rows::<S>(&flat, row, plane_out, s.out_w, addend) {
-                        return false;
-                    }
-                    continue;
-                }
                 let mut sink = Sink {
                     sums: &mut sums,
                     starts: &starts,
-                    out: plane_out,
-                    addend: if fits { addend } else { 0 },
+                    out: if direct {
+                        out.get_mut(first..).unwrap_or_default()
+                    } else {
+                        &mut flat
+                    },
+                    addend: if direct && fits { addend } else { 0 },
                 };
                 run_passes::<S>(split, &entries, &plane, &mut sink);
-                let plane_out = sink.out.get_mut(..pixels).unwrap_or_default();
-                if !fits && !super::add_checked::<S>(plane_out, addend) {
+                let plane_out = out.get_mut(first..first + pixels).unwrap_or_default();
+                let stored = if !direct {
+                    copy_rows::<S>(&flat, row, plane_out, s.out_w, addend)
+                } else {
+                    fits || super::add_checked::<S>(plane_out, addend)
+                };
+                if !stored {
                     return false;
                 }
             }
@@ -1136,9 +1128,9 @@ fn write_tap_plane<S: Simd>(
 /// `target` ([`narrow_line`]), with `V` whole vectors per row (0: any number, or a row shorter
 /// than one vector). Not inlined, so that each count gets its own registers.
 #[inline(never)]
-fn narrow_rows<'a, S: Simd, const V: usize>(
+fn narrow_rows<S: Simd, const V: usize>(
     lines: core::slice::Chunks<'_, i32>,
-    targets: core::slice::ChunksMut<'a, i16>,
+    targets: core::slice::ChunksMut<'_, i16>,
     width: usize,
     count: usize,
 ) {

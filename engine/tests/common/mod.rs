@@ -2,6 +2,8 @@
 // Each test crate includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod conv;
+
 /// splitmix64: small and deterministic; every test starts it from a fixed seed. Test files add
 /// their own generators (shapes, values, precisions) in `impl Rng` blocks of their own.
 pub struct Rng(pub u64);

@@ -1,0 +1,95 @@
+//! The conv2d reference of the tests: the plain formula of spec 001 and shapes with their
+//! output sizes.
+#![allow(clippy::unwrap_used)] // a sum outside i32 is a failed test
+
+use cvm_engine::kernels::conv::ConvShape;
+
+/// Spec 001 conv2d without bias: the plain sum over the zero-padded window, in i64.
+pub fn plain_conv2d(s: &ConvShape, data: &[i32], weights: &[i32]) -> Vec<i32> {
+    let (group_in, group_out) = (s.in_channels / s.groups, s.out_channels / s.groups);
+    let mut out = Vec::new();
+    for n in 0..s.batch {
+        for oc in 0..s.out_channels {
+            let g = oc / group_out;
+            for p in 0..s.out_h {
+                for q in 0..s.out_w {
+                    let mut sum = 0i64;
+                    for ic in 0..group_in {
+                        for ki in 0..s.kernel_h {
+                            for kj in 0..s.kernel_w {
+                                let row = (p * s.strides[0] + ki * s.dilation[0]) as i64
+                                    - s.padding[0] as i64;
+                                let col = (q * s.strides[1] + kj * s.dilation[1]) as i64
+                                    - s.padding[1] as i64;
+                                if row < 0
+                                    || col < 0
+                                    || row >= s.height as i64
+                                    || col >= s.width as i64
+                                {
+                                    continue;
+                                }
+                                let c = g * group_in + ic;
+                                let x = data[((n * s.in_channels + c) * s.height + row as usize)
+                                    * s.width
+                                    + col as usize];
+                                let w = weights
+                                    [((oc * group_in + ic) * s.kernel_h + ki) * s.kernel_w + kj];
+                                sum += i64::from(x) * i64::from(w);
+                            }
+                        }
+                    }
+                    out.push(i32::try_from(sum).unwrap());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The output size along one axis, or None when the dilated kernel is wider than the padded
+/// input.
+pub fn extent(
+    size: usize,
+    pad: usize,
+    dilation: usize,
+    kernel: usize,
+    stride: usize,
+) -> Option<usize> {
+    let padded = size + 2 * pad;
+    let span = dilation * (kernel - 1) + 1;
+    (padded >= span).then(|| (padded - span) / stride + 1)
+}
+
+/// `plain_conv2d` plus `bias[oc]` on every output of channel oc.
+pub fn plus_bias(s: &ConvShape, mut sums: Vec<i32>, bias: &[i32]) -> Vec<i32> {
+    let pixels = s.out_h * s.out_w;
+    if pixels > 0 {
+        for (plane, &b) in sums.chunks_exact_mut(pixels).zip(bias.iter().cycle()) {
+            for value in plane {
+                *value += b;
+            }
+        }
+    }
+    sums
+}
+
+/// `s` with its output height and width, or None when the kernel does not fit the padded input.
+pub fn sized(s: ConvShape) -> Option<ConvShape> {
+    Some(ConvShape {
+        out_h: extent(
+            s.height,
+            s.padding[0],
+            s.dilation[0],
+            s.kernel_h,
+            s.strides[0],
+        )?,
+        out_w: extent(
+            s.width,
+            s.padding[1],
+            s.dilation[1],
+            s.kernel_w,
+            s.strides[1],
+        )?,
+        ..s
+    })
+}
