@@ -328,11 +328,11 @@ impl ConvShape {
         if self.uses_depthwise() {
             let plane = self.tap_plane();
             // The tap plane and the plane of values it is built from (2 bytes per element);
-            // per tap at most 1.5 tap entries, each a pairing (72 bytes) and an entry (48
-            // bytes), and the places of its reads while pairing them (at most 64 bytes), 256
-            // bytes in all; per step its output index (8 bytes), its sums when the entries take
-            // several passes (32 bytes), and its positions when the rows are not whole steps
-            // (32 bytes); per row phase its plan (at most 64 bytes).
+            // per tap at most 1.5 tap entries, each a pairing (72 bytes), and the places of its
+            // reads while pairing them (at most 64 bytes), 256 bytes in all; per tap entry of
+            // each output channel its entry (48 bytes); per step its output index (8 bytes),
+            // its sums when the entries take several passes (32 bytes), and its positions when
+            // the rows are not whole steps (32 bytes); per input row its plane unit (8 bytes).
             let taps = (self.kernel_h * self.kernel_w) as u64;
             let per_step =
                 8 + if self.tap_entries() > ENTRIES_PER_PASS as u64 {
@@ -347,8 +347,13 @@ impl ConvShape {
             return ((plane.plane_len() + plane.values_len()) as u64)
                 .saturating_mul(2)
                 .saturating_add(taps.saturating_mul(256))
+                .saturating_add(
+                    (self.out_channels as u64)
+                        .saturating_mul(self.tap_entries())
+                        .saturating_mul(48),
+                )
                 .saturating_add((plane.steps as u64).saturating_mul(per_step))
-                .saturating_add((self.strides[0] as u64).saturating_mul(64));
+                .saturating_add((self.height as u64).saturating_mul(8));
         }
         let weights = if weights_prepared {
             0
@@ -860,11 +865,12 @@ fn depthwise<S: Simd>(
             }
         })
         .collect();
-    let rows = row_plans(&s, &geometry);
+    let rows = row_targets(&s, &geometry);
     let split = columns == Columns::Split;
-    let zero = S::splat16(0);
     let bound = taps as i64 * PRODUCT_BOUND;
-    let mut entries: Vec<TapEntry<S::I16x8>> = Vec::with_capacity(pairing.len());
+    // The entries of every output channel, built once per node.
+    let entries = tap_entries::<S>(&pairing, &geometry, weights, taps, s.out_channels);
+    let per_channel = pairing.len();
     for n in 0..s.batch {
         for c in 0..s.in_channels {
             let from = (n * s.in_channels + c) * channel_len;
@@ -872,20 +878,9 @@ fn depthwise<S: Simd>(
             write_tap_plane::<S>(&s, &geometry, &rows, channel, &mut plane, &mut values);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
-                let kernel = &weights[oc * taps..(oc + 1) * taps];
-                let weight = |tap: Option<usize>| {
-                    tap.and_then(|tap| kernel.get(tap))
-                        .map_or(0, |&w| narrow16(w))
-                };
-                let pair =
-                    |[first, second]: [Option<usize>; 2]| S::pair16(weight(first), weight(second));
-                entries.clear();
-                entries.extend(pairing.iter().map(|taps| TapEntry {
-                    offset: geometry.offset(taps.unit),
-                    weights: pair(taps.even),
-                    // Only the split columns have odd outputs of their own.
-                    odd_weights: if split { pair(taps.odd) } else { zero },
-                }));
+                let entries = entries
+                    .get(oc * per_channel..(oc + 1) * per_channel)
+                    .unwrap_or_default();
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
                 let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
                 let first = (n * s.out_channels + oc) * pixels;
@@ -899,7 +894,7 @@ fn depthwise<S: Simd>(
                     },
                     addend: if direct && fits { addend } else { 0 },
                 };
-                run_passes::<S>(split, &entries, &plane, &mut sink);
+                run_passes::<S>(split, entries, &plane, &mut sink);
                 let plane_out = out.get_mut(first..first + pixels).unwrap_or_default();
                 let stored = if !direct {
                     copy_rows::<S>(&flat, row, plane_out, s.out_w, addend)
@@ -1026,31 +1021,17 @@ fn run_passes<S: Simd>(
     }
 }
 
-/// The rows of one row phase of a plane that holds the columns themselves: every SH-th input
-/// row from `first_row` on (`count` of them), into consecutive plane rows from unit `first` on.
-/// Computed once per node: no division per channel.
-struct RowPlan {
-    first_row: usize,
-    count: usize,
-    first: usize,
-}
-
-/// The [`RowPlan`] of each row phase, in the order of their units.
-fn row_plans(s: &ConvShape, geometry: &TapPlane) -> Vec<RowPlan> {
-    let rows = geometry.rows;
+/// The plane unit each input row starts at, when the plane holds the columns themselves:
+/// padded row y = row + PH goes to row phase y mod SH, row ⌊y / SH⌋ of that phase, after its
+/// PW units of left padding. Computed once per node: no division per channel.
+fn row_targets(s: &ConvShape, geometry: &TapPlane) -> Vec<usize> {
     let [stride_h, _] = s.strides;
     let [pad_h, pad_w] = s.padding;
     let unit_row = geometry.unit_row();
-    (0..stride_h)
-        .map(|phase| {
-            // Padded row y goes to row phase y mod SH, row y / SH.
-            let first_row = (phase + stride_h - pad_h % stride_h) % stride_h;
-            let y = first_row + pad_h;
-            RowPlan {
-                first_row,
-                count: s.height.saturating_sub(first_row).div_ceil(stride_h),
-                first: (phase * rows + y / stride_h) * unit_row + pad_w,
-            }
+    (0..s.height)
+        .map(|row| {
+            let y = row + pad_h;
+            ((y % stride_h) * geometry.rows + y / stride_h) * unit_row + pad_w
         })
         .collect()
 }
@@ -1063,7 +1044,7 @@ fn row_plans(s: &ConvShape, geometry: &TapPlane) -> Vec<RowPlan> {
 fn write_tap_plane<S: Simd>(
     s: &ConvShape,
     geometry: &TapPlane,
-    rows: &[RowPlan],
+    rows: &[usize],
     channel: &[i32],
     plane: &mut [i16],
     values: &mut [i16],
@@ -1098,44 +1079,38 @@ fn write_tap_plane<S: Simd>(
         neighbour_pairs::<S>(values, plane);
         return;
     }
-    // The rows of each row phase: every SH-th input row, into consecutive plane rows, phase
-    // after phase.
-    let unit_row = geometry.unit_row();
-    for plan in rows {
-        let lines = channel
-            .get(plan.first_row * s.width..)
-            .unwrap_or_default()
-            .chunks(stride_h * s.width);
-        let targets = plane
-            .get_mut(plan.first..)
-            .unwrap_or_default()
-            .chunks_mut(unit_row);
-        // The count of whole vectors of a row as a constant for rows of up to 64 values, so
-        // that a row is one straight run.
-        macro_rules! vectors {
-            ($($count:literal)*) => {
-                match s.width / LANES {
-                    $($count => narrow_rows::<S, $count>(lines, targets, s.width, plan.count),)*
-                    _ => narrow_rows::<S, 0>(lines, targets, s.width, plan.count),
-                }
-            };
-        }
-        vectors!(1 2 3 4 5 6 7 8);
+    // The count of whole vectors of a row as a constant for rows of up to 64 values, so that
+    // a row is one straight run.
+    macro_rules! vectors {
+        ($($count:literal)*) => {
+            match s.width / LANES {
+                $($count => narrow_rows::<S, $count>(channel, plane, rows, s.width),)*
+                _ => narrow_rows::<S, 0>(channel, plane, rows, s.width),
+            }
+        };
     }
+    vectors!(1 2 3 4 5 6 7 8);
 }
 
-/// Narrows the first `width` values of each of the first `count` `lines` into the start of its
-/// `target` ([`narrow_line`]), with `V` whole vectors per row (0: any number, or a row shorter
-/// than one vector). Not inlined, so that each count gets its own registers.
+/// Narrows each row of `width` values of `channel` into `plane` from the unit `targets` gives
+/// it, with `V` whole vectors per row (0: any number, or a row shorter than one vector:
+/// [`narrow_line`]). One plain loop over the channel's rows: its only state is the two row
+/// pointers. Not inlined, so that each count gets its own registers.
 #[inline(never)]
 fn narrow_rows<S: Simd, const V: usize>(
-    lines: core::slice::Chunks<'_, i32>,
-    targets: core::slice::ChunksMut<'_, i16>,
+    channel: &[i32],
+    plane: &mut [i16],
+    targets: &[usize],
     width: usize,
-    count: usize,
 ) {
-    for (line, target) in lines.zip(targets).take(count) {
-        let (Some(line), Some(target)) = (line.get(..width), target.get_mut(..width)) else {
+    if width == 0 {
+        return;
+    }
+    let (lines, targets) = (channel.chunks_exact(width), targets);
+    let count = lines.len().min(targets.len());
+    let lines = lines.take(count);
+    for (line, &start) in lines.zip(targets) {
+        let Some(target) = plane.get_mut(start..start.saturating_add(width)) else {
             return; // every row fits its plane row; never reached
         };
         if V == 0 {
@@ -1289,6 +1264,39 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
     pairing
 }
 
+/// The [`TapEntry`]s of every output channel, `pairing.len()` per channel in channel order:
+/// each pairing's offset, and the weights of its taps narrowed to `i16` (0 for a lane without a
+/// tap). Built once per node.
+#[inline(never)]
+fn tap_entries<S: Simd>(
+    pairing: &[EntryTaps],
+    geometry: &TapPlane,
+    weights: &[i32],
+    taps: usize,
+    out_channels: usize,
+) -> Vec<TapEntry<S::I16x8>> {
+    let split = geometry.columns == Columns::Split;
+    let zero = S::splat16(0);
+    let mut entries = Vec::with_capacity(out_channels * pairing.len());
+    if taps == 0 {
+        return entries;
+    }
+    for kernel in weights.chunks_exact(taps).take(out_channels) {
+        let weight = |tap: Option<usize>| {
+            tap.and_then(|tap| kernel.get(tap))
+                .map_or(0, |&w| narrow16(w))
+        };
+        let pair = |[first, second]: [Option<usize>; 2]| S::pair16(weight(first), weight(second));
+        entries.extend(pairing.iter().map(|taps| TapEntry {
+            offset: geometry.offset(taps.unit),
+            weights: pair(taps.even),
+            // Only the split columns have odd outputs of their own.
+            odd_weights: if split { pair(taps.odd) } else { zero },
+        }));
+    }
+    entries
+}
+
 /// Writes `(values[i], values[i + 1])` at `pairs[2i..2i + 2]` for every i of `pairs`' length.
 fn neighbour_pairs<S: Simd>(values: &[i16], pairs: &mut [i16]) {
     let (at, _) = values.as_chunks::<LANES>();
@@ -1314,6 +1322,10 @@ struct TapEntry<V> {
     weights: V,
     odd_weights: V,
 }
+
+// The working memory counts 48 bytes per entry ([`ConvShape::scratch_bytes`]): an offset and two
+// 16-byte vectors of alignment at most 16 (`u128`'s).
+const _: () = assert!(core::mem::size_of::<TapEntry<u128>>() <= 48);
 
 /// Entries per [`depthwise_pass`]: a 3 × 3 kernel (three rows of a pair and a single) in one
 /// pass, its six weight vectors in registers.
