@@ -1021,10 +1021,14 @@ fn run_passes<S: Simd>(
     }
 }
 
-/// The plane unit each input row starts at, when the plane holds the columns themselves:
-/// padded row y = row + PH goes to row phase y mod SH, row ⌊y / SH⌋ of that phase, after its
-/// PW units of left padding. Computed once per node: no division per channel.
+/// The plane unit each input row starts at, when the plane holds the columns themselves (none
+/// for a plane of pairs, built from its own phase-split rows): padded row y = row + PH goes to
+/// row phase y mod SH, row ⌊y / SH⌋ of that phase, after its PW units of left padding.
+/// Computed once per node: no division per channel.
 fn row_targets(s: &ConvShape, geometry: &TapPlane) -> Vec<usize> {
+    if geometry.columns == Columns::Pairs {
+        return Vec::new();
+    }
     let [stride_h, _] = s.strides;
     let [pad_h, pad_w] = s.padding;
     let unit_row = geometry.unit_row();
@@ -1106,10 +1110,7 @@ fn narrow_rows<S: Simd, const V: usize>(
     if width == 0 {
         return;
     }
-    let (lines, targets) = (channel.chunks_exact(width), targets);
-    let count = lines.len().min(targets.len());
-    let lines = lines.take(count);
-    for (line, &start) in lines.zip(targets) {
+    for (line, &start) in channel.chunks_exact(width).zip(targets) {
         let Some(target) = plane.get_mut(start..start.saturating_add(width)) else {
             return; // every row fits its plane row; never reached
         };
