@@ -392,7 +392,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                         let rows = dims.first().copied().unwrap_or(1) as u64;
                         let depth = dims.iter().skip(1).map(|&d| u64::from(d)).product::<u64>();
                         packed_bytes =
-                            packed_bytes.saturating_add(PackedRows::bytes(rows, depth));
+                            packed_bytes.saturating_add(PackedRows::bytes_in(rows, depth, order));
                         if packed_bytes > limits::MAX_PEAK_MEMORY_BYTES {
                             return Err(fail!(
                                 MemoryLimit,

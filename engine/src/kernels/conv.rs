@@ -21,7 +21,7 @@ use super::{copy_fits, scatter_row};
 pub const BLOCK: usize = 16;
 
 /// Geometry of one convolution (NCHW data, OIHW weights), validated by the operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConvShape {
     /// N.
     pub batch: usize,
@@ -142,9 +142,11 @@ impl ConvShape {
             .saturating_mul(self.width as u64 + 2 * self.padding[1] as u64)
     }
 
-    /// The order the im2col kernel needs its weight rows in.
+    /// The order the kernel that runs this shape needs its weights in.
     pub fn pack_order(&self) -> PackOrder {
-        if self.uses_channels_last() {
+        if self.uses_depthwise() {
+            PackOrder::Depthwise(*self)
+        } else if self.uses_channels_last() {
             PackOrder::ChannelsLast {
                 channels: self.group_in(),
                 taps: self.kernel_h * self.kernel_w,
@@ -186,7 +188,7 @@ impl ConvShape {
         per_row.saturating_mul(kernel_h)
     }
 
-    /// Tap entries of the depthwise kernel ([`TapEntry`], [`depthwise_pairing`]), per kernel
+    /// Tap entries of the depthwise kernel ([`EntryTaps`], [`depthwise_pairing`]), per kernel
     /// row:
     /// - SW = 1 ([`Columns::Split`]): one per even column offset a that a tap's column x reads
     ///   from, as ⌊x / 2⌋ (even outputs) or ⌊(x + 1) / 2⌋ (odd outputs) times two: ⌊KW / 2⌋ + 1
@@ -204,6 +206,14 @@ impl ConvShape {
             _ => return self.depthwise_entries(),
         };
         per_row.saturating_mul(self.kernel_h as u64)
+    }
+
+    /// Bytes of the depthwise kernel's weights ([`pack_depthwise`]): per output channel and tap
+    /// entry, sixteen `i16`.
+    pub fn depthwise_weight_bytes(&self) -> u64 {
+        (self.out_channels as u64)
+            .saturating_mul(self.tap_entries())
+            .saturating_mul(4 * LANES as u64)
     }
 
     /// `i16` elements of a padded, phase-split plane of one channel with rows of
@@ -328,9 +338,10 @@ impl ConvShape {
         if self.uses_depthwise() {
             let plane = self.tap_plane();
             // The tap plane and the plane of values it is built from (2 bytes per element);
-            // per tap at most 1.5 tap entries, each a pairing (72 bytes), and the places of its
-            // reads while pairing them (at most 64 bytes), 256 bytes in all; per tap entry of
-            // each output channel its entry (48 bytes); per step its output index (8 bytes),
+            // per tap at most 1.5 tap entries, each a pairing (72 bytes) and its offset (8
+            // bytes), and the places of its reads while pairing them (at most 64 bytes), 256
+            // bytes in all; the weights of the entries unless they were packed at load time
+            // ([`Self::depthwise_weight_bytes`]); per step its output index (8 bytes),
             // its sums when the entries take several passes (32 bytes), and its positions when
             // the rows are not whole steps (32 bytes); per input row its plane unit (8 bytes).
             let taps = (self.kernel_h * self.kernel_w) as u64;
@@ -347,11 +358,11 @@ impl ConvShape {
             return ((plane.plane_len() + plane.values_len()) as u64)
                 .saturating_mul(2)
                 .saturating_add(taps.saturating_mul(256))
-                .saturating_add(
-                    (self.out_channels as u64)
-                        .saturating_mul(self.tap_entries())
-                        .saturating_mul(48),
-                )
+                .saturating_add(if weights_prepared {
+                    0
+                } else {
+                    self.depthwise_weight_bytes()
+                })
                 .saturating_add((plane.steps as u64).saturating_mul(per_step))
                 .saturating_add((self.height as u64).saturating_mul(8));
         }
@@ -372,7 +383,8 @@ impl ConvShape {
     }
 }
 
-/// Packs conv2d weights (OC rows of C/groups · KH · KW values) for [`conv2d`].
+/// Packs conv2d weights (OC rows of C/groups · KH · KW values) for [`conv2d`], in the order of
+/// the kernel that runs the shape ([`ConvShape::pack_order`]).
 pub fn pack_weights(shape: &ConvShape, weights: &[i32]) -> PackedRows {
     PackedRows::pack_in(
         weights,
@@ -396,10 +408,6 @@ pub fn conv2d<S: Simd>(
     bias: Option<&[i32]>,
     out: &mut [i32],
 ) -> bool {
-    if shape.uses_depthwise() {
-        // The bias is added as the sums are stored.
-        return depthwise::<S>(shape, data, weights, bias, out);
-    }
     let packed;
     let weights = match prepared {
         Some(weights) => weights,
@@ -408,6 +416,10 @@ pub fn conv2d<S: Simd>(
             &packed
         }
     };
+    if shape.uses_depthwise() {
+        // The bias is added as the sums are stored.
+        return depthwise::<S>(shape, data, weights, bias, out);
+    }
     if shape.uses_pointwise() {
         // The bias is added as the sums are stored.
         return super::pointwise::pointwise::<S>(shape, data, weights, bias, out);
@@ -802,10 +814,11 @@ const PRODUCT_BOUND: i64 = 1 << 14;
 
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, the [`TapPlane`] is written from the channel (narrowed to `i16`), then per output
-/// channel the sums of its tap entries ([`TapEntry`]: two taps of a kernel row at adjacent
+/// channel the sums of its tap entries ([`EntryTaps`]: two taps of a kernel row at adjacent
 /// units share one dot product per four outputs) are taken over all output positions in one
 /// run of vectors ([`depthwise_pass`], [`split_pass`]), and each step's eight sums stored
-/// straight into the output plane with the bias.
+/// straight into the output plane with the bias. `weights` are the entries' weights
+/// ([`pack_depthwise`]), packed at load time when the weights are parameters.
 ///
 /// When a plane row is whole steps long, a step's eight positions are eight consecutive
 /// outputs of one output row; those past the row's `out_w` outputs land on outputs of later
@@ -818,7 +831,7 @@ const PRODUCT_BOUND: i64 = 1 << 14;
 fn depthwise<S: Simd>(
     shape: &ConvShape,
     data: &[i32],
-    weights: &[i32],
+    weights: &PackedRows,
     bias: Option<&[i32]>,
     out: &mut [i32],
 ) -> bool {
@@ -841,7 +854,6 @@ fn depthwise<S: Simd>(
     let total = total.min(out.len());
     let out = &mut out[..total];
     let multiplier = s.group_out();
-    let taps = s.kernel_h * s.kernel_w;
     let mut plane: Vec<i16> = vec![0; geometry.plane_len()];
     let mut values: Vec<i16> = vec![0; geometry.values_len()];
     let pairing = depthwise_pairing(&s);
@@ -867,10 +879,14 @@ fn depthwise<S: Simd>(
         .collect();
     let rows = row_targets(&s, &geometry);
     let split = columns == Columns::Split;
-    let bound = taps as i64 * PRODUCT_BOUND;
-    // The entries of every output channel, built once per node.
-    let entries = tap_entries::<S>(&pairing, &geometry, weights, taps, s.out_channels);
+    let bound = (s.kernel_h * s.kernel_w) as i64 * PRODUCT_BOUND;
+    // Each entry's offset in the plane, and its weights in the channel's row of `weights`.
+    let offsets: Vec<usize> = pairing
+        .iter()
+        .map(|taps| geometry.offset(taps.unit))
+        .collect();
     let per_channel = pairing.len();
+    let stride = per_channel * 2 * LANES;
     for n in 0..s.batch {
         for c in 0..s.in_channels {
             let from = (n * s.in_channels + c) * channel_len;
@@ -878,9 +894,8 @@ fn depthwise<S: Simd>(
             write_tap_plane::<S>(&s, &geometry, &rows, channel, &mut plane, &mut values);
             for m in 0..multiplier {
                 let oc = c * multiplier + m;
-                let entries = entries
-                    .get(oc * per_channel..(oc + 1) * per_channel)
-                    .unwrap_or_default();
+                let kernel = weights.values().get(oc * stride..(oc + 1) * stride);
+                let (entry_weights, _) = kernel.unwrap_or_default().as_chunks::<{ 2 * LANES }>();
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
                 let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
                 let first = (n * s.out_channels + oc) * pixels;
@@ -894,7 +909,7 @@ fn depthwise<S: Simd>(
                     },
                     addend: if direct && fits { addend } else { 0 },
                 };
-                run_passes::<S>(split, entries, &plane, &mut sink);
+                run_passes::<S>(split, &offsets, entry_weights, &plane, &mut sink);
                 let plane_out = out.get_mut(first..first + pixels).unwrap_or_default();
                 let stored = if !direct {
                     copy_rows::<S>(&flat, row, plane_out, s.out_w, addend)
@@ -977,15 +992,25 @@ struct Sink<'a> {
 /// pass storing into the output.
 fn run_passes<S: Simd>(
     split: bool,
-    entries: &[TapEntry<S::I16x8>],
+    offsets: &[usize],
+    weights: &[[i16; 2 * LANES]],
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
-    let passes = entries.len().div_ceil(ENTRIES_PER_PASS);
-    for (pass, group) in entries.chunks(ENTRIES_PER_PASS).enumerate() {
+    let entries = offsets.len().min(weights.len());
+    let passes = entries.div_ceil(ENTRIES_PER_PASS);
+    let groups = offsets
+        .chunks(ENTRIES_PER_PASS)
+        .zip(weights.chunks(ENTRIES_PER_PASS));
+    for (pass, (offsets, weights)) in groups.enumerate() {
         let (add, out) = (pass > 0, pass + 1 == passes);
         // The passes before the last take full groups.
-        if let (Ok(group), false) = (<&[_; ENTRIES_PER_PASS]>::try_from(group), out) {
+        if let (Ok(offsets), Ok(weights), false) = (
+            <&[_; ENTRIES_PER_PASS]>::try_from(offsets),
+            <&[_; ENTRIES_PER_PASS]>::try_from(weights),
+            out,
+        ) {
+            let group = Group { offsets, weights };
             match (split, add) {
                 (true, false) => {
                     split_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
@@ -1003,7 +1028,11 @@ fn run_passes<S: Simd>(
         // The entry count as a constant, so that the loop over entries unrolls.
         macro_rules! last {
             ($($count:literal)*) => {
-                $(if let Ok(group) = <&[_; $count]>::try_from(group) {
+                $(if let (Ok(offsets), Ok(weights)) = (
+                    <&[_; $count]>::try_from(offsets),
+                    <&[_; $count]>::try_from(weights),
+                ) {
+                    let group = Group { offsets, weights };
                     match (split, add) {
                         (true, false) => split_pass::<S, $count, true, false>(group, plane, sink),
                         (true, true) => split_pass::<S, $count, true, true>(group, plane, sink),
@@ -1177,7 +1206,7 @@ fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
     }
 }
 
-/// The taps of one [`TapEntry`]: its unit relative to output position 0 in the [`TapPlane`],
+/// The taps of one tap entry of the depthwise kernel: its unit relative to output position 0 in the [`TapPlane`],
 /// and the kernel index (ki · KW + kj) of the tap each lane of a pair multiplies, for even
 /// outputs (`even`, the only ones unless the columns are [`Columns::Split`]) and odd outputs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1265,37 +1294,44 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
     pairing
 }
 
-/// The [`TapEntry`]s of every output channel, `pairing.len()` per channel in channel order:
-/// each pairing's offset, and the weights of its taps narrowed to `i16` (0 for a lane without a
-/// tap). Built once per node.
-#[inline(never)]
-fn tap_entries<S: Simd>(
-    pairing: &[EntryTaps],
-    geometry: &TapPlane,
-    weights: &[i32],
-    taps: usize,
-    out_channels: usize,
-) -> Vec<TapEntry<S::I16x8>> {
-    let split = geometry.columns == Columns::Split;
-    let zero = S::splat16(0);
-    let mut entries = Vec::with_capacity(out_channels * pairing.len());
-    if taps == 0 {
-        return entries;
+/// Packs the weights of the depthwise kernel for `shape` (a shape it takes): per output
+/// channel, per tap entry of [`depthwise_pairing`] in order, the weights of its even outputs'
+/// lane pair (`[w_first, w_second]` repeated four times, 0 for a lane without a tap), then of its
+/// odd outputs' pair (only the [`Columns::Split`] columns have odd outputs of their own; 0
+/// otherwise). Weights are within 8 bits (the module documentation), so narrowing them is exact.
+pub fn pack_depthwise(shape: &ConvShape, weights: &[i32]) -> PackedRows {
+    let pairing = depthwise_pairing(shape);
+    let split = shape.tap_plane().columns == Columns::Split;
+    let taps = shape.kernel_h * shape.kernel_w;
+    let stride = pairing.len() * 2 * LANES;
+    let mut values = vec![0; shape.out_channels * stride];
+    if stride > 0 && taps > 0 {
+        for (row, kernel) in values
+            .chunks_exact_mut(stride)
+            .zip(weights.chunks_exact(taps))
+        {
+            let weight = |tap: Option<usize>| {
+                tap.and_then(|tap| kernel.get(tap))
+                    .map_or(0, |&w| narrow16(w))
+            };
+            let (entries, _) = row.as_chunks_mut::<{ 2 * LANES }>();
+            for (entry, taps) in entries.iter_mut().zip(&pairing) {
+                let pairs = if split {
+                    [taps.even, taps.odd]
+                } else {
+                    [taps.even, [None, None]]
+                };
+                let (halves, _) = entry.as_chunks_mut::<LANES>();
+                for (half, [first, second]) in halves.iter_mut().zip(pairs) {
+                    let pair = [weight(first), weight(second)];
+                    for (slot, &w) in half.iter_mut().zip(pair.iter().cycle()) {
+                        *slot = w;
+                    }
+                }
+            }
+        }
     }
-    for kernel in weights.chunks_exact(taps).take(out_channels) {
-        let weight = |tap: Option<usize>| {
-            tap.and_then(|tap| kernel.get(tap))
-                .map_or(0, |&w| narrow16(w))
-        };
-        let pair = |[first, second]: [Option<usize>; 2]| S::pair16(weight(first), weight(second));
-        entries.extend(pairing.iter().map(|taps| TapEntry {
-            offset: geometry.offset(taps.unit),
-            weights: pair(taps.even),
-            // Only the split columns have odd outputs of their own.
-            odd_weights: if split { pair(taps.odd) } else { zero },
-        }));
-    }
-    entries
+    PackedRows::from_rows(values, shape.out_channels, stride)
 }
 
 /// Writes `(values[i], values[i + 1])` at `pairs[2i..2i + 2]` for every i of `pairs`' length.
@@ -1313,20 +1349,26 @@ fn neighbour_pairs<S: Simd>(values: &[i16], pairs: &mut [i16]) {
     }
 }
 
-/// The taps of a depthwise kernel read through one run of lane pairs ([`EntryTaps`]): the
-/// `i16` offset of the run for output position 0 in the [`TapPlane`], and the weights of each
-/// pair of lanes (`[w_first, w_second]` repeated; 0 for a lane without a tap) for even outputs
-/// (`weights`, all outputs unless the columns are [`Columns::Split`]) and odd outputs.
+/// The tap entries of one pass ([`EntryTaps`]): each entry's `i16` offset in the [`TapPlane`]
+/// for output position 0, and its weights as [`pack_depthwise`] lays them out: the pair of its
+/// even outputs (all outputs unless the columns are [`Columns::Split`]) repeated over eight
+/// lanes, then the pair of its odd outputs.
 #[derive(Clone, Copy)]
-struct TapEntry<V> {
-    offset: usize,
-    weights: V,
-    odd_weights: V,
+struct Group<'a, const E: usize> {
+    offsets: &'a [usize; E],
+    weights: &'a [[i16; 2 * LANES]; E],
 }
 
-// The working memory counts 48 bytes per entry ([`ConvShape::scratch_bytes`]): an offset and two
-// 16-byte vectors of alignment at most 16 (`u128`'s).
-const _: () = assert!(core::mem::size_of::<TapEntry<u128>>() <= 48);
+impl<const E: usize> Group<'_, E> {
+    /// The entries' weight vectors for even (`half` 0) or odd (`half` 1) outputs.
+    #[inline(always)]
+    fn weights<S: Simd>(&self, half: usize) -> [S::I16x8; E] {
+        core::array::from_fn(|e| {
+            let (halves, _) = self.weights[e].as_chunks::<LANES>();
+            S::load16(&halves[half])
+        })
+    }
+}
 
 /// Entries per [`depthwise_pass`]: a 3 × 3 kernel (three rows of a pair and a single) in one
 /// pass, its six weight vectors in registers.
@@ -1340,19 +1382,19 @@ const ENTRIES_PER_PASS: usize = 6;
 /// of KH · KW such products fits 32 bits.
 #[inline(never)]
 fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
-    entries: &[TapEntry<S::I16x8>; E],
+    group: Group<'_, E>,
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
     // The plane holds every unit the last step reads (`TapPlane::units`), so no stream is ever
     // cut short.
-    let streams = entries.map(|entry| lanes_from(plane, entry.offset));
+    let streams = group.offsets.map(|offset| lanes_from(plane, offset));
     let len = streams
         .iter()
         .map(|run| run.len())
         .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let weights = entries.map(|entry| entry.weights);
+    let weights = group.weights::<S>(0);
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let zero = S::splat32(0);
     straight_runs!(16, target.len, |k| {
@@ -1372,12 +1414,12 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
 /// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
 #[inline(never)]
 fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
-    entries: &[TapEntry<S::I16x8>; E],
+    group: Group<'_, E>,
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
-    let streams = entries.map(|entry| {
-        let lanes = plane.get(entry.offset..).unwrap_or_default();
+    let streams = group.offsets.map(|offset| {
+        let lanes = plane.get(offset..).unwrap_or_default();
         lanes.as_chunks::<LANES>().0
     });
     let len = streams
@@ -1385,10 +1427,7 @@ fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
         .map(|run| run.len())
         .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let (even, odd) = (
-        entries.map(|entry| entry.weights),
-        entries.map(|entry| entry.odd_weights),
-    );
+    let (even, odd) = (group.weights::<S>(0), group.weights::<S>(1));
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let zero = S::splat32(0);
     straight_runs!(16, target.len, |k| {

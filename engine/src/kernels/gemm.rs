@@ -13,6 +13,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::conv::{self, ConvShape};
 use super::simd::Simd;
 
 /// Lanes per vector.
@@ -46,6 +47,9 @@ pub enum PackOrder {
         /// Taps per channel.
         taps: usize,
     },
+    /// The weights of the depthwise kernel's tap entries for a depthwise shape
+    /// ([`conv::pack_depthwise`]): a row per output channel, of sixteen values per entry.
+    Depthwise(ConvShape),
 }
 
 /// Rows of `i16`, each zero-padded to [`padded_depth`] lanes.
@@ -81,8 +85,10 @@ impl PackedRows {
     /// Packs `rows` rows of `depth` values in `order` (a `ChannelsLast` order must describe
     /// `depth` = channels · taps).
     pub fn pack_in(source: &[i32], rows: usize, depth: usize, order: PackOrder) -> PackedRows {
-        let PackOrder::ChannelsLast { channels, taps } = order else {
-            return PackedRows::pack(source, rows, depth);
+        let (channels, taps) = match order {
+            PackOrder::Source => return PackedRows::pack(source, rows, depth),
+            PackOrder::Depthwise(shape) => return conv::pack_depthwise(&shape, source),
+            PackOrder::ChannelsLast { channels, taps } => (channels, taps),
         };
         let stride = padded_depth(depth);
         let mut values = vec![0; rows * stride];
@@ -109,6 +115,23 @@ impl PackedRows {
     pub const fn bytes(rows: u64, depth: u64) -> u64 {
         rows.saturating_mul(padded_depth(depth as usize) as u64)
             .saturating_mul(2)
+    }
+
+    /// Bytes a packing of `rows` × `depth` values in `order` occupies.
+    pub fn bytes_in(rows: u64, depth: u64, order: PackOrder) -> u64 {
+        match order {
+            PackOrder::Depthwise(shape) => shape.depthwise_weight_bytes(),
+            _ => PackedRows::bytes(rows, depth),
+        }
+    }
+
+    /// Rows of `stride` values each (a multiple of [`ROW_ALIGN`]), row-major in `values`.
+    pub(super) fn from_rows(values: Vec<i16>, rows: usize, stride: usize) -> PackedRows {
+        PackedRows {
+            values,
+            rows,
+            stride,
+        }
     }
 
     /// Number of rows.

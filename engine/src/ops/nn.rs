@@ -530,7 +530,7 @@ impl Operator for Conv2d {
 
     fn packed_input(&self, inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
         let shape = self.geometry(inputs[0].dims(), inputs[1].dims()).ok()?;
-        (!shape.uses_depthwise()).then_some((1, shape.pack_order()))
+        Some((1, shape.pack_order()))
     }
 
     fn set_packed(&mut self, packed: Arc<PackedRows>) {
