@@ -229,7 +229,8 @@ struct NodeViews<'a> {
 }
 
 /// Carves the views node `node` needs: its operands from `inputs` (the caller's tensors), the
-/// model's parameters and `arena`, and its outputs from `arena`, zeroed.
+/// model's parameters and `arena`, and its outputs from `arena`, zeroed unless the operator
+/// writes every element of them ([`crate::ops::Operator::writes_every_output`]).
 ///
 /// The regions the node touches are sorted by offset and split off the arena one after the
 /// other; an operand the node reads twice is one shared region. Regions that overlap, or lie
@@ -297,7 +298,9 @@ fn node_views<'a>(
         rest_start = region.start + region.len;
         match region.output {
             Some(position) => {
-                data.fill(0);
+                if !node.operator.writes_every_output() {
+                    data.fill(0);
+                }
                 output_data[position] = data;
             }
             None => operand_data.push((region.value, data)),

@@ -76,7 +76,15 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     /// using the same parameter). Called at most once, before [`Operator::scratch_bytes`].
     fn set_packed(&mut self, _packed: Arc<PackedRows>) {}
 
-    /// Computes the outputs (pre-sized and zeroed) from the inputs.
+    /// Whether `run` writes every element of its outputs whenever it succeeds, so that the
+    /// executor need not zero them first. Only an operator whose kernels are tested on outputs
+    /// filled with other values says so.
+    fn writes_every_output(&self) -> bool {
+        false
+    }
+
+    /// Computes the outputs (pre-sized, and zeroed unless [`Operator::writes_every_output`])
+    /// from the inputs.
     ///
     /// # Errors
     /// Deterministic arithmetic failures: `IntegerOverflow`, `DivisionByZero`, ...
