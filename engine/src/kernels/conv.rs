@@ -1127,8 +1127,10 @@ fn write_tap_plane<S: Simd>(
 
 /// Narrows each row of `width` values of `channel` into `plane` from the unit `targets` gives
 /// it, with `V` whole vectors per row (0: any number, or a row shorter than one vector:
-/// [`narrow_line`]). One plain loop over the channel's rows: its only state is the two row
-/// pointers. Not inlined, so that each count gets its own registers.
+/// [`narrow_line`]). One plain loop over the channel's rows with no branch but its own: every
+/// bound it needs is checked once before it, so that a row is one basic block (wasmtime meters
+/// fuel per block, at a cost of its own). Not inlined, so that each count gets its own
+/// registers.
 #[inline(never)]
 fn narrow_rows<S: Simd, const V: usize>(
     channel: &[i32],
@@ -1136,31 +1138,39 @@ fn narrow_rows<S: Simd, const V: usize>(
     targets: &[usize],
     width: usize,
 ) {
+    let Some(last) = plane.len().checked_sub(width) else {
+        return; // every row fits the plane; never reached
+    };
     if width == 0 {
         return;
     }
-    for (line, &start) in channel.chunks_exact(width).zip(targets) {
-        let Some(target) = plane.get_mut(start..start.saturating_add(width)) else {
-            return; // every row fits its plane row; never reached
-        };
-        if V == 0 {
-            narrow_line::<S>(line, target);
-            continue;
+    if V == 0 || width / LANES != V {
+        for (line, &start) in channel.chunks_exact(width).zip(targets) {
+            if let Some(target) = plane.get_mut(start..start.saturating_add(width)) {
+                narrow_line::<S>(line, target);
+            }
         }
+        return;
+    }
+    for (line, &start) in channel.chunks_exact(width).zip(targets) {
+        // Every row fits its plane row, so the clamp never moves it; it spares a branch per row.
+        let start = start.min(last);
+        let Some(target) = plane.get_mut(start..start + width) else {
+            return;
+        };
         let (octets, _) = line.as_chunks::<LANES>();
-        let (targets, _) = target.as_chunks_mut::<LANES>();
-        if let (Some((octets, _)), Some((targets, _))) = (
+        let (octet_targets, _) = target.as_chunks_mut::<LANES>();
+        if let (Some((octets, _)), Some((octet_targets, _))) = (
             octets.split_first_chunk::<V>(),
-            targets.split_first_chunk_mut::<V>(),
+            octet_targets.split_first_chunk_mut::<V>(),
         ) {
-            for (values, octet) in octets.iter().zip(targets) {
+            for (values, octet) in octets.iter().zip(octet_targets) {
                 narrow_octet::<S>(values, octet);
             }
         }
-        // The last values by one more vector that ends with them.
-        if !width.is_multiple_of(LANES)
-            && let (Some(values), Some(octet)) = (line.last_chunk(), target.last_chunk_mut())
-        {
+        // The last values by one more vector that ends with them (all eight rewritten with the
+        // same values when the width is a multiple of eight: no branch on it).
+        if let (Some(values), Some(octet)) = (line.last_chunk(), target.last_chunk_mut()) {
             narrow_octet::<S>(values, octet);
         }
     }
