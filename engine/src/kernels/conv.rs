@@ -75,6 +75,15 @@ impl ConvShape {
         self.kernel(true) == Kernel::Depthwise
     }
 
+    /// The depthwise kernel's tap plane if the kernel applies ([`Self::uses_depthwise`]).
+    pub fn depthwise_plane(&self) -> Option<TapPlane> {
+        if self.group_in() != 1 {
+            return None;
+        }
+        let geometry = self.tap_geometry(true);
+        geometry.fits(self).then(|| geometry.plane())
+    }
+
     /// Whether version 5 of the gas schedule prices this shape as the depthwise kernel of its
     /// time, whose output rows were not rounded to whole steps ([`Self::tap_plane_v5`]).
     pub fn priced_as_depthwise_v5(&self) -> bool {
@@ -416,9 +425,9 @@ pub fn conv2d<S: Simd>(
             &packed
         }
     };
-    if shape.uses_depthwise() {
+    if let Some(geometry) = shape.depthwise_plane() {
         // The bias is added as the sums are stored.
-        return depthwise::<S>(shape, data, weights, bias, out);
+        return depthwise::<S>(shape, &geometry, data, weights, bias, out);
     }
     if shape.uses_pointwise() {
         // The bias is added as the sums are stored.
@@ -830,13 +839,13 @@ const PRODUCT_BOUND: i64 = 1 << 14;
 /// ([`copy_rows`]).
 fn depthwise<S: Simd>(
     shape: &ConvShape,
+    geometry: &TapPlane,
     data: &[i32],
     weights: &PackedRows,
     bias: Option<&[i32]>,
     out: &mut [i32],
 ) -> bool {
-    let s = *shape;
-    let geometry = s.tap_plane();
+    let (s, geometry) = (*shape, *geometry);
     let TapPlane {
         columns,
         row,
@@ -856,7 +865,7 @@ fn depthwise<S: Simd>(
     let multiplier = s.group_out();
     let mut plane: Vec<i16> = vec![0; geometry.plane_len()];
     let mut values: Vec<i16> = vec![0; geometry.values_len()];
-    let pairing = depthwise_pairing(&s);
+    let pairing = pairing_in(&s, &geometry);
     let passes = pairing.len().div_ceil(ENTRIES_PER_PASS);
     // The sums of the passes before the last, when there are several.
     let mut sums: Vec<[i32; LANES]> = vec![[0; LANES]; if passes > 1 { steps } else { 0 }];
@@ -865,16 +874,21 @@ fn depthwise<S: Simd>(
     let direct = row.is_multiple_of(LANES);
     let mut flat: Vec<i32> = vec![0; if direct { 0 } else { steps * LANES }];
     // The index of each step's first position in its target: in the output plane,
-    // o = p · row + q goes to p · out_w + q; in `flat`, to o. Computed once per node: no
-    // division in the passes.
+    // o = p · row + q goes to p · out_w + q (a row is whole steps, so a step never leaves its
+    // row); in `flat`, to o. Computed once per node, by counting: no division.
+    let mut next = (0, 0);
     let starts: Vec<usize> = (0..steps)
         .map(|k| {
-            let o = k * LANES;
-            if direct {
-                o / row * s.out_w + o % row
-            } else {
-                o
+            if !direct {
+                return k * LANES;
             }
+            let (p, q) = next;
+            next = if q + LANES < row {
+                (p, q + LANES)
+            } else {
+                (p + 1, 0)
+            };
+            p * s.out_w + q
         })
         .collect();
     let rows = row_targets(&s, &geometry);
@@ -1061,10 +1075,17 @@ fn row_targets(s: &ConvShape, geometry: &TapPlane) -> Vec<usize> {
     let [stride_h, _] = s.strides;
     let [pad_h, pad_w] = s.padding;
     let unit_row = geometry.unit_row();
+    // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
+    let mut next = (pad_h % stride_h, pad_h / stride_h);
     (0..s.height)
-        .map(|row| {
-            let y = row + pad_h;
-            ((y % stride_h) * geometry.rows + y / stride_h) * unit_row + pad_w
+        .map(|_| {
+            let (phase, phase_row) = next;
+            next = if phase + 1 < stride_h {
+                (phase + 1, phase_row)
+            } else {
+                (0, phase_row + 1)
+            };
+            (phase * geometry.rows + phase_row) * unit_row + pad_w
         })
         .collect()
 }
@@ -1236,9 +1257,14 @@ pub struct EntryTaps {
 /// of a kernel row at adjacent units share an entry, and any other tap takes one alone. As many
 /// entries as [`ConvShape::tap_entries`].
 pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
+    pairing_in(s, &s.tap_plane())
+}
+
+/// [`depthwise_pairing`] for the shape's tap plane `geometry`.
+fn pairing_in(s: &ConvShape, geometry: &TapPlane) -> Vec<EntryTaps> {
     let TapPlane {
         columns, row, rows, ..
-    } = s.tap_plane();
+    } = *geometry;
     let [dil_h, dil_w] = s.dilation;
     let unit = |y: usize, x: usize| {
         let unit = s.tap_unit(columns, row as u64, rows as u64, y as u64, x as u64);
@@ -1310,8 +1336,9 @@ pub fn depthwise_pairing(s: &ConvShape) -> Vec<EntryTaps> {
 /// odd outputs' pair (only the [`Columns::Split`] columns have odd outputs of their own; 0
 /// otherwise). Weights are within 8 bits (the module documentation), so narrowing them is exact.
 pub fn pack_depthwise(shape: &ConvShape, weights: &[i32]) -> PackedRows {
-    let pairing = depthwise_pairing(shape);
-    let split = shape.tap_plane().columns == Columns::Split;
+    let geometry = shape.tap_plane();
+    let pairing = pairing_in(shape, &geometry);
+    let split = geometry.columns == Columns::Split;
     let taps = shape.kernel_h * shape.kernel_w;
     let stride = pairing.len() * 2 * LANES;
     let mut values = vec![0; shape.out_channels * stride];
