@@ -75,13 +75,22 @@ impl ConvShape {
         self.kernel(true) == Kernel::Depthwise
     }
 
-    /// The depthwise kernel's tap plane if the kernel applies ([`Self::uses_depthwise`]).
+    /// The depthwise kernel's tap plane if the kernel applies ([`Self::uses_depthwise`]): the
+    /// kernel's first test, computed once.
     pub fn depthwise_plane(&self) -> Option<TapPlane> {
+        self.depthwise_geometry(true)
+            .map(|geometry| geometry.plane())
+    }
+
+    /// The tap plane of the depthwise kernel (`whole_steps`, see [`Self::tap_geometry`]) or of
+    /// version 5, if that kernel takes the shape: one input channel per group and a plane that
+    /// fits ([`TapGeometry::fits`]).
+    fn depthwise_geometry(&self, whole_steps: bool) -> Option<TapGeometry> {
         if self.group_in() != 1 {
             return None;
         }
-        let geometry = self.tap_geometry(true);
-        geometry.fits(self).then(|| geometry.plane())
+        let geometry = self.tap_geometry(whole_steps);
+        geometry.fits(self).then_some(geometry)
     }
 
     /// Whether version 5 of the gas schedule prices this shape as the depthwise kernel of its
@@ -108,7 +117,7 @@ impl ConvShape {
             && self.kernel_w == 1
             && self.strides == [1, 1]
             && self.padding == [0, 0];
-        if self.group_in() == 1 && self.tap_geometry(whole_steps).fits(self) {
+        if self.depthwise_geometry(whole_steps).is_some() {
             Kernel::Depthwise
         } else if pointwise {
             Kernel::Pointwise
@@ -1237,9 +1246,10 @@ fn narrow_line<S: Simd>(line: &[i32], target: &mut [i16]) {
     }
 }
 
-/// The taps of one tap entry of the depthwise kernel: its unit relative to output position 0 in the [`TapPlane`],
-/// and the kernel index (ki · KW + kj) of the tap each lane of a pair multiplies, for even
-/// outputs (`even`, the only ones unless the columns are [`Columns::Split`]) and odd outputs.
+/// The taps of one tap entry of the depthwise kernel: its unit relative to output position 0 in
+/// the [`TapPlane`], and the kernel index (ki · KW + kj) of the tap each lane of a pair
+/// multiplies, for even outputs (`even`, the only ones unless the columns are
+/// [`Columns::Split`]) and odd outputs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EntryTaps {
     /// Unit of the entry's first lane for output position 0.
