@@ -66,7 +66,8 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
 
     /// The input the operator would like packed into `i16` rows once, when the model is loaded,
     /// if that input is a parameter: the weights of the multiply-accumulate kernels. The rows
-    /// are the input's first axis and the row length the product of the others, in `PackOrder`.
+    /// are the input's first axis and the row length the product of the others, in `PackOrder`
+    /// (`PackOrder::Depthwise` lays each row out as the depthwise kernel's tap entries).
     /// Only called after `infer` accepted the types.
     fn packed_input(&self, _inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
         None
