@@ -353,8 +353,7 @@ impl ConvShape {
     /// Working memory of [`conv2d`] in bytes; `weights_prepared` when the weights were packed
     /// at load time.
     pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
-        if self.uses_depthwise() {
-            let plane = self.tap_plane();
+        if let Some(plane) = self.depthwise_plane() {
             // The tap plane and the plane of values it is built from (2 bytes per element);
             // per tap at most 1.5 tap entries, each a pairing (72 bytes) and its offset (8
             // bytes), and the places of its reads while pairing them (at most 64 bytes), 256
@@ -1028,12 +1027,7 @@ fn run_passes<S: Simd>(
     for (pass, (offsets, weights)) in groups.enumerate() {
         let (add, out) = (pass > 0, pass + 1 == passes);
         // The passes before the last take full groups.
-        if let (Ok(offsets), Ok(weights), false) = (
-            <&[_; ENTRIES_PER_PASS]>::try_from(offsets),
-            <&[_; ENTRIES_PER_PASS]>::try_from(weights),
-            out,
-        ) {
-            let group = Group { offsets, weights };
+        if let (Some(group), false) = (Group::<ENTRIES_PER_PASS>::new(offsets, weights), out) {
             match (split, add) {
                 (true, false) => {
                     split_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
@@ -1051,11 +1045,7 @@ fn run_passes<S: Simd>(
         // The entry count as a constant, so that the loop over entries unrolls.
         macro_rules! last {
             ($($count:literal)*) => {
-                $(if let (Ok(offsets), Ok(weights)) = (
-                    <&[_; $count]>::try_from(offsets),
-                    <&[_; $count]>::try_from(weights),
-                ) {
-                    let group = Group { offsets, weights };
+                $(if let Some(group) = Group::<$count>::new(offsets, weights) {
                     match (split, add) {
                         (true, false) => split_pass::<S, $count, true, false>(group, plane, sink),
                         (true, true) => split_pass::<S, $count, true, true>(group, plane, sink),
@@ -1081,22 +1071,26 @@ fn row_targets(s: &ConvShape, geometry: &TapPlane) -> Vec<usize> {
     if geometry.columns == Columns::Pairs {
         return Vec::new();
     }
-    let [stride_h, _] = s.strides;
-    let [pad_h, pad_w] = s.padding;
     let unit_row = geometry.unit_row();
-    // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
-    let mut next = (pad_h % stride_h, pad_h / stride_h);
-    (0..s.height)
-        .map(|_| {
-            let (phase, phase_row) = next;
-            next = if phase + 1 < stride_h {
-                (phase + 1, phase_row)
-            } else {
-                (0, phase_row + 1)
-            };
-            (phase * geometry.rows + phase_row) * unit_row + pad_w
-        })
+    row_phases(s)
+        .map(|(phase, phase_row)| (phase * geometry.rows + phase_row) * unit_row + s.padding[1])
         .collect()
+}
+
+/// The row phase, and the row within it, of each input row in order: padded row y = row + PH
+/// goes to row phase y mod SH, row ⌊y / SH⌋. Counted, not divided.
+fn row_phases(s: &ConvShape) -> impl Iterator<Item = (usize, usize)> {
+    let [stride_h, _] = s.strides;
+    let pad_h = s.padding[0];
+    let first = (pad_h % stride_h, pad_h / stride_h);
+    core::iter::successors(Some(first), move |&(phase, row)| {
+        Some(if phase + 1 < stride_h {
+            (phase + 1, row)
+        } else {
+            (0, row + 1)
+        })
+    })
+    .take(s.height)
 }
 
 /// Writes one input channel (H rows of W values) into the [`TapPlane`] `plane`, narrowed to
@@ -1119,11 +1113,9 @@ fn write_tap_plane<S: Simd>(
         ..
     } = *geometry;
     let [stride_h, stride_w] = s.strides;
-    let [pad_h, pad_w] = s.padding;
+    let pad_w = s.padding[1];
     if columns == Columns::Pairs {
-        // Padded row y goes to row phase y mod SH, row y / SH: counted, not divided.
-        let (mut phase, mut phase_row) = (pad_h % stride_h, pad_h / stride_h);
-        for line in channel.chunks_exact(s.width) {
+        for (line, (phase, phase_row)) in channel.chunks_exact(s.width).zip(row_phases(s)) {
             scatter_row(
                 line,
                 pad_w,
@@ -1134,10 +1126,6 @@ fn write_tap_plane<S: Simd>(
                 narrow16,
                 narrow_line::<S>,
             );
-            phase += 1;
-            if phase == stride_h {
-                (phase, phase_row) = (0, phase_row + 1);
-            }
         }
         neighbour_pairs::<S>(values, plane);
         return;
@@ -1406,7 +1394,15 @@ struct Group<'a, const E: usize> {
     weights: &'a [[i16; 2 * LANES]; E],
 }
 
-impl<const E: usize> Group<'_, E> {
+impl<'a, const E: usize> Group<'a, E> {
+    /// The group of `offsets` and `weights`, if both hold `E` entries.
+    fn new(offsets: &'a [usize], weights: &'a [[i16; 2 * LANES]]) -> Option<Self> {
+        Some(Group {
+            offsets: offsets.try_into().ok()?,
+            weights: weights.try_into().ok()?,
+        })
+    }
+
     /// The entries' weight vectors for even (`half` 0) or odd (`half` 1) outputs.
     #[inline(always)]
     fn weights<S: Simd>(&self, half: usize) -> [S::I16x8; E] {
