@@ -211,6 +211,8 @@ fn conv2d_kernels_equal_the_formula() {
     let mut pointwise = [0; 4];
     // Depthwise plane layouts: split, direct, pairs, and row phases (SH > 1).
     let mut layouts = [0; 4];
+    // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail.
+    let mut depthwise_runs = 0;
     for case in 0..700 {
         let shape = random_shape(&mut rng, if case < 600 { case % 3 } else { 3 });
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
@@ -274,6 +276,14 @@ fn conv2d_kernels_equal_the_formula() {
                 Columns::Pairs => layouts[2] += 1,
             }
             layouts[3] += usize::from(shape.strides[0] > 1);
+            let plane = shape.tap_plane();
+            depthwise_runs += usize::from(
+                plane.columns != Columns::Split
+                    && shape.tap_entries() <= 6
+                    && plane.row.is_multiple_of(8)
+                    && plane.steps > 16
+                    && !plane.steps.is_multiple_of(16),
+            );
             if shape.out_w >= 32 {
                 depthwise_blocks += 1;
             }
@@ -313,6 +323,10 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(
         depthwise_passes >= 20,
         "{depthwise_passes} depthwise cases of several passes"
+    );
+    assert!(
+        depthwise_runs >= 10,
+        "{depthwise_runs} depthwise cases in runs of sixteen steps and a tail"
     );
     assert!(
         depthwise_odd >= 30,

@@ -1,8 +1,8 @@
 //! The depthwise and pointwise conv2d kernels in wasm: their SIMD128 paths (the tap plane's three
-//! column layouts and row phases, the even and odd outputs of stride 1, the channel pairs and
-//! tiles of the pointwise kernel, the bias added as sums are stored) must give the plain formula,
-//! the same as natively. Random shapes, each run natively and in wasm and compared with sums
-//! computed here.
+//! column layouts and row phases, the even and odd outputs of stride 1, planes stored in runs of
+//! sixteen whole steps, the channel pairs and tiles of the pointwise kernel, the bias added as
+//! sums are stored) must give the plain formula, the same as natively. Random shapes, each run
+//! natively and in wasm and compared with sums computed here.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 mod common;
@@ -40,6 +40,29 @@ impl Rng {
 
 fn ints(values: [usize; 2]) -> AttrValue {
     AttrValue::Ints(values.iter().map(|&v| v as i64).collect())
+}
+
+/// A random depthwise 3 × 3 shape of a MobileNet block (padding 1, stride 1 or 2) on planes of
+/// up to 24 × 48: many steps per plane.
+fn mobile_shape(rng: &mut Rng) -> ConvShape {
+    let channels = rng.size(1, 4);
+    let stride = rng.size(1, 2);
+    sized(ConvShape {
+        batch: 1,
+        in_channels: channels,
+        height: rng.size(8, 24),
+        width: rng.size(12, 48),
+        out_channels: channels,
+        groups: channels,
+        kernel_h: 3,
+        kernel_w: 3,
+        out_h: 0,
+        out_w: 0,
+        strides: [stride, stride],
+        padding: [1, 1],
+        dilation: [1, 1],
+    })
+    .expect("a 3 × 3 kernel fits a padded plane of 8 × 12 or more")
 }
 
 /// A random depthwise (`pointwise` false) or pointwise shape.
@@ -142,11 +165,16 @@ fn model(s: &ConvShape, w: &[i32], bias: &[i32]) -> Vec<u8> {
 fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     let wasm = WasmEngine::new().unwrap();
     let mut rng = Rng(0xC04E_5EED);
-    // Cases per path: depthwise on each column layout, with row phases, pointwise.
-    let mut paths = [0usize; 5];
-    for case in 0..90 {
+    // Cases per path: depthwise on each column layout, with row phases, pointwise, and
+    // depthwise planes stored in runs of sixteen whole steps.
+    let mut paths = [0usize; 6];
+    for case in 0..110 {
         let pointwise = case % 3 == 2;
-        let s = shape(&mut rng, pointwise);
+        let s = if case < 90 {
+            shape(&mut rng, pointwise)
+        } else {
+            mobile_shape(&mut rng)
+        };
         let x = rng.int8s(s.batch * s.in_channels * s.height * s.width);
         let w = rng.int8s(s.out_channels * s.depth());
         let bias: Vec<i32> = rng.int8s(s.out_channels).iter().map(|&b| b * 200).collect();
@@ -159,6 +187,13 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
                 Columns::Pairs => paths[2] += 1,
             }
             paths[3] += usize::from(s.strides[0] > 1);
+            let plane = s.tap_plane();
+            paths[5] += usize::from(
+                plane.columns != Columns::Split
+                    && s.tap_entries() <= 6
+                    && plane.row.is_multiple_of(8)
+                    && plane.steps > 16,
+            );
         }
         let inputs = [InputTensor {
             shape: [s.batch, s.in_channels, s.height, s.width]
@@ -182,6 +217,6 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     }
     assert!(
         paths.iter().all(|&n| n >= 5),
-        "cases per path (split, direct, pairs, row phases, pointwise): {paths:?}"
+        "cases per path (split, direct, pairs, row phases, pointwise, runs): {paths:?}"
     );
 }

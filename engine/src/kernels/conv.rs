@@ -1417,12 +1417,16 @@ impl<'a, const E: usize> Group<'a, E> {
 /// pass, its six weight vectors in registers.
 const ENTRIES_PER_PASS: usize = 6;
 
+/// Steps per run of [`store_runs`]' straight-line code.
+const RUN: usize = 16;
+
 /// One pass over the output positions, eight per step ([`Columns::Direct`] and
 /// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`Target::put`]), in straight
 /// runs of sixteen steps. Step k of an entry multiplies the sixteen lanes (eight pairs) at its
 /// offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact under the bounds of
 /// [`super::gemm`]: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 128, and a sum
-/// of KH · KW such products fits 32 bits.
+/// of KH · KW such products fits 32 bits. When the pass is the only one, the steps that lie
+/// within the output go through [`store_runs`] and only the others through [`Target::put`].
 #[inline(never)]
 fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     group: Group<'_, E>,
@@ -1437,10 +1441,22 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
         .map(|run| run.len())
         .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let weights = group.weights::<S>(0);
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
+    let first = if OUT && !ADD {
+        store_runs::<S, E>(
+            streams,
+            group.weights,
+            &target.starts[..target.whole],
+            target.addend,
+            target.out,
+        )
+    } else {
+        0
+    };
+    let weights = group.weights::<S>(0);
     let zero = S::splat32(0);
-    straight_runs!(16, target.len, |k| {
+    straight_runs!(16, target.len.saturating_sub(first), |j| {
+        let k = first + j;
         let (mut lo, mut hi) = (zero, zero);
         for (run, weights) in streams.iter().zip(&weights) {
             let (x_lo, x_hi) = S::load16x2(&run[k]);
@@ -1449,6 +1465,72 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
         }
         target.put(k, lo, hi);
     });
+}
+
+/// The last pass's steps over `starts` (steps whose eight positions all lie within `out`) in
+/// runs of sixteen, each step's sums plus `addend` stored at its start with no branch. Returns
+/// the steps it stored. Not inlined, and the weights are loaded afresh for each run: wasmtime
+/// checks fuel at the head of every loop with a call that clobbers every vector register, so
+/// vectors carried around the loop would live on the stack.
+#[inline(never)]
+fn store_runs<S: Simd, const E: usize>(
+    streams: [&[[i16; 2 * LANES]]; E],
+    weights: &[[i16; 2 * LANES]; E],
+    starts: &[usize],
+    addend: S::I32x4,
+    out: &mut [i32],
+) -> usize {
+    let Some(last) = out.len().checked_sub(LANES) else {
+        return 0;
+    };
+    let len = streams
+        .iter()
+        .map(|run| run.len())
+        .fold(starts.len(), usize::min);
+    let starts = &starts[..len];
+    let fresh = || -> [S::I16x8; E] {
+        let weights = core::hint::black_box(weights);
+        core::array::from_fn(|e| {
+            let (halves, _) = weights[e].as_chunks::<LANES>();
+            S::load16(&halves[0])
+        })
+    };
+    let step = |weights: &[S::I16x8; E],
+                runs: &[&[[i16; 2 * LANES]]; E],
+                run_starts: &[usize],
+                i: usize,
+                out: &mut [i32]| {
+        // Every step lies within `out`: the clamp never moves it, and spares a branch.
+        let at = run_starts[i].min(last);
+        if let Some(target) = out.get_mut(at..at + LANES) {
+            let (quads, _) = target.as_chunks_mut::<4>();
+            for (half, quad) in quads.iter_mut().enumerate() {
+                let mut sum = addend;
+                for (run, weights) in runs.iter().zip(weights) {
+                    let (halves, _) = run[i].as_chunks::<LANES>();
+                    sum = S::dot_add(sum, S::load16(&halves[half]), *weights);
+                }
+                S::store32(quad, sum);
+            }
+        }
+    };
+    let (start_runs, _) = starts.as_chunks::<RUN>();
+    let stream_runs = streams.map(|run| run[..len].as_chunks::<RUN>().0);
+    for (r, run_starts) in start_runs.iter().enumerate() {
+        let runs = stream_runs.map(|runs| &runs[r][..]);
+        let weights = fresh();
+        straight_runs!(each 16, |i| {
+            step(&weights, &runs, run_starts, i, out);
+        });
+    }
+    let first = start_runs.len() * RUN;
+    let tail_starts = &starts[first..];
+    let runs = streams.map(|run| &run[first..len]);
+    let weights = fresh();
+    straight_runs!(16, tail_starts.len(), |i| {
+        step(&weights, &runs, tail_starts, i, out);
+    });
+    len
 }
 
 /// One pass over the output positions of a [`Columns::Split`] plane, eight per step, as
@@ -1494,6 +1576,8 @@ struct Target<'a, S: Simd, const OUT: bool, const ADD: bool> {
     out: &'a mut [i32],
     addend: S::I32x4,
     len: usize,
+    /// The leading steps whose eight positions all lie within `out` (all, without `OUT`).
+    whole: usize,
 }
 
 impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
@@ -1506,12 +1590,21 @@ impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
         } else {
             len.min(sink.sums.len())
         };
+        let starts = &sink.starts[..len];
+        // Starts increase with the step; only the last plane's last steps can reach past `out`.
+        let within = |start: &usize| start.saturating_add(LANES) <= sink.out.len();
+        let whole = if !OUT || starts.last().is_none_or(within) {
+            len
+        } else {
+            starts.partition_point(within)
+        };
         Target {
             sums: &mut sink.sums[..if OUT && !ADD { 0 } else { len }],
-            starts: &sink.starts[..len],
+            starts,
             out: &mut *sink.out,
             addend: S::splat32(sink.addend),
             len,
+            whole,
         }
     }
 

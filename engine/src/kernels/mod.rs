@@ -14,7 +14,12 @@
 /// Why: under wasmtime's fuel metering every loop iteration ends in a fuel check whose
 /// out-of-fuel call clobbers all vector registers, which would force the vectors a loop keeps
 /// (accumulators, weights) through the stack on every iteration; within a straight run they
-/// stay in registers.
+/// stay in registers. Vectors loaded before the loop are still carried around it, through the
+/// stack: a kernel that needs them in registers loads them afresh within each run.
+///
+/// `straight_runs!(each 16, |i| step)` runs `$step` for `$i` = 0, 1, …, 15, with no comparison:
+/// one run over sixteen steps known to exist (whose indices into arrays of sixteen then need no
+/// bounds check).
 macro_rules! straight_runs {
     (64, $len:expr, |$k:ident| $step:block) => {
         straight_runs!(@runs $len, $k, $step, 64,
@@ -24,6 +29,15 @@ macro_rules! straight_runs {
     };
     (16, $len:expr, |$k:ident| $step:block) => {
         straight_runs!(@runs $len, $k, $step, 16, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (each 16, |$i:ident| $step:block) => {
+        straight_runs!(@each $i, $step, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@each $i:ident, $step:block, $($n:literal)*) => {
+        $({
+            let $i: usize = $n;
+            $step
+        })*
     };
     (@runs $len:expr, $k:ident, $step:block, $run:literal, $($i:literal)*) => {{
         let len: usize = $len;
