@@ -1019,6 +1019,15 @@ fn run_passes<S: Simd>(
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
+    // A kernel of one full pass (3 × 3 at strides 1 and 2) goes straight to it.
+    if let Some(group) = Group::<ENTRIES_PER_PASS>::new(offsets, weights) {
+        if split {
+            split_pass::<S, ENTRIES_PER_PASS, true, false>(group, plane, sink);
+        } else {
+            depthwise_pass::<S, ENTRIES_PER_PASS, true, false>(group, plane, sink);
+        }
+        return;
+    }
     let entries = offsets.len().min(weights.len());
     let passes = entries.div_ceil(ENTRIES_PER_PASS);
     let groups = offsets
@@ -1453,9 +1462,12 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     } else {
         0
     };
+    if first >= target.len {
+        return;
+    }
     let weights = group.weights::<S>(0);
     let zero = S::splat32(0);
-    straight_runs!(16, target.len.saturating_sub(first), |j| {
+    straight_runs!(16, target.len - first, |j| {
         let k = first + j;
         let (mut lo, mut hi) = (zero, zero);
         for (run, weights) in streams.iter().zip(&weights) {
