@@ -2,7 +2,7 @@
 # Prints the figures of benches/README.md from the latest criterion results: every bench's
 # median time and throughput (as README table rows), multiply-accumulates (or other work
 # elements) per second and per cycle, the wasm / native ratio of every model and kernel, each
-# kernel alone in wasm (its wasm_x5 bench less its wasm bench, over four), and what metering
+# kernel alone in wasm (its wasm_xN bench less its wasm bench, over N - 1), and what metering
 # costs.
 #
 # Usage: benches/report.sh [CRITERION_DIR]      (default: target/criterion of the workspace)
