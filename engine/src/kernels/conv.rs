@@ -1426,8 +1426,12 @@ impl<'a, const E: usize> Group<'a, E> {
 /// pass, its six weight vectors in registers.
 const ENTRIES_PER_PASS: usize = 6;
 
-/// Steps per run of [`store_runs`]' straight-line code.
+/// Steps per run of [`store_runs`]' straight-line code: the sixteen of `straight_runs!(each 16)`.
 const RUN: usize = 16;
+const _: () = assert!(
+    RUN == 16,
+    "store_runs unrolls its runs with straight_runs!(each 16)"
+);
 
 /// One pass over the output positions, eight per step ([`Columns::Direct`] and
 /// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`Target::put`]), in straight
