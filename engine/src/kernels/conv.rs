@@ -1456,10 +1456,11 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     let streams = streams.map(|run| &run[..len]);
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let first = if OUT && !ADD {
+        let whole = target.whole();
         store_runs::<S, E>(
             streams,
-            group.weights,
-            &target.starts[..target.whole],
+            group,
+            &target.starts[..whole],
             target.addend,
             target.out,
         )
@@ -1491,7 +1492,7 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
 #[inline(never)]
 fn store_runs<S: Simd, const E: usize>(
     streams: [&[[i16; 2 * LANES]]; E],
-    weights: &[[i16; 2 * LANES]; E],
+    group: Group<'_, E>,
     starts: &[usize],
     addend: S::I32x4,
     out: &mut [i32],
@@ -1504,13 +1505,7 @@ fn store_runs<S: Simd, const E: usize>(
         .map(|run| run.len())
         .fold(starts.len(), usize::min);
     let starts = &starts[..len];
-    let fresh = || -> [S::I16x8; E] {
-        let weights = core::hint::black_box(weights);
-        core::array::from_fn(|e| {
-            let (halves, _) = weights[e].as_chunks::<LANES>();
-            S::load16(&halves[0])
-        })
-    };
+    let fresh = || core::hint::black_box(group).weights::<S>(0);
     let step = |weights: &[S::I16x8; E],
                 runs: &[&[[i16; 2 * LANES]]; E],
                 run_starts: &[usize],
@@ -1592,8 +1587,6 @@ struct Target<'a, S: Simd, const OUT: bool, const ADD: bool> {
     out: &'a mut [i32],
     addend: S::I32x4,
     len: usize,
-    /// The leading steps whose eight positions all lie within `out` (all, without `OUT`).
-    whole: usize,
 }
 
 impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
@@ -1606,21 +1599,23 @@ impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
         } else {
             len.min(sink.sums.len())
         };
-        let starts = &sink.starts[..len];
-        // Starts increase with the step; only the last plane's last steps can reach past `out`.
-        let within = |start: &usize| start.saturating_add(LANES) <= sink.out.len();
-        let whole = if !OUT || starts.last().is_none_or(within) {
-            len
-        } else {
-            starts.partition_point(within)
-        };
         Target {
             sums: &mut sink.sums[..if OUT && !ADD { 0 } else { len }],
-            starts,
+            starts: &sink.starts[..len],
             out: &mut *sink.out,
             addend: S::splat32(sink.addend),
             len,
-            whole,
+        }
+    }
+
+    /// The leading steps whose eight positions all lie within `out` (all of them without `OUT`).
+    fn whole(&self) -> usize {
+        // Starts increase with the step; only the last plane's last steps can reach past `out`.
+        let within = |start: &usize| start.saturating_add(LANES) <= self.out.len();
+        if !OUT || self.starts.last().is_none_or(within) {
+            self.len
+        } else {
+            self.starts.partition_point(within)
         }
     }
 
