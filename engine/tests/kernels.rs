@@ -9,7 +9,7 @@
 mod common;
 
 use common::Rng;
-use common::conv::{plain_conv2d, plus_bias, sized};
+use common::conv::{mobile_shape, plain_conv2d, plus_bias, sized};
 use cvm_engine::kernels::gemm::{self, PackedRows};
 use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
@@ -211,10 +211,16 @@ fn conv2d_kernels_equal_the_formula() {
     let mut pointwise = [0; 4];
     // Depthwise plane layouts: split, direct, pairs, and row phases (SH > 1).
     let mut layouts = [0; 4];
-    // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail.
+    // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail; and
+    // planes of exactly one pass of six entries before the last (stored without a sink).
     let mut depthwise_runs = 0;
-    for case in 0..700 {
-        let shape = random_shape(&mut rng, if case < 600 { case % 3 } else { 3 });
+    let mut depthwise_one_pass = 0;
+    for case in 0..750 {
+        let shape = match case {
+            0..600 => random_shape(&mut rng, case % 3),
+            600..700 => random_shape(&mut rng, 3),
+            _ => mobile_shape(|low, high| rng.size(low, high)),
+        };
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
         let weights = rng.int8s(shape.out_channels * shape.depth());
         // Half the cases with a bias of up to 20 bits; one in five of those with a bias so close
@@ -284,6 +290,12 @@ fn conv2d_kernels_equal_the_formula() {
                     && plane.steps > 16
                     && !plane.steps.is_multiple_of(16),
             );
+            depthwise_one_pass += usize::from(
+                plane.columns != Columns::Split
+                    && shape.tap_entries() == 6
+                    && plane.row.is_multiple_of(8)
+                    && shape.batch * shape.out_channels > 1,
+            );
             if shape.out_w >= 32 {
                 depthwise_blocks += 1;
             }
@@ -327,6 +339,10 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(
         depthwise_runs >= 10,
         "{depthwise_runs} depthwise cases in runs of sixteen steps and a tail"
+    );
+    assert!(
+        depthwise_one_pass >= 10,
+        "{depthwise_one_pass} depthwise cases of one pass with planes before the last"
     );
     assert!(
         depthwise_odd >= 30,

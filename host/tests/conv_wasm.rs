@@ -17,7 +17,7 @@ use cvm_engine::model::{
 };
 use cvm_engine::{Status, ops};
 use cvm_host::wasm::WasmEngine;
-use engine_common::conv::{plain_conv2d, plus_bias, sized};
+use engine_common::conv::{mobile_shape, plain_conv2d, plus_bias, sized};
 
 struct Rng(u64);
 
@@ -40,29 +40,6 @@ impl Rng {
 
 fn ints(values: [usize; 2]) -> AttrValue {
     AttrValue::Ints(values.iter().map(|&v| v as i64).collect())
-}
-
-/// A random depthwise 3 × 3 shape of a MobileNet block (padding 1, stride 1 or 2) on planes of
-/// up to 24 × 48: many steps per plane.
-fn mobile_shape(rng: &mut Rng) -> ConvShape {
-    let channels = rng.size(1, 4);
-    let stride = rng.size(1, 2);
-    sized(ConvShape {
-        batch: 1,
-        in_channels: channels,
-        height: rng.size(8, 24),
-        width: rng.size(12, 48),
-        out_channels: channels,
-        groups: channels,
-        kernel_h: 3,
-        kernel_w: 3,
-        out_h: 0,
-        out_w: 0,
-        strides: [stride, stride],
-        padding: [1, 1],
-        dilation: [1, 1],
-    })
-    .expect("a 3 × 3 kernel fits a padded plane of 8 × 12 or more")
 }
 
 /// A random depthwise (`pointwise` false) or pointwise shape.
@@ -173,7 +150,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
         let s = if case < 90 {
             shape(&mut rng, pointwise)
         } else {
-            mobile_shape(&mut rng)
+            mobile_shape(|low, high| rng.size(low, high))
         };
         let x = rng.int8s(s.batch * s.in_channels * s.height * s.width);
         let w = rng.int8s(s.out_channels * s.depth());

@@ -1,6 +1,7 @@
 //! The conv2d reference of the tests: the plain formula of spec 001 and shapes with their
-//! output sizes.
-#![allow(clippy::unwrap_used)] // a sum outside i32 is a failed test
+//! output sizes, and MobileNet-shaped depthwise planes.
+// A sum outside i32, or a shape whose kernel does not fit, is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cvm_engine::kernels::conv::ConvShape;
 
@@ -92,4 +93,28 @@ pub fn sized(s: ConvShape) -> Option<ConvShape> {
         )?,
         ..s
     })
+}
+
+/// A random depthwise 3 × 3 shape of a MobileNet block (padding 1, stride 1 or 2) on planes of
+/// up to 24 × 48: many steps per plane. `size(low, high)` draws uniformly in low..=high.
+pub fn mobile_shape(mut size: impl FnMut(usize, usize) -> usize) -> ConvShape {
+    let channels = size(1, 4);
+    let stride = size(1, 2);
+    let (height, width) = (size(8, 24), size(12, 48));
+    sized(ConvShape {
+        batch: 1,
+        in_channels: channels,
+        height,
+        width,
+        out_channels: channels,
+        groups: channels,
+        kernel_h: 3,
+        kernel_w: 3,
+        out_h: 0,
+        out_w: 0,
+        strides: [stride, stride],
+        padding: [1, 1],
+        dilation: [1, 1],
+    })
+    .expect("a 3 × 3 kernel fits a padded plane of 8 × 12 or more")
 }
