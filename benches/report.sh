@@ -6,22 +6,22 @@
 # costs.
 #
 # Usage: benches/report.sh [CRITERION_DIR]      (default: target/criterion of the workspace)
-# The clock is the first "cpu MHz" of /proc/cpuinfo; set CPU_MHZ to override it.
+# The clock is the one the clock bench measured (criterion's throughput of
+# clock/dependent_operations: cargo bench -p cvm-benches --bench clock), else the first
+# "cpu MHz" of /proc/cpuinfo, which is the nominal clock; set CPU_MHZ to override both.
 # Needs python3 (standard library only).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dir="${1:-${CARGO_TARGET_DIR:-$here/../target}/criterion}"
-mhz="${CPU_MHZ:-$(awk -F: '/^cpu MHz/ { print $2 + 0; exit }' /proc/cpuinfo 2>/dev/null || true)}"
-mhz="${mhz:-2596}"
+nominal="$(awk -F: '/^cpu MHz/ { print $2 + 0; exit }' /proc/cpuinfo 2>/dev/null || true)"
 
-exec python3 - "$dir" "$mhz" <<'PY'
+exec python3 - "$dir" "${CPU_MHZ:-}" "${nominal:-}" <<'PY'
 import json
 import os
 import sys
 
-root, mhz = sys.argv[1], float(sys.argv[2])
-hz = mhz * 1e6
+root, forced, nominal = sys.argv[1], sys.argv[2], sys.argv[3]
 if not os.path.isdir(root):
     sys.exit(f"no criterion results in {root}; run cargo bench -p cvm-benches first")
 
@@ -62,7 +62,7 @@ def rate(per_second):
 
 
 def category(full_id):
-    for order, prefix in enumerate(("kernels/", "metering/", "startup/")):
+    for order, prefix in enumerate(("kernels/", "metering/", "startup/", "clock/")):
         if full_id.startswith(prefix):
             return order + 1
     return 0
@@ -70,7 +70,16 @@ def category(full_id):
 
 ids = sorted(benches, key=lambda full_id: (category(full_id), full_id))
 
-print(f"Clock: {mhz:g} MHz. Per cycle = per second / {hz:.4g}.")
+clock = benches.get("clock/dependent_operations")
+if forced:
+    hz, source = float(forced) * 1e6, "CPU_MHZ"
+elif clock and clock[1]:
+    hz, source = clock[1] / (clock[0] / 1e9), "measured by clock/dependent_operations"
+elif nominal:
+    hz, source = float(nominal) * 1e6, "nominal, /proc/cpuinfo"
+else:
+    sys.exit("no clock: run cargo bench -p cvm-benches --bench clock, or set CPU_MHZ")
+print(f"Clock: {hz / 1e6:.0f} MHz ({source}). Per cycle = per second / {hz:.4g}.")
 print()
 print("| bench | time (median) | throughput | per cycle |")
 print("| --- | --- | --- | --- |")
