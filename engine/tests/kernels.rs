@@ -212,7 +212,8 @@ fn conv2d_kernels_equal_the_formula() {
     // Depthwise plane layouts: split, direct, pairs, and row phases (SH > 1).
     let mut layouts = [0; 4];
     // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail; and
-    // planes of exactly one pass of six entries before the last (stored without a sink).
+    // kernels of exactly one full pass (six entries: 3 × 3 at stride 2) on rows of whole steps,
+    // over several planes (all of them in whole runs but the last).
     let mut depthwise_runs = 0;
     let mut depthwise_one_pass = 0;
     for case in 0..750 {
@@ -342,7 +343,7 @@ fn conv2d_kernels_equal_the_formula() {
     );
     assert!(
         depthwise_one_pass >= 10,
-        "{depthwise_one_pass} depthwise cases of one pass with planes before the last"
+        "{depthwise_one_pass} depthwise cases of one full pass over several planes"
     );
     assert!(
         depthwise_odd >= 30,

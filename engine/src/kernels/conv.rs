@@ -907,10 +907,6 @@ fn depthwise<S: Simd>(
         .iter()
         .map(|taps| geometry.offset(taps.unit))
         .collect();
-    // The entries' offsets, when they make exactly one pass of `store_runs`.
-    let one_pass: Option<&[usize; ENTRIES_PER_PASS]> = (!split)
-        .then(|| offsets.as_slice().try_into().ok())
-        .flatten();
     let per_channel = pairing.len();
     let stride = per_channel * 2 * LANES;
     for n in 0..s.batch {
@@ -925,23 +921,6 @@ fn depthwise<S: Simd>(
                 let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
                 let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
                 let first = (n * s.out_channels + oc) * pixels;
-                // A kernel of one pass whose every step lies within the output (every plane
-                // but the last): straight to `store_runs`, without the `Sink` and passes that
-                // would otherwise be set up again for every channel.
-                let end = first + starts.last().map_or(0, |&start| start + LANES);
-                let whole = direct && fits && end <= out.len();
-                if let (Some(offsets), Ok(weights), true) =
-                    (one_pass, entry_weights.try_into(), whole)
-                {
-                    let target = out.get_mut(first..).unwrap_or_default();
-                    let group = Group { offsets, weights };
-                    let addend = S::splat32(addend);
-                    if store_runs::<S, ENTRIES_PER_PASS>(&plane, group, &starts, addend, target)
-                        == steps
-                    {
-                        continue;
-                    }
-                }
                 let mut sink = Sink {
                     sums: &mut sums,
                     starts: &starts,
@@ -1479,7 +1458,7 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     let first = if OUT && !ADD {
         let whole = target.whole();
         store_runs::<S, E>(
-            plane,
+            streams,
             group,
             &target.starts[..whole],
             target.addend,
@@ -1506,13 +1485,13 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
 }
 
 /// The last pass's steps over `starts` (steps whose eight positions all lie within `out`) in
-/// runs of sixteen, each step's sums of the group's entries in `plane` plus `addend` stored at
-/// its start with no branch. Returns the steps it stored. Not inlined, and the weights are loaded afresh for each run: wasmtime
+/// runs of sixteen, each step's sums plus `addend` stored at its start with no branch. Returns
+/// the steps it stored. Not inlined, and the weights are loaded afresh for each run: wasmtime
 /// checks fuel at the head of every loop with a call that clobbers every vector register, so
 /// vectors carried around the loop would live on the stack.
 #[inline(never)]
 fn store_runs<S: Simd, const E: usize>(
-    plane: &[i16],
+    streams: [&[[i16; 2 * LANES]]; E],
     group: Group<'_, E>,
     starts: &[usize],
     addend: S::I32x4,
@@ -1521,7 +1500,6 @@ fn store_runs<S: Simd, const E: usize>(
     let Some(last) = out.len().checked_sub(LANES) else {
         return 0;
     };
-    let streams = group.offsets.map(|offset| lanes_from(plane, offset));
     let len = streams
         .iter()
         .map(|run| run.len())
