@@ -119,6 +119,31 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
     }
 }
 
+/// A random 3 × 3 depthwise shape at stride 2 with padding 1 (the kernel of
+/// `ConvShape::uses_depthwise_3x3_s2`), from a single row or column up to 19 × 40, with up to
+/// three output channels per input channel.
+fn halving_shape(rng: &mut Rng) -> ConvShape {
+    let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 3));
+    let mut shape = sized(ConvShape {
+        batch: 1,
+        in_channels: channels,
+        height: rng.size(1, 19),
+        width: rng.size(1, 40),
+        out_channels: channels * multiplier,
+        groups: channels,
+        kernel_h: 3,
+        kernel_w: 3,
+        out_h: 0,
+        out_w: 0,
+        strides: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+    })
+    .expect("a 3 × 3 kernel fits any plane padded by 1");
+    shape.batch = rng.size(1, 2);
+    shape
+}
+
 fn run_conv<S: Simd>(
     s: &ConvShape,
     data: &[i32],
@@ -216,11 +241,16 @@ fn conv2d_kernels_equal_the_formula() {
     // over several planes (all of them in whole runs but the last).
     let mut depthwise_runs = 0;
     let mut depthwise_one_pass = 0;
-    for case in 0..750 {
+    // The 3 × 3 stride-2 kernel: all cases, odd widths (the right padding inside the last
+    // step), an odd number of output rows (one pair of rows with a spare), rows that end within
+    // a step, and several output channels per input channel.
+    let mut halving = [0; 5];
+    for case in 0..850 {
         let shape = match case {
             0..600 => random_shape(&mut rng, case % 3),
             600..700 => random_shape(&mut rng, 3),
-            _ => mobile_shape(|low, high| rng.size(low, high)),
+            700..800 => mobile_shape(|low, high| rng.size(low, high)),
+            _ => halving_shape(&mut rng),
         };
         let data = rng.int8s(shape.batch * shape.in_channels * shape.height * shape.width);
         let weights = rng.int8s(shape.out_channels * shape.depth());
@@ -265,6 +295,13 @@ fn conv2d_kernels_equal_the_formula() {
             channels_last += 1;
         } else if !shape.uses_depthwise() {
             checked_gather += 1;
+        }
+        if shape.uses_depthwise_3x3_s2() {
+            halving[0] += 1;
+            halving[1] += usize::from(shape.width % 2 == 1);
+            halving[2] += usize::from(shape.out_h % 2 == 1);
+            halving[3] += usize::from(shape.out_w % 4 != 0);
+            halving[4] += usize::from(shape.group_out() > 1);
         }
         if shape.uses_depthwise() {
             depthwise += 1;
@@ -321,6 +358,11 @@ fn conv2d_kernels_equal_the_formula() {
     }
     // Every path ran many times.
     assert!(depthwise >= 150, "{depthwise} depthwise cases");
+    assert!(
+        halving[0] >= 30 && halving[1..].iter().all(|&n| n >= 5),
+        "3 × 3 stride-2 cases (all, odd width, odd output rows, partial steps, multiplier): \
+         {halving:?}"
+    );
     assert!(
         depthwise_rows.iter().all(|&n| n >= 30),
         "{depthwise_rows:?} depthwise cases with rows of whole steps and short rows"
@@ -484,6 +526,10 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(sum));
     results.extend(unpack(flags));
     results.extend(unpack(S::or32(x32, y32)));
+    results.extend(unpack(S::shift_in32(x32, y32)));
+    let mut masked = [0i16; 8];
+    S::store16(&mut masked, S::and16(x16, y16));
+    results.extend(masked.map(i32::from));
     let (low32, high32) = S::interleave32(x32, y32);
     results.extend(unpack(low32));
     results.extend(unpack(high32));
@@ -528,6 +574,14 @@ fn portable_interleave_and_pairs_follow_their_definition() {
     assert_eq!(
         Portable::interleave32([0, 1, 2, 3], [10, 11, 12, 13]),
         ([0, 10, 1, 11], [2, 12, 3, 13])
+    );
+    assert_eq!(
+        Portable::shift_in32([0, 1, 2, 3], [10, 11, 12, 13]),
+        [3, 10, 11, 12]
+    );
+    assert_eq!(
+        Portable::and16([-1, 0, 7, 6, -1, 5, 3, -8], [-1, -1, 0, 3, 0, -1, -1, 12]),
+        [-1, 0, 0, 2, 0, 5, 3, 8]
     );
     assert_eq!(
         Portable::pair16(-7, 300),

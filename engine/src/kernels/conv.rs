@@ -75,9 +75,29 @@ impl ConvShape {
         self.kernel(true) == Kernel::Depthwise
     }
 
+    /// Whether the 3 × 3 stride-2 depthwise kernel applies ([`depthwise_3x3_s2`]): one input
+    /// channel per group, a 3 × 3 kernel at strides (2, 2), padding (1, 1) and dilation (1, 1),
+    /// the depthwise convolutions of MobileNet that halve the image.
+    pub fn uses_depthwise_3x3_s2(&self) -> bool {
+        self.kernel(true) == Kernel::Depthwise3x3S2
+    }
+
+    /// Whether the shape is a 3 × 3 stride-2 depthwise convolution with padding 1
+    /// ([`Self::uses_depthwise_3x3_s2`]).
+    fn is_depthwise_3x3_s2(&self) -> bool {
+        self.group_in() == 1
+            && (self.kernel_h, self.kernel_w) == (3, 3)
+            && self.strides == [2, 2]
+            && self.padding == [1, 1]
+            && self.dilation == [1, 1]
+    }
+
     /// The depthwise kernel's tap plane if the kernel applies ([`Self::uses_depthwise`]): the
     /// kernel's first test, computed once.
     pub fn depthwise_plane(&self) -> Option<TapPlane> {
+        if self.is_depthwise_3x3_s2() {
+            return None;
+        }
         self.depthwise_geometry(true)
             .map(|geometry| geometry.plane())
     }
@@ -110,14 +130,17 @@ impl ConvShape {
         self.kernel(false) == Kernel::ChannelsLast
     }
 
-    /// The kernel that runs this shape, deciding the depthwise kernel with the tap plane of the
-    /// kernel (`whole_steps`, see [`Self::tap_geometry`]) or of version 5.
+    /// The kernel that runs this shape (`whole_steps`: the kernels of today, deciding the
+    /// depthwise kernel with the tap plane of [`Self::tap_geometry`]), or that ran it when
+    /// version 5 of the gas schedule was calibrated (no 3 × 3 stride-2 depthwise kernel yet).
     fn kernel(&self, whole_steps: bool) -> Kernel {
         let pointwise = self.kernel_h == 1
             && self.kernel_w == 1
             && self.strides == [1, 1]
             && self.padding == [0, 0];
-        if self.depthwise_geometry(whole_steps).is_some() {
+        if whole_steps && self.is_depthwise_3x3_s2() {
+            Kernel::Depthwise3x3S2
+        } else if self.depthwise_geometry(whole_steps).is_some() {
             Kernel::Depthwise
         } else if pointwise {
             Kernel::Pointwise
@@ -162,7 +185,9 @@ impl ConvShape {
 
     /// The order the kernel that runs this shape needs its weights in.
     pub fn pack_order(&self) -> PackOrder {
-        if self.uses_depthwise() {
+        if self.is_depthwise_3x3_s2() {
+            PackOrder::Source
+        } else if self.uses_depthwise() {
             PackOrder::Depthwise(*self)
         } else if self.uses_channels_last() {
             PackOrder::ChannelsLast {
@@ -353,6 +378,14 @@ impl ConvShape {
     /// Working memory of [`conv2d`] in bytes; `weights_prepared` when the weights were packed
     /// at load time.
     pub fn scratch_bytes(&self, weights_prepared: bool) -> u64 {
+        let weights = if weights_prepared {
+            0
+        } else {
+            PackedRows::bytes(self.out_channels as u64, self.depth() as u64)
+        };
+        if self.uses_depthwise_3x3_s2() {
+            return Halving::new(self).scratch_bytes().saturating_add(weights);
+        }
         if let Some(plane) = self.depthwise_plane() {
             // The tap plane and the plane of values it is built from (2 bytes per element);
             // per tap at most 1.5 tap entries, each a pairing (72 bytes) and its offset (8
@@ -383,11 +416,6 @@ impl ConvShape {
                 .saturating_add((plane.steps as u64).saturating_mul(per_step))
                 .saturating_add((self.height as u64).saturating_mul(8));
         }
-        let weights = if weights_prepared {
-            0
-        } else {
-            PackedRows::bytes(self.out_channels as u64, self.depth() as u64)
-        };
         if self.uses_pointwise() {
             return super::pointwise::plane_bytes(self).saturating_add(weights);
         }
@@ -433,6 +461,10 @@ pub fn conv2d<S: Simd>(
             &packed
         }
     };
+    if shape.uses_depthwise_3x3_s2() {
+        // The bias is added as the sums are stored.
+        return depthwise_3x3_s2::<S>(shape, data, weights, bias, out);
+    }
     if let Some(geometry) = shape.depthwise_plane() {
         // The bias is added as the sums are stored.
         return depthwise::<S>(shape, &geometry, data, weights, bias, out);
@@ -702,6 +734,7 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kernel {
     Depthwise,
+    Depthwise3x3S2,
     Pointwise,
     ChannelsLast,
     CheckedGather,
@@ -1669,5 +1702,362 @@ fn store8<S: Simd>(target: &mut [i32; LANES], lo: S::I32x4, hi: S::I32x4) {
     if let [first, second] = halves {
         S::store32(first, lo);
         S::store32(second, hi);
+    }
+}
+
+/// The input columns one step of [`depthwise_3x3_s2`] reads from a row: the columns of four
+/// outputs.
+const STEP_COLUMNS: usize = 8;
+
+/// Geometry of [`depthwise_3x3_s2`] for one shape.
+#[derive(Clone, Copy, Debug)]
+struct Halving {
+    /// W.
+    width: usize,
+    /// H.
+    height: usize,
+    /// Output rows.
+    out_h: usize,
+    /// Output row length.
+    out_w: usize,
+    /// Steps per output row, four outputs each: ⌈OW / 4⌉.
+    steps: usize,
+}
+
+impl Halving {
+    fn new(s: &ConvShape) -> Self {
+        Halving {
+            width: s.width,
+            height: s.height,
+            out_h: s.out_h,
+            out_w: s.out_w,
+            steps: s.out_w.div_ceil(4),
+        }
+    }
+
+    /// Values a row is read over: eight per step. The last step's may reach past the row's
+    /// end, by at most 7.
+    fn span(&self) -> usize {
+        self.steps * STEP_COLUMNS
+    }
+
+    /// Values read from the start of a channel: every row's span.
+    fn reach(&self) -> usize {
+        (self.height.saturating_sub(1) * self.width).saturating_add(self.span())
+    }
+
+    /// Working memory in bytes: a row of zeros (the padding rows), a copy of a channel with
+    /// room for the reads past its end, and an output row that is never used.
+    fn scratch_bytes(&self) -> u64 {
+        let values = (self.span() as u64)
+            .saturating_add(self.reach() as u64)
+            .saturating_add(self.out_w as u64);
+        values.saturating_mul(4)
+    }
+}
+
+/// Depthwise 3 × 3 convolution at stride 2 with padding 1 ([`ConvShape::uses_depthwise_3x3_s2`]),
+/// straight from the input: output (p, q) reads padded rows 2p to 2p + 2 and padded columns 2q to
+/// 2q + 2, that is input columns 2q − 1, 2q and 2q + 1.
+///
+/// One step takes four outputs of a row. Per kernel row it narrows input columns 8j to 8j + 7 of
+/// the row to eight `i16`, the pairs (2q, 2q + 1) of outputs q = 4j to 4j + 3, and takes two dot
+/// products ([`Simd::dot_add`]): with the pair (w1, w2), the taps at columns 2q and 2q + 1 of
+/// output q, in lane q − 4j; with the pair (0, w0), the tap at column 2q + 1 of output q + 1, in
+/// the same lane, which [`Simd::shift_in32`] moves up one lane, the last lane of the step before
+/// (zero at the row's start: the left padding) entering the first. Two output rows are taken
+/// together, so that the input row between them is narrowed once for both. The last step of a
+/// row keeps only the row's columns (the right padding, and the next row's values, are zeroed)
+/// and stores only the row's outputs. Rows of the padding, above and below, are a row of zeros.
+///
+/// Exact under the bounds of the module documentation: data and weights within 8 bits narrow to
+/// `i16` exactly, each lane of a dot product is `x·w + x'·w'`, and the nine taps' sum of an
+/// output fits 32 bits. When no sum plus the bias can overflow (every sum is at most
+/// 9 · 2^14 in magnitude) the bias is added as the sums are stored; otherwise after, with checks.
+/// `weights` are the source rows of nine taps ([`PackOrder::Source`]).
+fn depthwise_3x3_s2<S: Simd>(
+    shape: &ConvShape,
+    data: &[i32],
+    weights: &PackedRows,
+    bias: Option<&[i32]>,
+    out: &mut [i32],
+) -> bool {
+    let s = *shape;
+    let halving = Halving::new(&s);
+    let channel_len = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
+    if pixels == 0 || channel_len == 0 {
+        // No input values (W = 0 or H = 0): every sum is empty.
+        only_bias(out, bias, pixels);
+        return true;
+    }
+    // The lanes of a row's last step that hold the row's columns: from 1 to 8, as
+    // 8 · (steps − 1) < W (every step before the last lies within the row).
+    let kept = s.width.saturating_sub(STEP_COLUMNS * (halving.steps - 1));
+    let mask: [i16; STEP_COLUMNS] = core::array::from_fn(|lane| -i16::from(lane < kept));
+    let zeros: Vec<i32> = vec![0; halving.span()];
+    let mut copy: Vec<i32> = Vec::new();
+    let reach = halving.reach();
+    let bound = 9 * PRODUCT_BOUND;
+    let stride = weights.stride();
+    let multiplier = s.group_out();
+    for n in 0..s.batch {
+        for c in 0..s.in_channels {
+            let from = (n * s.in_channels + c) * channel_len;
+            let channel = match data.get(from..from + reach) {
+                Some(values) => values,
+                None => {
+                    // The last rows of the last channel, whose reads reach past the data: a
+                    // copy with zeros after it.
+                    copy.clear();
+                    copy.extend_from_slice(data.get(from..from + channel_len).unwrap_or_default());
+                    copy.resize(reach, 0);
+                    &copy
+                }
+            };
+            for m in 0..multiplier {
+                let oc = c * multiplier + m;
+                let taps = weights
+                    .values()
+                    .get(oc * stride..)
+                    .and_then(|row| row.first_chunk::<9>())
+                    .copied()
+                    .unwrap_or_default();
+                let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
+                let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
+                let first = (n * s.out_channels + oc) * pixels;
+                let rest = out.get_mut(first..).unwrap_or_default();
+                let added = if fits { addend } else { 0 };
+                // The steps of a row as a constant for rows of up to 32 outputs, so that they
+                // are straight-line code.
+                macro_rules! planes {
+                    ($($steps:literal)*) => {
+                        match halving.steps {
+                            $($steps => halve_plane::<S, $steps>(
+                                &halving, channel, &zeros, &taps, added, &mask, rest,
+                            ),)*
+                            _ => halve_plane::<S, 0>(
+                                &halving, channel, &zeros, &taps, added, &mask, rest,
+                            ),
+                        }
+                    };
+                }
+                planes!(1 2 3 4 5 6 7 8);
+                let plane = out.get_mut(first..first + pixels).unwrap_or_default();
+                if !fits && !super::add_checked::<S>(plane, addend) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// One output plane of [`depthwise_3x3_s2`], one output row per iteration ([`Taps::row`]).
+/// `channel` holds the input channel and at least [`Halving::reach`] values; `out` the plane and
+/// every plane after it. `STEPS` is the number of steps of a row when not 0, so that a row's
+/// steps are straight-line code with constant offsets; 0 takes any number. Not inlined, so that
+/// its loop keeps its pointers in registers also after Cranelift compiles the wasm.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn halve_plane<'a, S: Simd, const STEPS: usize>(
+    halving: &Halving,
+    channel: &'a [i32],
+    zeros: &'a [i32],
+    taps: &[i16; 9],
+    addend: i32,
+    mask: &[i16; STEP_COLUMNS],
+    out: &mut [i32],
+) {
+    let Halving {
+        width,
+        height,
+        out_h,
+        out_w,
+        steps,
+    } = *halving;
+    let weights = TapWeights::new(taps, addend, mask);
+    // The values a row is read over: a constant with `STEPS`.
+    let span = if STEPS > 0 { STEPS } else { steps }.wrapping_mul(STEP_COLUMNS);
+    // Input row r (wrapping: the padding row above the first is usize::MAX), or zeros for the
+    // rows of the padding. Index arithmetic wraps instead of being checked: every figure is
+    // within the sizes of the validated shape, and every index goes through `get`.
+    let row = |r: usize| -> Option<&'a [i32]> {
+        if r < height {
+            let from = r.wrapping_mul(width);
+            channel.get(from..from.wrapping_add(span))
+        } else {
+            zeros.get(..span)
+        }
+    };
+    let mut p = 0;
+    while p < out_h {
+        // Output rows p and p + 1 read padded rows 2p to 2p + 4: input rows 2p − 1 to 2p + 3.
+        let top = p.wrapping_mul(2).wrapping_sub(1);
+        let inputs = if p > 0 && top.wrapping_add(4) < height {
+            // No row of the padding.
+            let from = top.wrapping_mul(width);
+            let row = |k: usize| {
+                let start = from.wrapping_add(k.wrapping_mul(width));
+                channel.get(start..start.wrapping_add(span))
+            };
+            [row(0), row(1), row(2), row(3), row(4)]
+        } else {
+            let row = |k: usize| row(top.wrapping_add(k));
+            [row(0), row(1), row(2), row(3), row(4)]
+        };
+        let [Some(a), Some(b), Some(c), Some(d), Some(e)] = inputs else {
+            return; // the channel holds every row's span; never reached
+        };
+        let octets = |values: &'a [i32]| values.as_chunks::<STEP_COLUMNS>().0;
+        let (a, b, c, d, e) = (octets(a), octets(b), octets(c), octets(d), octets(e));
+        let rows = if STEPS > 0 {
+            let fixed =
+                |row: &'a [[i32; STEP_COLUMNS]]| row.first_chunk::<STEPS>().map(|row| &row[..]);
+            (fixed(a), fixed(b), fixed(c), fixed(d), fixed(e))
+        } else {
+            (Some(a), Some(b), Some(c), Some(d), Some(e))
+        };
+        let (Some(a), Some(b), Some(c), Some(d), Some(e)) = rows else {
+            return; // a span is `STEPS` octets; never reached
+        };
+        // The weights are loaded afresh for each pair of rows: wasmtime checks fuel at the
+        // head of every loop with a call that clobbers every vector register, so vectors carried
+        // around the loop are stored and reloaded.
+        let taps = Taps::<S>::load(core::hint::black_box(&weights));
+        let at = p.wrapping_mul(out_w);
+        // The upper row first: its last step's outputs past its end land on the lower row's
+        // first, stored after them.
+        taps.row([a, b, c], at, out);
+        if p.wrapping_add(1) < out_h {
+            taps.row([c, d, e], at.wrapping_add(out_w), out);
+        }
+        p = p.wrapping_add(2);
+    }
+}
+
+/// The vectors of [`Taps`] in memory, from which they are loaded for every pair of rows.
+struct TapWeights {
+    pairs: [[i16; STEP_COLUMNS]; 3],
+    singles: [[i16; STEP_COLUMNS]; 3],
+    addend: [i32; 4],
+    mask: [i16; STEP_COLUMNS],
+}
+
+impl TapWeights {
+    /// Per kernel row of `taps`, the pair (w1, w2) and the single (0, w0), each repeated four
+    /// times; `addend` four times; and `mask`.
+    fn new(taps: &[i16; 9], addend: i32, mask: &[i16; STEP_COLUMNS]) -> Self {
+        let repeat = |first: i16, second: i16| {
+            let mut lanes = [first; STEP_COLUMNS];
+            for pair in lanes.chunks_exact_mut(2) {
+                pair[1] = second;
+            }
+            lanes
+        };
+        let pair = |ki: usize| repeat(taps[3 * ki + 1], taps[3 * ki + 2]);
+        let single = |ki: usize| repeat(0, taps[3 * ki]);
+        TapWeights {
+            pairs: [pair(0), pair(1), pair(2)],
+            singles: [single(0), single(1), single(2)],
+            addend: [addend; 4],
+            mask: *mask,
+        }
+    }
+}
+
+/// What [`halve_plane`] hands each output row: per kernel row the weights of the pair
+/// (2q, 2q + 1) of output q and of the tap at 2q + 1 of output q + 1, the bias, and the mask of
+/// a row's last step.
+#[derive(Clone, Copy)]
+struct Taps<S: Simd> {
+    weights: [(S::I16x8, S::I16x8); 3],
+    addend: S::I32x4,
+    mask: S::I16x8,
+}
+
+impl<S: Simd> Taps<S> {
+    #[inline(always)]
+    fn load(weights: &TapWeights) -> Self {
+        let weights_of = |ki: usize| {
+            (
+                S::load16(&weights.pairs[ki]),
+                S::load16(&weights.singles[ki]),
+            )
+        };
+        Taps {
+            weights: [weights_of(0), weights_of(1), weights_of(2)],
+            addend: S::load32(&weights.addend),
+            mask: S::load16(&weights.mask),
+        }
+    }
+
+    /// The output row from `at` in `out` from the three padded rows it reads, each one octet
+    /// per step (the row's last step last).
+    ///
+    /// The last step stores four outputs. Those past the row land on the next row or plane,
+    /// stored later; only past the end of `out` are they dropped.
+    #[inline(always)]
+    fn row(&self, inputs: [&[[i32; STEP_COLUMNS]]; 3], at: usize, out: &mut [i32]) {
+        let Taps {
+            weights,
+            addend,
+            mask,
+        } = *self;
+        let zero = S::splat32(0);
+        let mut carry = zero;
+        let mut step = |octets: [&[i32; STEP_COLUMNS]; 3], masked: bool| {
+            let (mut near, mut far) = (addend, zero);
+            for (octet, &(pair, single)) in octets.iter().zip(&weights) {
+                let (halves, _) = octet.as_chunks::<4>();
+                let mut x = S::narrow32(S::load32(&halves[0]), S::load32(&halves[1]));
+                if masked {
+                    x = S::and16(x, mask);
+                }
+                near = S::dot_add(near, x, pair);
+                far = S::dot_add(far, x, single);
+            }
+            let sums = S::add32(near, S::shift_in32(carry, far));
+            carry = far;
+            sums
+        };
+        let [a, b, c] = inputs;
+        let (Some((a_last, a)), Some((b_last, b)), Some((c_last, c))) =
+            (a.split_last(), b.split_last(), c.split_last())
+        else {
+            return;
+        };
+        let whole = a.len().min(b.len()).min(c.len());
+        let (a, b, c) = (&a[..whole], &b[..whole], &c[..whole]);
+        let quads = out
+            .get_mut(at..)
+            .unwrap_or_default()
+            .as_chunks_mut::<4>()
+            .0
+            .get_mut(..whole);
+        let Some(quads) = quads else {
+            return; // an output row holds at least `whole` quads; never reached
+        };
+        straight_runs!(16, whole, |j| {
+            S::store32(&mut quads[j], step([&a[j], &b[j], &c[j]], false));
+        });
+        let sums = step([a_last, b_last, c_last], true);
+        store_quad::<S>(out, at.wrapping_add(whole.wrapping_mul(4)), sums);
+    }
+}
+
+/// Stores `value` at `at` in `out`, only the lanes within `out` when the end is near.
+#[inline(always)]
+fn store_quad<S: Simd>(out: &mut [i32], at: usize, value: S::I32x4) {
+    let target = out.get_mut(at..).unwrap_or_default();
+    match target.first_chunk_mut::<4>() {
+        Some(quad) => S::store32(quad, value),
+        None => {
+            let mut lanes = [0; 4];
+            S::store32(&mut lanes, value);
+            for (slot, lane) in target.iter_mut().zip(lanes) {
+                *slot = lane;
+            }
+        }
     }
 }

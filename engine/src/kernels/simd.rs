@@ -41,6 +41,11 @@ pub trait Simd: Copy {
     fn add_overflow32(a: Self::I32x4, b: Self::I32x4) -> (Self::I32x4, Self::I32x4);
     /// Lane-wise bitwise or.
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4;
+    /// Lane-wise bitwise and.
+    fn and16(a: Self::I16x8, b: Self::I16x8) -> Self::I16x8;
+    /// `value` moved up one lane, its first lane taken from the last lane of `carry`:
+    /// `[carry3, value0, value1, value2]` (wasm `i32x4.shuffle`, x86 two byte shifts and an or).
+    fn shift_in32(carry: Self::I32x4, value: Self::I32x4) -> Self::I32x4;
     /// The lanes of `a` then `b` narrowed to `i16` with saturation (wasm
     /// `i16x8.narrow_i32x4_s`, x86 `packssdw`).
     fn narrow32(a: Self::I32x4, b: Self::I32x4) -> Self::I16x8;
@@ -131,6 +136,16 @@ impl Simd for Portable {
     #[inline(always)]
     fn or32(a: [i32; 4], b: [i32; 4]) -> [i32; 4] {
         core::array::from_fn(|lane| a[lane] | b[lane])
+    }
+
+    #[inline(always)]
+    fn and16(a: [i16; 8], b: [i16; 8]) -> [i16; 8] {
+        core::array::from_fn(|lane| a[lane] & b[lane])
+    }
+
+    #[inline(always)]
+    fn shift_in32(carry: [i32; 4], value: [i32; 4]) -> [i32; 4] {
+        [carry[3], value[0], value[1], value[2]]
     }
 
     #[inline(always)]
@@ -269,6 +284,16 @@ impl Simd for Wasm128 {
     #[inline(always)]
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
         core::arch::wasm32::v128_or(a, b)
+    }
+
+    #[inline(always)]
+    fn and16(a: Self::I16x8, b: Self::I16x8) -> Self::I16x8 {
+        core::arch::wasm32::v128_and(a, b)
+    }
+
+    #[inline(always)]
+    fn shift_in32(carry: Self::I32x4, value: Self::I32x4) -> Self::I32x4 {
+        core::arch::wasm32::i32x4_shuffle::<3, 4, 5, 6>(carry, value)
     }
 
     #[inline(always)]
@@ -443,6 +468,21 @@ impl Simd for Sse2 {
     fn or32(a: Self::I32x4, b: Self::I32x4) -> Self::I32x4 {
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe { core::arch::x86_64::_mm_or_si128(a, b) }
+    }
+
+    #[inline(always)]
+    fn and16(a: Self::I16x8, b: Self::I16x8) -> Self::I16x8 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe { core::arch::x86_64::_mm_and_si128(a, b) }
+    }
+
+    #[inline(always)]
+    fn shift_in32(carry: Self::I32x4, value: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{_mm_or_si128, _mm_slli_si128, _mm_srli_si128};
+            _mm_or_si128(_mm_srli_si128::<12>(carry), _mm_slli_si128::<4>(value))
+        }
     }
 
     #[inline(always)]

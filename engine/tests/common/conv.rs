@@ -95,11 +95,13 @@ pub fn sized(s: ConvShape) -> Option<ConvShape> {
     })
 }
 
-/// A random depthwise 3 × 3 shape of a MobileNet block (padding 1, stride 1 or 2) on planes of
-/// up to 24 × 48: many steps per plane. `size(low, high)` draws uniformly in low..=high.
+/// A random depthwise 3 × 3 shape of a MobileNet block (stride 1 or 2; padding 1 half the time,
+/// else 0 or 2) on planes of up to 24 × 48: many steps per plane. `size(low, high)` draws
+/// uniformly in low..=high.
 pub fn mobile_shape(mut size: impl FnMut(usize, usize) -> usize) -> ConvShape {
     let channels = size(1, 4);
     let stride = size(1, 2);
+    let pad = [1, 1, 0, 2][size(0, 3)];
     let (height, width) = (size(8, 24), size(12, 48));
     sized(ConvShape {
         batch: 1,
@@ -113,7 +115,7 @@ pub fn mobile_shape(mut size: impl FnMut(usize, usize) -> usize) -> ConvShape {
         out_h: 0,
         out_w: 0,
         strides: [stride, stride],
-        padding: [1, 1],
+        padding: [pad, pad],
         dilation: [1, 1],
     })
     .expect("a 3 × 3 kernel fits a padded plane of 8 × 12 or more")
