@@ -110,8 +110,8 @@ pub fn node_usage(
 ) -> Result<Usage> {
     let mut usage = operator.usage(inputs, outputs)?;
     // Version 3 counts steps as version 2 does, version 4 steps and wide multiply-accumulates as
-    // version 3, and version 5 steps and multiply-accumulate groups as version 4, except where
-    // the operator reports its own.
+    // version 3, version 5 steps and multiply-accumulate groups as version 4, and version 6
+    // steps as version 5, except where the operator reports its own.
     for (from, to) in [
         (Param::Step, Param::StepV3),
         (Param::StepV3, Param::StepV4),
@@ -121,6 +121,7 @@ pub fn node_usage(
         ),
         (Param::StepV4, Param::StepV5),
         (Param::MacGroup, Param::MacGroupV5),
+        (Param::StepV5, Param::StepV6),
     ] {
         if !usage.iter().any(|&(param, _)| param == to) {
             let steps = usage

@@ -39,8 +39,8 @@ fn param32(name: &str, shape: Vec<u32>, data: Vec<i32>) -> ParamDecl {
 }
 
 /// dense (8-bit weights, the multiply-accumulate kernel) → relu → cvm_right_shift → sum, a
-/// generate_proposals_v2 over two anchors (Q8) and a depthwise conv2d: operators whose counts
-/// differ between schedules.
+/// generate_proposals_v2 over two anchors (Q8) and two depthwise conv2d (strides 1 and 2):
+/// operators whose counts differ between schedules.
 fn model() -> Vec<u8> {
     let one = 1 << 8;
     Model {
@@ -133,6 +133,18 @@ fn model() -> Vec<u8> {
                     attr("use_bias", AttrValue::Bool(false)),
                 ],
             ),
+            // Priced differently by versions 5 and 6.
+            node(
+                "h",
+                "conv2d",
+                vec![ValueRef::Input(1), ValueRef::Param(6)],
+                vec![
+                    attr("groups", AttrValue::Int(2)),
+                    attr("padding", AttrValue::Ints(vec![1, 1])),
+                    attr("strides", AttrValue::Ints(vec![2, 2])),
+                    attr("use_bias", AttrValue::Bool(false)),
+                ],
+            ),
         ],
         outputs: vec![
             OutputDecl {
@@ -146,6 +158,10 @@ fn model() -> Vec<u8> {
             OutputDecl {
                 name: "c".into(),
                 value: ValueRef::Node { node: 5, output: 0 },
+            },
+            OutputDecl {
+                name: "h".into(),
+                value: ValueRef::Node { node: 6, output: 0 },
             },
         ],
     }

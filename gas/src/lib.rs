@@ -9,8 +9,8 @@
 //! the parameters it uses and gives the others cost 0. Version 1 uses ids 0–6; version 2 keeps
 //! `node_base` and `output_element` and replaces the rest with ids 7–9, whose counts follow the
 //! kernels that really run (see `docs/gas.md`); version 3 prices the same as version 2 but
-//! counts its steps as id 10, which follows the kernels made faster after version 2; versions 4
-//! and 5 do the same with ids 11–12 and 13–14.
+//! counts its steps as id 10, which follows the kernels made faster after version 2; versions 4,
+//! 5 and 6 do the same with ids 11–12, 13–14 and 15.
 //!
 //! Architecture Invariant: parameter ids ([`Param`] discriminants), the counts an operator reports
 //! for them, and the numbers of a published schedule version never change. A new price list is a
@@ -69,11 +69,15 @@ pub enum Param {
     /// count, except for `conv2d`, whose pointwise kernel counts its work in
     /// [`Param::StepV5`] instead.
     MacGroupV5 = 14,
+    /// One step as version 6 counts it: the [`Param::StepV5`] count, except for `conv2d` on the
+    /// shapes of its 3 × 3 stride-2 depthwise kernel, added after version 5, which count their
+    /// steps anew.
+    StepV6 = 15,
 }
 
 impl Param {
     /// Every parameter, in id order.
-    pub const ALL: [Param; 15] = [
+    pub const ALL: [Param; 16] = [
         Param::NodeBase,
         Param::OutputElement,
         Param::ElementCopy,
@@ -89,6 +93,7 @@ impl Param {
         Param::WideMultiplyAccumulateV4,
         Param::StepV5,
         Param::MacGroupV5,
+        Param::StepV6,
     ];
 
     /// Number of parameters in the schedule.
@@ -122,6 +127,7 @@ impl Param {
             Param::WideMultiplyAccumulateV4 => "wide_multiply_accumulate_v4",
             Param::StepV5 => "step_v5",
             Param::MacGroupV5 => "mac_group_v5",
+            Param::StepV6 => "step_v6",
         }
     }
 }
@@ -164,6 +170,7 @@ impl Schedule {
             0,   // wide_multiply_accumulate_v4
             0,   // step_v5
             0,   // mac_group_v5
+            0,   // step_v6
         ],
     };
 
@@ -187,6 +194,7 @@ impl Schedule {
             0,   // wide_multiply_accumulate_v4
             0,   // step_v5
             0,   // mac_group_v5
+            0,   // step_v6
         ],
     };
 
@@ -210,6 +218,7 @@ impl Schedule {
             0,   // wide_multiply_accumulate_v4
             0,   // step_v5
             0,   // mac_group_v5
+            0,   // step_v6
         ],
     };
 
@@ -235,6 +244,7 @@ impl Schedule {
             32,  // wide_multiply_accumulate_v4
             0,   // step_v5
             0,   // mac_group_v5
+            0,   // step_v6
         ],
     };
 
@@ -260,14 +270,47 @@ impl Schedule {
             32,  // wide_multiply_accumulate_v4
             1,   // step_v5
             3,   // mac_group_v5
+            0,   // step_v6
+        ],
+    };
+
+    /// Schedule version 6: the prices of version 5, with steps counted after the 3 × 3 stride-2
+    /// depthwise conv2d kernel was added ([`Param::StepV6`]); calibrated (see `docs/gas.md`,
+    /// "Calibration").
+    pub const V6: Schedule = Schedule {
+        version: 6,
+        costs: [
+            400, // node_base
+            2,   // output_element
+            0,   // element_copy
+            0,   // element_arith
+            0,   // multiply_accumulate
+            0,   // window_compare
+            0,   // transcendental
+            0,   // step
+            0,   // mac_group
+            0,   // wide_multiply_accumulate
+            0,   // step_v3
+            0,   // step_v4
+            32,  // wide_multiply_accumulate_v4
+            0,   // step_v5
+            3,   // mac_group_v5
+            1,   // step_v6
         ],
     };
 
     /// Every published schedule, oldest first.
-    pub const ALL: [&'static Schedule; 5] = [&Self::V1, &Self::V2, &Self::V3, &Self::V4, &Self::V5];
+    pub const ALL: [&'static Schedule; 6] = [
+        &Self::V1,
+        &Self::V2,
+        &Self::V3,
+        &Self::V4,
+        &Self::V5,
+        &Self::V6,
+    ];
 
-    /// The schedule the engine uses when a caller names none: the calibrated version 5.
-    pub const CURRENT: &'static Schedule = &Self::V5;
+    /// The schedule the engine uses when a caller names none: the calibrated version 6.
+    pub const CURRENT: &'static Schedule = &Self::V6;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -322,6 +365,7 @@ mod tests {
             ),
             (Param::StepV5, 13, "step_v5"),
             (Param::MacGroupV5, 14, "mac_group_v5"),
+            (Param::StepV6, 15, "step_v6"),
         ];
         for (param, id, name) in expected {
             assert_eq!(param.id(), id);
@@ -340,39 +384,44 @@ mod tests {
 
     #[test]
     fn published_numbers_are_frozen() {
-        let published: [(&Schedule, u32, [u64; Param::COUNT]); 5] = [
+        let published: [(&Schedule, u32, [u64; Param::COUNT]); 6] = [
             (
                 &Schedule::V1,
                 1,
-                [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+                [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             ),
             (
                 &Schedule::V2,
                 2,
-                [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0],
+                [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0, 0],
             ),
             (
                 &Schedule::V3,
                 3,
-                [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0],
+                [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0, 0],
             ),
             (
                 &Schedule::V4,
                 4,
-                [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0],
+                [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0, 0],
             ),
             (
                 &Schedule::V5,
                 5,
-                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3],
+                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3, 0],
+            ),
+            (
+                &Schedule::V6,
+                6,
+                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 3, 1],
             ),
         ];
         for (schedule, version, costs) in published {
             assert_frozen(schedule, version, costs);
         }
         assert_eq!(Schedule::by_version(0), None);
-        assert_eq!(Schedule::by_version(6), None);
-        assert_eq!(Schedule::CURRENT, &Schedule::V5);
+        assert_eq!(Schedule::by_version(7), None);
+        assert_eq!(Schedule::CURRENT, &Schedule::V6);
     }
 
     #[test]
@@ -391,12 +440,14 @@ mod tests {
             (Param::WideMultiplyAccumulateV4, 1),
             (Param::StepV5, 4),
             (Param::MacGroupV5, 2),
+            (Param::StepV6, 5),
         ];
         assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
         assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
         assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
         assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 32));
         assert_eq!(Schedule::V5.price(&usage), Ok(400 + 20 + 32 + 4 + 6));
+        assert_eq!(Schedule::V6.price(&usage), Ok(400 + 20 + 32 + 5 + 6));
     }
 
     #[test]

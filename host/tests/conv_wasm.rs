@@ -142,10 +142,10 @@ fn model(s: &ConvShape, w: &[i32], bias: &[i32]) -> Vec<u8> {
 fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     let wasm = WasmEngine::new().unwrap();
     let mut rng = Rng(0xC04E_5EED);
-    // Cases per path: depthwise on each column layout, with row phases, pointwise, and
-    // depthwise planes stored in runs of sixteen whole steps.
-    let mut paths = [0usize; 6];
-    for case in 0..110 {
+    // Cases per path: depthwise on each column layout, with row phases, pointwise, depthwise
+    // planes stored in runs of sixteen whole steps, and the 3 × 3 stride-2 kernel.
+    let mut paths = [0usize; 7];
+    for case in 0..170 {
         let pointwise = case % 3 == 2;
         let s = if case < 90 {
             shape(&mut rng, pointwise)
@@ -157,6 +157,8 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
         let bias: Vec<i32> = rng.int8s(s.out_channels).iter().map(|&b| b * 200).collect();
         if s.uses_pointwise() {
             paths[4] += 1;
+        } else if s.uses_depthwise_3x3_s2() {
+            paths[6] += 1;
         } else if s.uses_depthwise() {
             match s.tap_plane().columns {
                 Columns::Split => paths[0] += 1,
@@ -194,6 +196,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     }
     assert!(
         paths.iter().all(|&n| n >= 5),
-        "cases per path (split, direct, pairs, row phases, pointwise, runs): {paths:?}"
+        "cases per path (split, direct, pairs, row phases, pointwise, runs, 3 × 3 stride 2): \
+         {paths:?}"
     );
 }

@@ -1,5 +1,5 @@
-//! Schedule version 5, the current one, stays calibrated: for one model per kernel path, the wasm
-//! fuel a node burns per unit of its version 5 gas lies within [0.5, 2] of the calibration's
+//! Schedule version 6, the current one, stays calibrated: for one model per kernel path, the wasm
+//! fuel a node burns per unit of its version 6 gas lies within [0.5, 2] of the calibration's
 //! median, 4.90 fuel per gas (docs/gas.md, "Calibration").
 //!
 //! Fuel repeats exactly, so this test fails whenever a kernel or a usage formula changes enough
@@ -18,7 +18,7 @@ use cvm_host::wasm::WasmEngine;
 use serde_json::{Value, json};
 
 /// The schedule under test.
-const SCHEDULE: u32 = 5;
+const SCHEDULE: u32 = 6;
 /// Median fuel per gas of the calibration, in thousandths.
 const MEDIAN_MILLI_FUEL: u64 = 4_896;
 

@@ -135,13 +135,13 @@ mod tests {
         assert_eq!(options.fit, Measure::Wasm);
         assert_eq!(
             options.costs,
-            [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3]
+            [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 3, 1]
         );
         let options =
             cli::parse(args("--schedule=1 --costs node_base=300,element_copy=2")).unwrap();
         assert_eq!(
             options.costs,
-            [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0]
+            [300, 1, 2, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(
             options.costs_label,

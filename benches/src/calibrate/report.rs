@@ -16,7 +16,7 @@ const MEASURES: [Measure; 3] = [Measure::Fuel, Measure::Wasm, Measure::Native];
 /// Short names of the parameters for the usage column.
 const SHORT: [&str; PARAMS] = [
     "base", "out", "copy", "arith", "mac", "window", "trans", "step", "macg", "wmac", "step3",
-    "step4", "wmac4", "step5", "macg5",
+    "step4", "wmac4", "step5", "macg5", "step6",
 ];
 
 /// The usage as "base 1 + out 1024 + arith 1024".

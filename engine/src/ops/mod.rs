@@ -371,6 +371,16 @@ pub fn steps_v5(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
     count_steps(Param::StepV5, setup, terms)
 }
 
+/// The version 6 `step_v6` count of a node, as [`steps`] computes version 2's. Only operators
+/// whose version 6 count differs report one; every other node's `step_v6` is its `step_v5`
+/// ([`crate::validate::node_usage`]).
+///
+/// # Errors
+/// `LimitExceeded` when the count overflows `u64`.
+pub fn steps_v6(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
+    count_steps(Param::StepV6, setup, terms)
+}
+
 fn count_steps(param: Param, setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
     terms
         .iter()

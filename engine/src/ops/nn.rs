@@ -14,7 +14,7 @@ use cvm_gas::Param;
 
 use super::{
     Arity, ElementSteps, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank,
-    in_bounds_taps, output_precision, steps, steps_v3, steps_v5,
+    in_bounds_taps, output_precision, steps, steps_v3, steps_v5, steps_v6,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
@@ -297,7 +297,13 @@ fn mac_precision(
 ///   P = N·groups·⌈H·W/8⌉·⌈C/groups/2⌉ the blocks of channel pairs and Q =
 ///   N·groups·⌈H·W/8⌉·(⌊OC/groups/4⌋ + OC/groups mod 4) the tiles; no `mac_group_v5`;
 /// - otherwise the im2col counts of versions 2 to 4, for the gather the kernel of version 5
-///   chose (`ConvShape::priced_as_channels_last_v5`).
+///   chose (`ConvShape::priced_as_channels_last_v5`);
+///
+/// and, for version 6, on the shapes of the 3 × 3 stride-2 depthwise kernel
+/// (`ConvShape::uses_depthwise_3x3_s2`, `step_v6`): 500 + 80·N·OC + 24·N·OC·OH +
+/// 4·N·OC·OH·⌈OW/4⌉ + H·W (per output plane its weights, per output row its three input rows
+/// and its last step, per step of four outputs its dot products, and a copy of the last
+/// channel); every other shape counts `step_v5`.
 fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
     let as_u64 = |n: usize| n as u64;
     let mut counts = conv2d_steps_v2(
@@ -306,6 +312,19 @@ fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)
         shape.priced_as_depthwise_v2(),
         shape.priced_as_channels_last_v2(),
     )?;
+    if shape.uses_depthwise_3x3_s2() {
+        let planes = count(&[as_u64(shape.batch), as_u64(shape.out_channels)])?;
+        let rows = count(&[planes, as_u64(shape.out_h)])?;
+        counts.push(steps_v6(
+            500,
+            &[
+                (80, planes),
+                (24, rows),
+                (4, count(&[rows, as_u64(shape.out_w.div_ceil(4))])?),
+                (1, count(&[as_u64(shape.height), as_u64(shape.width)])?),
+            ],
+        )?);
+    }
     if shape.priced_as_depthwise_v5() {
         let plane = shape.tap_plane_v5();
         let images = |n: usize| count(&[as_u64(shape.batch), as_u64(n)]);
