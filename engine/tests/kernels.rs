@@ -139,7 +139,8 @@ fn halving_shape(rng: &mut Rng) -> ConvShape {
         padding: [1, 1],
         dilation: [1, 1],
     })
-    .expect("a 3 × 3 kernel fits any plane padded by 1");
+    // A 3 × 3 kernel fits any plane padded by 1.
+    .unwrap();
     shape.batch = rng.size(1, 2);
     shape
 }

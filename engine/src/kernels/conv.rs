@@ -1743,16 +1743,17 @@ impl Halving {
 
     /// Values read from the start of a channel: every row's span.
     fn reach(&self) -> usize {
-        (self.height.saturating_sub(1) * self.width).saturating_add(self.span())
+        (self.height.saturating_sub(1))
+            .saturating_mul(self.width)
+            .saturating_add(self.span())
     }
 
-    /// Working memory in bytes: a row of zeros (the padding rows), a copy of a channel with
-    /// room for the reads past its end, and an output row that is never used.
+    /// Working memory in bytes: a row of zeros (the padding rows) and a copy of a channel with
+    /// room for the reads past its end.
     fn scratch_bytes(&self) -> u64 {
-        let values = (self.span() as u64)
+        (self.span() as u64)
             .saturating_add(self.reach() as u64)
-            .saturating_add(self.out_w as u64);
-        values.saturating_mul(4)
+            .saturating_mul(4)
     }
 }
 
@@ -1765,10 +1766,11 @@ impl Halving {
 /// products ([`Simd::dot_add`]): with the pair (w1, w2), the taps at columns 2q and 2q + 1 of
 /// output q, in lane q − 4j; with the pair (0, w0), the tap at column 2q + 1 of output q + 1, in
 /// the same lane, which [`Simd::shift_in32`] moves up one lane, the last lane of the step before
-/// (zero at the row's start: the left padding) entering the first. Two output rows are taken
-/// together, so that the input row between them is narrowed once for both. The last step of a
-/// row keeps only the row's columns (the right padding, and the next row's values, are zeroed)
-/// and stores only the row's outputs. Rows of the padding, above and below, are a row of zeros.
+/// (zero at the row's start: the left padding) entering the first. Output rows are taken two at
+/// a time ([`halve_plane`]), one after the other. The last step of a row keeps only the row's
+/// columns (the right padding, and the next row's values, are zeroed) and stores four outputs,
+/// those past the row landing on outputs stored after them. Rows of the padding, above and
+/// below, are a row of zeros.
 ///
 /// Exact under the bounds of the module documentation: data and weights within 8 bits narrow to
 /// `i16` exactly, each lane of a dot product is `x·w + x'·w'`, and the nine taps' sum of an
