@@ -862,6 +862,16 @@ impl TapPlane {
 /// Largest |x · w| of two values within 8 bits (the bounds of the module documentation).
 const PRODUCT_BOUND: i64 = 1 << 14;
 
+/// The bias of output channel `oc` (0 without one), and whether it can be added to sums of at
+/// most `bound` in magnitude with plain additions (no sum plus it leaves `i32`).
+fn channel_bias(bias: Option<&[i32]>, oc: usize, bound: i64) -> (i32, bool) {
+    let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
+    (
+        addend,
+        i64::from(addend).abs() + bound <= i64::from(i32::MAX),
+    )
+}
+
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, the [`TapPlane`] is written from the channel (narrowed to `i16`), then per output
 /// channel the sums of its tap entries ([`EntryTaps`]: two taps of a kernel row at adjacent
@@ -951,8 +961,7 @@ fn depthwise<S: Simd>(
                 let oc = c * multiplier + m;
                 let kernel = weights.values().get(oc * stride..(oc + 1) * stride);
                 let (entry_weights, _) = kernel.unwrap_or_default().as_chunks::<{ 2 * LANES }>();
-                let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
-                let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
+                let (addend, fits) = channel_bias(bias, oc, bound);
                 let first = (n * s.out_channels + oc) * pixels;
                 let mut sink = Sink {
                     sums: &mut sums,
@@ -1825,8 +1834,7 @@ fn depthwise_3x3_s2<S: Simd>(
                     .and_then(|row| row.first_chunk::<9>())
                     .copied()
                     .unwrap_or_default();
-                let addend = bias.and_then(|bias| bias.get(oc)).copied().unwrap_or(0);
-                let fits = i64::from(addend).abs() + bound <= i64::from(i32::MAX);
+                let (addend, fits) = channel_bias(bias, oc, bound);
                 let first = (n * s.out_channels + oc) * pixels;
                 let rest = out.get_mut(first..).unwrap_or_default();
                 let added = if fits { addend } else { 0 };
