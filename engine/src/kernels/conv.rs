@@ -1747,7 +1747,7 @@ impl Halving {
     /// Values a row is read over: eight per step. The last step's may reach past the row's
     /// end, by at most 7.
     fn span(&self) -> usize {
-        self.steps * STEP_COLUMNS
+        self.steps.saturating_mul(STEP_COLUMNS)
     }
 
     /// Values read from the start of a channel: every row's span.
@@ -1804,7 +1804,9 @@ fn depthwise_3x3_s2<S: Simd>(
     }
     // The lanes of a row's last step that hold the row's columns: from 1 to 8, as
     // 8 · (steps − 1) < W (every step before the last lies within the row).
-    let kept = s.width.saturating_sub(STEP_COLUMNS * (halving.steps - 1));
+    let kept = s
+        .width
+        .saturating_sub(halving.steps.saturating_sub(1).saturating_mul(STEP_COLUMNS));
     let mask: [i16; STEP_COLUMNS] = core::array::from_fn(|lane| -i16::from(lane < kept));
     let zeros: Vec<i32> = vec![0; halving.span()];
     let mut copy: Vec<i32> = Vec::new();
