@@ -1865,7 +1865,8 @@ fn depthwise_3x3_s2<S: Simd>(
     true
 }
 
-/// One output plane of [`depthwise_3x3_s2`], one output row per iteration ([`Taps::row`]).
+/// One output plane of [`depthwise_3x3_s2`], two output rows per iteration, one after the other
+/// ([`Taps::row`]).
 /// `channel` holds the input channel and at least [`Halving::reach`] values; `out` the plane and
 /// every plane after it. `STEPS` is the number of steps of a row when not 0, so that a row's
 /// steps are straight-line code with constant offsets; 0 takes any number. Not inlined, so that
