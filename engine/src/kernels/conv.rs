@@ -1687,12 +1687,8 @@ impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
             None => {
                 // The last row of the last plane: positions past the end of `out` are past
                 // that row's outputs, and dropped.
-                let mut lanes = [0; LANES];
-                store8::<S>(&mut lanes, lo, hi);
-                let rest = self.out.get_mut(start..).unwrap_or_default();
-                for (slot, lane) in rest.iter_mut().zip(lanes) {
-                    *slot = lane;
-                }
+                store_quad::<S>(self.out, start, lo);
+                store_quad::<S>(self.out, start.wrapping_add(4), hi);
             }
         }
     }
