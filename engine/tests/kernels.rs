@@ -121,14 +121,23 @@ fn random_shape(rng: &mut Rng, kind: u64) -> ConvShape {
 
 /// A random 3 × 3 depthwise shape at stride 2 with padding 1 (the kernel of
 /// `ConvShape::uses_depthwise_3x3_s2`), from a single row or column up to 19 × 40, with up to
-/// three output channels per input channel.
+/// three output channels per input channel; one in four as wide as 65 to 90 (more than eight
+/// steps of four outputs per row: the kernel's path for any number of steps), and more of them
+/// only 1 to 6 wide (output rows shorter than a step) than a uniform draw gives.
 fn halving_shape(rng: &mut Rng) -> ConvShape {
     let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 3));
+    let width = if rng.chance(25) {
+        rng.size(65, 90)
+    } else if rng.chance(20) {
+        rng.size(1, 6)
+    } else {
+        rng.size(1, 40)
+    };
     let mut shape = sized(ConvShape {
         batch: 1,
         in_channels: channels,
         height: rng.size(1, 19),
-        width: rng.size(1, 40),
+        width,
         out_channels: channels * multiplier,
         groups: channels,
         kernel_h: 3,
@@ -244,8 +253,10 @@ fn conv2d_kernels_equal_the_formula() {
     let mut depthwise_one_pass = 0;
     // The 3 × 3 stride-2 kernel: all cases, odd widths (the right padding inside the last
     // step), an odd number of output rows (one pair of rows with a spare), rows that end within
-    // a step, and several output channels per input channel.
-    let mut halving = [0; 5];
+    // a step, several output channels per input channel, rows of more than eight steps, and
+    // output rows of one to three values (whose last step stores past the end of the rows after
+    // them, so that the last plane's last rows take the careful path).
+    let mut halving = [0; 7];
     for case in 0..850 {
         let shape = match case {
             0..600 => random_shape(&mut rng, case % 3),
@@ -303,6 +314,8 @@ fn conv2d_kernels_equal_the_formula() {
             halving[2] += usize::from(shape.out_h % 2 == 1);
             halving[3] += usize::from(shape.out_w % 4 != 0);
             halving[4] += usize::from(shape.group_out() > 1);
+            halving[5] += usize::from(shape.out_w > 32);
+            halving[6] += usize::from(shape.out_w < 4);
         }
         if shape.uses_depthwise() {
             depthwise += 1;
@@ -361,8 +374,8 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(depthwise >= 150, "{depthwise} depthwise cases");
     assert!(
         halving[0] >= 30 && halving[1..].iter().all(|&n| n >= 5),
-        "3 × 3 stride-2 cases (all, odd width, odd output rows, partial steps, multiplier): \
-         {halving:?}"
+        "3 × 3 stride-2 cases (all, odd width, odd output rows, partial steps, multiplier, \
+         more than eight steps, rows under four outputs): {halving:?}"
     );
     assert!(
         depthwise_rows.iter().all(|&n| n >= 30),

@@ -1771,8 +1771,10 @@ impl Halving {
 /// products ([`Simd::dot_add`]): with the pair (w1, w2), the taps at columns 2q and 2q + 1 of
 /// output q, in lane q − 4j; with the pair (0, w0), the tap at column 2q + 1 of output q + 1, in
 /// the same lane, which [`Simd::shift_in32`] moves up one lane, the last lane of the step before
-/// (zero at the row's start: the left padding) entering the first. Output rows are taken two at
-/// a time ([`halve_plane`]), one after the other. The last step of a row keeps only the row's
+/// (zero at the row's start: the left padding) entering the first. Output rows are taken in
+/// pairs, one row after the other, two pairs per iteration ([`halve_plane`]), with the loop over
+/// planes in a function of its own per step count ([`halve_planes`]). The last step of a row
+/// keeps only the row's
 /// columns (the right padding, and the next row's values, are zeroed) and stores four outputs,
 /// those past the row landing on outputs stored after them. Rows of the padding, above and
 /// below, are a row of zeros.
@@ -1804,6 +1806,52 @@ fn depthwise_3x3_s2<S: Simd>(
         .width
         .saturating_sub(halving.steps.saturating_sub(1).saturating_mul(STEP_COLUMNS));
     let mask: [i16; STEP_COLUMNS] = core::array::from_fn(|lane| -i16::from(lane < kept));
+    let planes = HalvedPlanes {
+        shape: &s,
+        halving,
+        data,
+        weights,
+        bias,
+        mask,
+    };
+    // The steps of a row as a constant for rows of up to 32 outputs, so that they are
+    // straight-line code.
+    macro_rules! planes {
+        ($($steps:literal)*) => {
+            match halving.steps {
+                $($steps => halve_planes::<S, $steps>(&planes, out),)*
+                _ => halve_planes::<S, 0>(&planes, out),
+            }
+        };
+    }
+    planes!(1 2 3 4 5 6 7 8)
+}
+
+/// What [`halve_planes`] reads: the operands of [`depthwise_3x3_s2`], its geometry and the mask of
+/// a row's last step.
+struct HalvedPlanes<'a> {
+    shape: &'a ConvShape,
+    halving: Halving,
+    data: &'a [i32],
+    weights: &'a PackedRows,
+    bias: Option<&'a [i32]>,
+    mask: [i16; STEP_COLUMNS],
+}
+
+/// Every output plane of [`depthwise_3x3_s2`] ([`halve_plane`]), with `STEPS` steps per row (0:
+/// any number). Not inlined, so that the loop over planes keeps its figures in registers.
+#[inline(never)]
+fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mut [i32]) -> bool {
+    let HalvedPlanes {
+        shape: &s,
+        halving,
+        data,
+        weights,
+        bias,
+        mask,
+    } = *planes;
+    let channel_len = s.height * s.width;
+    let pixels = s.out_h * s.out_w;
     let zeros: Vec<i32> = vec![0; halving.span()];
     let mut copy: Vec<i32> = Vec::new();
     let reach = halving.reach();
@@ -1836,21 +1884,8 @@ fn depthwise_3x3_s2<S: Simd>(
                 let first = (n * s.out_channels + oc) * pixels;
                 let rest = out.get_mut(first..).unwrap_or_default();
                 let added = if fits { addend } else { 0 };
-                // The steps of a row as a constant for rows of up to 32 outputs, so that they
-                // are straight-line code.
-                macro_rules! planes {
-                    ($($steps:literal)*) => {
-                        match halving.steps {
-                            $($steps => halve_plane::<S, $steps>(
-                                &halving, channel, &zeros, &taps, added, &mask, rest,
-                            ),)*
-                            _ => halve_plane::<S, 0>(
-                                &halving, channel, &zeros, &taps, added, &mask, rest,
-                            ),
-                        }
-                    };
-                }
-                planes!(1 2 3 4 5 6 7 8);
+                let tap_weights = TapWeights::new::<S>(&taps, added, &mask);
+                halve_plane::<S, STEPS>(&halving, channel, &zeros, &tap_weights, rest);
                 let plane = out.get_mut(first..first + pixels).unwrap_or_default();
                 if !fits && !super::add_checked::<S>(plane, addend) {
                     return false;
@@ -1862,20 +1897,22 @@ fn depthwise_3x3_s2<S: Simd>(
 }
 
 /// One output plane of [`depthwise_3x3_s2`], two output rows per iteration, one after the other
-/// ([`Taps::row`]).
-/// `channel` holds the input channel and at least [`Halving::reach`] values; `out` the plane and
-/// every plane after it. `STEPS` is the number of steps of a row when not 0, so that a row's
-/// steps are straight-line code with constant offsets; 0 takes any number. Not inlined, so that
-/// its loop keeps its pointers in registers also after Cranelift compiles the wasm.
+/// ([`Taps::row_within`]), top to bottom so that a row's last step may store past the row's end
+/// onto outputs written after it. Rows of the padding (above the first input row, and below the
+/// last when H is odd) are a row of zeros. The last rows of the last plane, whose last step would
+/// store past the end of `out`, go through [`halve_row_at`].
+///
+/// `channel` holds the input channel and at least [`Halving::reach`] values; `zeros` at least
+/// [`Halving::span`]; `out` the plane and every plane after it. `STEPS` is the number of steps of
+/// a row when not 0, so that a row's steps are straight-line code with constant offsets; 0 takes
+/// any number. Not inlined, so that its loop keeps its pointers in registers also after
+/// Cranelift compiles the wasm.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn halve_plane<'a, S: Simd, const STEPS: usize>(
+fn halve_plane<S: Simd, const STEPS: usize>(
     halving: &Halving,
-    channel: &'a [i32],
-    zeros: &'a [i32],
-    taps: &[i16; 9],
-    addend: i32,
-    mask: &[i16; STEP_COLUMNS],
+    channel: &[i32],
+    zeros: &[i32],
+    weights: &TapWeights,
     out: &mut [i32],
 ) {
     let Halving {
@@ -1885,63 +1922,134 @@ fn halve_plane<'a, S: Simd, const STEPS: usize>(
         out_w,
         steps,
     } = *halving;
-    let weights = TapWeights::new(taps, addend, mask);
-    // The values a row is read over: a constant with `STEPS`.
+    let steps = if STEPS > 0 { STEPS } else { steps };
+    // The values a row is read over, and the outputs its steps store: constants with `STEPS`.
+    // Index arithmetic wraps instead of being checked: every figure is within the sizes of the
+    // validated shape, and every index is checked or clamped into its slice.
+    let span = steps.wrapping_mul(STEP_COLUMNS);
+    let stored = steps.wrapping_mul(4);
+    let (Some(last_in), Some(last_out), Some(zeros)) = (
+        channel.len().checked_sub(span),
+        out.len().checked_sub(stored),
+        zeros.get(..span),
+    ) else {
+        // Fewer values than a row's span; never reached (see `Halving::reach`).
+        for p in 0..out_h {
+            halve_row_at::<S, STEPS>(halving, channel, zeros, weights, p, out);
+        }
+        return;
+    };
+    // The rows before `end` store their last step within `out`: all of them but in the last
+    // plane, whose last rows may not.
+    let end = if out_h.wrapping_sub(1).wrapping_mul(out_w) <= last_out {
+        out_h
+    } else {
+        (last_out / out_w.max(1)).wrapping_add(1).min(out_h)
+    };
+    let zeros: &[[i32; STEP_COLUMNS]] = zeros.as_chunks().0;
+    // Input row r from `start` = r · W, or zeros for a row of the padding (r = H, or the row above
+    // the first, which wraps to usize::MAX), chosen without a branch. The clamp never moves a
+    // start (every input row lies within `channel` with its span): it spares the lookup an
+    // `Option`.
+    let row_in = |start: usize| -> &[[i32; STEP_COLUMNS]] {
+        let start = start.min(last_in);
+        channel[start..start + span].as_chunks().0
+    };
+    let row = |r: usize, start: usize| if r < height { row_in(start) } else { zeros };
+    // Output row from `at`, clamped as the input rows are.
+    #[inline(always)]
+    fn quads(out: &mut [i32], at: usize, last: usize, stored: usize) -> &mut [[i32; 4]] {
+        let at = at.min(last);
+        out[at..at + stored].as_chunks_mut().0
+    }
+    let double_width = width.wrapping_mul(2);
+    let mut p = 0;
+    let mut r = usize::MAX; // input row 2p − 1, and its start
+    let mut start = r.wrapping_mul(width);
+    let mut at = 0; // output row p
+    // Output rows p and p + 1, from input rows 2p − 1 to 2p + 3. Rows 2p to 2p + 2 lie within
+    // the input (2p + 2 ≤ 2 · (OH − 1) ≤ H − 1): only the first and the last can be padding.
+    macro_rules! pair {
+        ($taps:expr) => {{
+            let a = row(r, start);
+            let b = row_in(start.wrapping_add(width));
+            let c = row_in(start.wrapping_add(double_width));
+            let d = row_in(start.wrapping_add(double_width).wrapping_add(width));
+            let e = row(
+                r.wrapping_add(4),
+                start.wrapping_add(double_width.wrapping_mul(2)),
+            );
+            $taps.row_within([a, b, c], quads(out, at, last_out, stored));
+            $taps.row_within(
+                [c, d, e],
+                quads(out, at.wrapping_add(out_w), last_out, stored),
+            );
+            p += 2;
+            r = r.wrapping_add(4);
+            start = start.wrapping_add(double_width.wrapping_mul(2));
+            at = at.wrapping_add(out_w.wrapping_mul(2));
+        }};
+    }
+    // Two pairs per iteration while they last, then one. The weights are loaded afresh for each
+    // iteration: wasmtime checks fuel at the head of every loop with a call that clobbers every
+    // vector register, so vectors carried around the loop would be stored and reloaded.
+    while p + 3 < end {
+        let taps = Taps::<S>::load(core::hint::black_box(weights));
+        pair!(taps);
+        pair!(taps);
+    }
+    if p + 1 < end {
+        let taps = Taps::<S>::load(core::hint::black_box(weights));
+        pair!(taps);
+    }
+    if p < end {
+        let taps = Taps::<S>::load(core::hint::black_box(weights));
+        let rows = [
+            row(r, start),
+            row_in(start.wrapping_add(width)),
+            row(r.wrapping_add(2), start.wrapping_add(double_width)),
+        ];
+        taps.row_within(rows, quads(out, at, last_out, stored));
+    }
+    for p in end..out_h {
+        halve_row_at::<S, STEPS>(halving, channel, zeros.as_flattened(), weights, p, out);
+    }
+}
+
+/// Output row `p` of [`halve_plane`], its last step storing only the lanes within `out`
+/// ([`Taps::row_at`]): for the last rows of the last plane.
+#[inline(never)]
+fn halve_row_at<S: Simd, const STEPS: usize>(
+    halving: &Halving,
+    channel: &[i32],
+    zeros: &[i32],
+    weights: &TapWeights,
+    p: usize,
+    out: &mut [i32],
+) {
+    let Halving {
+        width,
+        height,
+        out_w,
+        steps,
+        ..
+    } = *halving;
     let span = if STEPS > 0 { STEPS } else { steps }.wrapping_mul(STEP_COLUMNS);
-    // Input row r (wrapping: the padding row above the first is usize::MAX), or zeros for the
-    // rows of the padding. Index arithmetic wraps instead of being checked: every figure is
-    // within the sizes of the validated shape, and every index goes through `get`.
-    let row = |r: usize| -> Option<&'a [i32]> {
-        if r < height {
+    let row = |r: usize| -> Option<&[[i32; STEP_COLUMNS]]> {
+        let values = if r < height {
             let from = r.wrapping_mul(width);
             channel.get(from..from.wrapping_add(span))
         } else {
             zeros.get(..span)
-        }
+        };
+        values.map(|values| values.as_chunks().0)
     };
-    let mut p = 0;
-    while p < out_h {
-        // Output rows p and p + 1 read padded rows 2p to 2p + 4: input rows 2p − 1 to 2p + 3.
-        let top = p.wrapping_mul(2).wrapping_sub(1);
-        let inputs = if p > 0 && top.wrapping_add(4) < height {
-            // No row of the padding.
-            let from = top.wrapping_mul(width);
-            let row = |k: usize| {
-                let start = from.wrapping_add(k.wrapping_mul(width));
-                channel.get(start..start.wrapping_add(span))
-            };
-            [row(0), row(1), row(2), row(3), row(4)]
-        } else {
-            let row = |k: usize| row(top.wrapping_add(k));
-            [row(0), row(1), row(2), row(3), row(4)]
-        };
-        let [Some(a), Some(b), Some(c), Some(d), Some(e)] = inputs else {
-            return; // the channel holds every row's span; never reached
-        };
-        let octets = |values: &'a [i32]| values.as_chunks::<STEP_COLUMNS>().0;
-        let (a, b, c, d, e) = (octets(a), octets(b), octets(c), octets(d), octets(e));
-        let rows = if STEPS > 0 {
-            let fixed =
-                |row: &'a [[i32; STEP_COLUMNS]]| row.first_chunk::<STEPS>().map(|row| &row[..]);
-            (fixed(a), fixed(b), fixed(c), fixed(d), fixed(e))
-        } else {
-            (Some(a), Some(b), Some(c), Some(d), Some(e))
-        };
-        let (Some(a), Some(b), Some(c), Some(d), Some(e)) = rows else {
-            return; // a span is `STEPS` octets; never reached
-        };
-        // The weights are loaded afresh for each pair of rows: wasmtime checks fuel at the
-        // head of every loop with a call that clobbers every vector register, so vectors carried
-        // around the loop are stored and reloaded.
-        let taps = Taps::<S>::load(core::hint::black_box(&weights));
-        let at = p.wrapping_mul(out_w);
-        // The upper row first: its last step's outputs past its end land on the lower row's
-        // first, stored after them.
-        taps.row([a, b, c], at, out);
-        if p.wrapping_add(1) < out_h {
-            taps.row([c, d, e], at.wrapping_add(out_w), out);
-        }
-        p = p.wrapping_add(2);
+    // Input rows 2p − 1 to 2p + 1 (wrapping: the padding row above the first is usize::MAX).
+    let top = p.wrapping_mul(2).wrapping_sub(1);
+    let rows = (row(top), row(top.wrapping_add(1)), row(top.wrapping_add(2)));
+    if let (Some(a), Some(b), Some(c)) = rows {
+        let taps = Taps::<S>::load(weights);
+        taps.row_at([a, b, c], p.wrapping_mul(out_w), out);
     }
 }
 
@@ -1956,22 +2064,21 @@ struct TapWeights {
 impl TapWeights {
     /// Per kernel row of `taps`, the pair (w1, w2) and the single (0, w0), each repeated four
     /// times; `addend` four times; and `mask`.
-    fn new(taps: &[i16; 9], addend: i32, mask: &[i16; STEP_COLUMNS]) -> Self {
-        let repeat = |first: i16, second: i16| {
-            let mut lanes = [first; STEP_COLUMNS];
-            for pair in lanes.chunks_exact_mut(2) {
-                pair[1] = second;
-            }
-            lanes
-        };
-        let pair = |ki: usize| repeat(taps[3 * ki + 1], taps[3 * ki + 2]);
-        let single = |ki: usize| repeat(0, taps[3 * ki]);
-        TapWeights {
-            pairs: [pair(0), pair(1), pair(2)],
-            singles: [single(0), single(1), single(2)],
+    #[inline(always)]
+    fn new<S: Simd>(taps: &[i16; 9], addend: i32, mask: &[i16; STEP_COLUMNS]) -> Self {
+        let mut weights = TapWeights {
+            pairs: [[0; STEP_COLUMNS]; 3],
+            singles: [[0; STEP_COLUMNS]; 3],
             addend: [addend; 4],
             mask: *mask,
+        };
+        for (ki, kernel_row) in taps.chunks_exact(3).enumerate().take(3) {
+            if let [w0, w1, w2] = *kernel_row {
+                S::store16(&mut weights.pairs[ki], S::pair16(w1, w2));
+                S::store16(&mut weights.singles[ki], S::pair16(0, w0));
+            }
         }
+        weights
     }
 }
 
@@ -2001,43 +2108,62 @@ impl<S: Simd> Taps<S> {
         }
     }
 
-    /// The output row from `at` in `out` from the three padded rows it reads, each one octet
-    /// per step (the row's last step last).
-    ///
-    /// The last step stores four outputs. Those past the row land on the next row or plane,
-    /// stored later; only past the end of `out` are they dropped.
+    /// The four sums of one step from one octet of each of the three rows it reads; `carry`
+    /// holds the step before's taps for the next output (zeros at the row's start: the left
+    /// padding) and takes this step's. `masked` keeps only the lanes of the mask (the row's
+    /// last step).
     #[inline(always)]
-    fn row(&self, inputs: [&[[i32; STEP_COLUMNS]]; 3], at: usize, out: &mut [i32]) {
-        let Taps {
-            weights,
-            addend,
-            mask,
-        } = *self;
-        let zero = S::splat32(0);
-        let mut carry = zero;
-        let mut step = |octets: [&[i32; STEP_COLUMNS]; 3], masked: bool| {
-            let (mut near, mut far) = (addend, zero);
-            for (octet, &(pair, single)) in octets.iter().zip(&weights) {
-                let (halves, _) = octet.as_chunks::<4>();
-                let mut x = S::narrow32(S::load32(&halves[0]), S::load32(&halves[1]));
-                if masked {
-                    x = S::and16(x, mask);
-                }
-                near = S::dot_add(near, x, pair);
-                far = S::dot_add(far, x, single);
+    fn step(
+        &self,
+        octets: [&[i32; STEP_COLUMNS]; 3],
+        carry: &mut S::I32x4,
+        masked: bool,
+    ) -> S::I32x4 {
+        let (mut near, mut far) = (self.addend, S::splat32(0));
+        for (octet, &(pair, single)) in octets.iter().zip(&self.weights) {
+            let (halves, _) = octet.as_chunks::<4>();
+            let mut x = S::narrow32(S::load32(&halves[0]), S::load32(&halves[1]));
+            if masked {
+                x = S::and16(x, self.mask);
             }
-            let sums = S::add32(near, S::shift_in32(carry, far));
-            carry = far;
-            sums
-        };
+            near = S::dot_add(near, x, pair);
+            far = S::dot_add(far, x, single);
+        }
+        let sums = S::add32(near, S::shift_in32(*carry, far));
+        *carry = far;
+        sums
+    }
+
+    /// An output row stored whole into `quads`, four outputs per step, from the three padded
+    /// rows it reads, each one octet per step: as many steps as the shortest of the four.
+    #[inline(always)]
+    fn row_within(&self, inputs: [&[[i32; STEP_COLUMNS]]; 3], quads: &mut [[i32; 4]]) {
         let [a, b, c] = inputs;
-        let (Some((a_last, a)), Some((b_last, b)), Some((c_last, c))) =
-            (a.split_last(), b.split_last(), c.split_last())
-        else {
+        let len = quads.len().min(a.len()).min(b.len()).min(c.len());
+        let Some(whole) = len.checked_sub(1) else {
             return;
         };
-        let whole = a.len().min(b.len()).min(c.len());
-        let (a, b, c) = (&a[..whole], &b[..whole], &c[..whole]);
+        let mut carry = S::splat32(0);
+        straight_runs!(16, whole, |j| {
+            S::store32(
+                &mut quads[j],
+                self.step([&a[j], &b[j], &c[j]], &mut carry, false),
+            );
+        });
+        let sums = self.step([&a[whole], &b[whole], &c[whole]], &mut carry, true);
+        S::store32(&mut quads[whole], sums);
+    }
+
+    /// The output row from `at` in `out`, as [`Self::row_within`] but the last step stores only
+    /// its lanes within `out`: those past the row land on the next row or plane, stored later;
+    /// only past the end of `out` are they dropped.
+    #[inline(always)]
+    fn row_at(&self, inputs: [&[[i32; STEP_COLUMNS]]; 3], at: usize, out: &mut [i32]) {
+        let [a, b, c] = inputs;
+        let len = a.len().min(b.len()).min(c.len());
+        let Some(whole) = len.checked_sub(1) else {
+            return;
+        };
         let quads = out
             .get_mut(at..)
             .unwrap_or_default()
@@ -2047,10 +2173,14 @@ impl<S: Simd> Taps<S> {
         let Some(quads) = quads else {
             return; // an output row holds at least `whole` quads; never reached
         };
+        let mut carry = S::splat32(0);
         straight_runs!(16, whole, |j| {
-            S::store32(&mut quads[j], step([&a[j], &b[j], &c[j]], false));
+            S::store32(
+                &mut quads[j],
+                self.step([&a[j], &b[j], &c[j]], &mut carry, false),
+            );
         });
-        let sums = step([a_last, b_last, c_last], true);
+        let sums = self.step([&a[whole], &b[whole], &c[whole]], &mut carry, true);
         store_quad::<S>(out, at.wrapping_add(whole.wrapping_mul(4)), sums);
     }
 }
