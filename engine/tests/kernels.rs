@@ -246,10 +246,12 @@ fn conv2d_kernels_equal_the_formula() {
     let mut pointwise = [0; 4];
     // Depthwise plane layouts: split, direct, pairs, and row phases (SH > 1).
     let mut layouts = [0; 4];
-    // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail; and
-    // kernels of exactly one full pass (six entries: 3 × 3 at stride 2) on rows of whole steps,
-    // over several planes (all of them in whole runs but the last).
+    // Depthwise planes of one pass stored in runs of sixteen whole steps, with a tail, for the
+    // split columns of stride 1 and for the others; and kernels of exactly one full pass (six
+    // entries: 3 × 3 at stride 2) on rows of whole steps, over several planes (all of them in
+    // whole runs but the last).
     let mut depthwise_runs = 0;
+    let mut split_runs = 0;
     let mut depthwise_one_pass = 0;
     // The 3 × 3 stride-2 kernel: all cases, odd widths (the right padding inside the last
     // step), an odd number of output rows (one pair of rows with a spare), rows that end within
@@ -342,6 +344,13 @@ fn conv2d_kernels_equal_the_formula() {
                     && plane.steps > 16
                     && !plane.steps.is_multiple_of(16),
             );
+            split_runs += usize::from(
+                plane.columns == Columns::Split
+                    && shape.tap_entries() <= 6
+                    && plane.row.is_multiple_of(8)
+                    && plane.steps > 16
+                    && !plane.steps.is_multiple_of(16),
+            );
             depthwise_one_pass += usize::from(
                 plane.columns != Columns::Split
                     && shape.tap_entries() == 6
@@ -396,6 +405,10 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(
         depthwise_runs >= 10,
         "{depthwise_runs} depthwise cases in runs of sixteen steps and a tail"
+    );
+    assert!(
+        split_runs >= 10,
+        "{split_runs} depthwise cases of split columns in runs of sixteen steps and a tail"
     );
     assert!(
         depthwise_one_pass >= 10,

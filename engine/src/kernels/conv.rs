@@ -1590,6 +1590,8 @@ fn store_runs<S: Simd, const E: usize>(
 /// [`depthwise_pass`]: step k of an entry reads the eight lanes (four pairs) at its offset plus
 /// 8k once, and multiplies them by the even outputs' weights (outputs 8k, 8k + 2, 8k + 4,
 /// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
+/// When the pass is the only one, the steps that lie within the output go through
+/// [`split_runs`] and only the others through [`Target::put`].
 #[inline(never)]
 fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     group: Group<'_, E>,
@@ -1605,10 +1607,26 @@ fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
         .map(|run| run.len())
         .fold(sink.starts.len(), usize::min);
     let streams = streams.map(|run| &run[..len]);
-    let (even, odd) = (group.weights::<S>(0), group.weights::<S>(1));
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
+    let first = if OUT && !ADD {
+        let whole = target.whole();
+        split_runs::<S, E>(
+            streams,
+            group,
+            &target.starts[..whole],
+            target.addend,
+            target.out,
+        )
+    } else {
+        0
+    };
+    if first >= target.len {
+        return;
+    }
+    let (even, odd) = (group.weights::<S>(0), group.weights::<S>(1));
     let zero = S::splat32(0);
-    straight_runs!(16, target.len, |k| {
+    straight_runs!(16, target.len - first, |j| {
+        let k = first + j;
         let (mut even_sums, mut odd_sums) = (zero, zero);
         for e in 0..E {
             let x = S::load16(&streams[e][k]);
@@ -1618,6 +1636,72 @@ fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
         let (lo, hi) = S::interleave32(even_sums, odd_sums);
         target.put(k, lo, hi);
     });
+}
+
+/// [`store_runs`] for a [`Columns::Split`] plane: the last pass's steps over `starts` (steps
+/// whose eight positions all lie within `out`) in runs of sixteen, each step's even and odd sums
+/// interleaved and stored plus `addend` at its start with no branch. Returns the steps it
+/// stored. Not inlined, and the weights are loaded afresh for each run (see [`store_runs`]).
+#[inline(never)]
+fn split_runs<S: Simd, const E: usize>(
+    streams: [&[[i16; LANES]]; E],
+    group: Group<'_, E>,
+    starts: &[usize],
+    addend: S::I32x4,
+    out: &mut [i32],
+) -> usize {
+    let Some(last) = out.len().checked_sub(LANES) else {
+        return 0;
+    };
+    let len = streams
+        .iter()
+        .map(|run| run.len())
+        .fold(starts.len(), usize::min);
+    let starts = &starts[..len];
+    let fresh = || {
+        let group = core::hint::black_box(group);
+        (group.weights::<S>(0), group.weights::<S>(1))
+    };
+    let step = |(even, odd): &([S::I16x8; E], [S::I16x8; E]),
+                runs: &[&[[i16; LANES]]; E],
+                run_starts: &[usize],
+                i: usize,
+                out: &mut [i32]| {
+        // Every step lies within `out`: the clamp never moves it, and spares a branch.
+        let at = run_starts[i].min(last);
+        if let Some(target) = out.get_mut(at..at + LANES) {
+            let zero = S::splat32(0);
+            let (mut even_sums, mut odd_sums) = (zero, zero);
+            for e in 0..E {
+                let x = S::load16(&runs[e][i]);
+                even_sums = S::dot_add(even_sums, x, even[e]);
+                odd_sums = S::dot_add(odd_sums, x, odd[e]);
+            }
+            let (lo, hi) = S::interleave32(even_sums, odd_sums);
+            let (quads, _) = target.as_chunks_mut::<4>();
+            if let [first, second] = quads {
+                S::store32(first, S::add32(lo, addend));
+                S::store32(second, S::add32(hi, addend));
+            }
+        }
+    };
+    let (start_runs, _) = starts.as_chunks::<RUN>();
+    let stream_runs = streams.map(|run| run[..len].as_chunks::<RUN>().0);
+    for (r, run_starts) in start_runs.iter().enumerate() {
+        let runs = stream_runs.map(|runs| &runs[r][..]);
+        let weights = fresh();
+        straight_runs!(each 16, |i| {
+            step(&weights, &runs, run_starts, i, out);
+        });
+    }
+    let first = start_runs.len() * RUN;
+    let tail_starts = &starts[first..];
+    let runs = streams.map(|run| &run[first..len]);
+    let weights = fresh();
+    straight_runs!(16, tail_starts.len(), |i| {
+        step(&weights, &runs, tail_starts, i, out);
+    });
+    len
 }
 
 /// A pass's view of its [`Sink`], over its `len` steps: without `OUT` the sums are stored
