@@ -1923,7 +1923,7 @@ struct HalvedPlanes<'a> {
 }
 
 /// Every output plane of [`depthwise_3x3_s2`] ([`halve_plane`]), with `STEPS` steps per row (0:
-/// any number). Not inlined, so that the loop over planes keeps its figures in registers.
+/// any number). Not inlined: its loops do not share conv2d's registers.
 #[inline(never)]
 fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mut [i32]) -> bool {
     let HalvedPlanes {
@@ -1989,9 +1989,9 @@ fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mu
 /// `channel` holds the input channel and at least [`Halving::reach`] values; `zeros` at least
 /// [`Halving::span`]; `out` the plane and every plane after it. `STEPS` is the number of steps of
 /// a row when not 0, so that a row's steps are straight-line code with constant offsets; 0 takes
-/// any number. Not inlined, so that its loop keeps its pointers in registers also after
-/// Cranelift compiles the wasm.
-#[inline(never)]
+/// any number. Inlined into the loop over planes ([`halve_planes`]): a call per plane costs more
+/// than the registers the two loops share.
+#[inline(always)]
 fn halve_plane<S: Simd, const STEPS: usize>(
     halving: &Halving,
     channel: &[i32],
@@ -2053,9 +2053,11 @@ fn halve_plane<S: Simd, const STEPS: usize>(
     let mut at = 0; // output row p
     // Output rows p and p + 1, from input rows 2p − 1 to 2p + 3. Rows 2p to 2p + 2 lie within
     // the input (2p + 2 ≤ 2 · (OH − 1) ≤ H − 1): only the first and the last can be padding.
+    // The first row of the next pair is the last of this one: `top` carries it.
+    let mut top = zeros;
     macro_rules! pair {
         ($taps:expr) => {{
-            let a = row(r, start);
+            let a = top;
             let b = row_in(start.wrapping_add(width));
             let c = row_in(start.wrapping_add(double_width));
             let d = row_in(start.wrapping_add(double_width).wrapping_add(width));
@@ -2068,6 +2070,7 @@ fn halve_plane<S: Simd, const STEPS: usize>(
                 [c, d, e],
                 quads(out, at.wrapping_add(out_w), last_out, stored),
             );
+            top = e;
             p += 2;
             r = r.wrapping_add(4);
             start = start.wrapping_add(double_width.wrapping_mul(2));
@@ -2089,7 +2092,7 @@ fn halve_plane<S: Simd, const STEPS: usize>(
     if p < end {
         let taps = Taps::<S>::load(core::hint::black_box(weights));
         let rows = [
-            row(r, start),
+            top,
             row_in(start.wrapping_add(width)),
             row(r.wrapping_add(2), start.wrapping_add(double_width)),
         ];
