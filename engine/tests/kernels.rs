@@ -574,6 +574,16 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
         S::pair16(a16[3], b16[4]),
         y16,
     )));
+    for spread in [
+        S::pair_lane::<0>(x16),
+        S::pair_lane::<1>(x16),
+        S::pair_lane::<2>(y16),
+        S::pair_lane::<3>(y16),
+    ] {
+        let mut lanes = [0i16; 8];
+        S::store16(&mut lanes, spread);
+        results.extend(lanes.map(i32::from));
+    }
     results.extend(unpack(S::splat32(a32[0])));
     results.extend(unpack(S::dot_add(S::splat32(0), S::splat16(a16[0]), y16)));
     results.push(S::sum32(x32));
@@ -614,6 +624,12 @@ fn portable_interleave_and_pairs_follow_their_definition() {
         Portable::pair16(-7, 300),
         [-7, 300, -7, 300, -7, 300, -7, 300]
     );
+    assert_eq!(Portable::pair_lane::<0>(a), [0, 1, 0, 1, 0, 1, 0, 1]);
+    assert_eq!(
+        Portable::pair_lane::<2>(b),
+        [14, 15, 14, 15, 14, 15, 14, 15]
+    );
+    assert_eq!(Portable::pair_lane::<3>(a), [6, 7, 6, 7, 6, 7, 6, 7]);
     // A dot product of interleaved lanes with paired weights: a·w0 + b·w1 per lane.
     let sums = Portable::dot_add([0; 4], lo, Portable::pair16(2, -3));
     assert_eq!(sums, [-30, -31, -32, -33]);

@@ -199,7 +199,34 @@ fn tile<S: Simd, const R: usize>(
         .map(|row| row.len())
         .fold(block.len(), usize::min);
     let (block, rows) = (&block[..len], rows.map(|row| &row[..len]));
-    straight_runs!(64, len, |t| {
+    // Four channel pairs at a time: one load of each row's four weight pairs, each pair then
+    // repeated over the lanes by a shuffle ([`Simd::pair_lane`]; a load-and-splat per pair is a
+    // scalar load and two shuffles in wasmtime's code), then the pairs past the last four.
+    let (groups, _) = block.as_chunks::<4>();
+    let quads = rows.map(|row| row.as_flattened().as_chunks::<{ 2 * 4 }>().0);
+    let whole = quads.iter().map(|q| q.len()).fold(groups.len(), usize::min);
+    let (groups, quads) = (&groups[..whole], quads.map(|q| &q[..whole]));
+    macro_rules! pair {
+        ($group:expr, $weights:expr, $k:literal) => {{
+            let (lo, hi) = S::load16x2(&$group[$k]);
+            for r in 0..R {
+                let weights = S::pair_lane::<$k>($weights[r]);
+                sums[r][0] = S::dot_add(sums[r][0], lo, weights);
+                sums[r][1] = S::dot_add(sums[r][1], hi, weights);
+            }
+        }};
+    }
+    straight_runs!(16, whole, |g| {
+        let weights: [S::I16x8; R] = core::array::from_fn(|r| S::load16(&quads[r][g]));
+        let group = &groups[g];
+        pair!(group, weights, 0);
+        pair!(group, weights, 1);
+        pair!(group, weights, 2);
+        pair!(group, weights, 3);
+    });
+    let done = 4 * whole;
+    straight_runs!(16, len - done, |j| {
+        let t = done + j;
         let (lo, hi) = S::load16x2(&block[t]);
         for r in 0..R {
             let weights = S::splat_pair(&rows[r][t]);

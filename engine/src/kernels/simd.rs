@@ -62,6 +62,9 @@ pub trait Simd: Copy {
     fn splat_pair(pair: &[i16; 2]) -> Self::I16x8;
     /// `[first, second]` repeated four times.
     fn pair16(first: i16, second: i16) -> Self::I16x8;
+    /// Pair `K` of `pairs` (lanes 2K and 2K + 1) repeated four times, for K < 4 (wasm
+    /// `i32x4.shuffle`, x86 `pshufd`).
+    fn pair_lane<const K: usize>(pairs: Self::I16x8) -> Self::I16x8;
     /// Wrapping sum of the four lanes.
     fn sum32(value: Self::I32x4) -> i32;
     /// The wrapping sums of the lanes of four vectors: `[Σa, Σb, Σc, Σd]` (a transpose of
@@ -182,6 +185,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn splat_pair(pair: &[i16; 2]) -> [i16; 8] {
         Self::pair16(pair[0], pair[1])
+    }
+
+    #[inline(always)]
+    fn pair_lane<const K: usize>(pairs: [i16; 8]) -> [i16; 8] {
+        core::array::from_fn(|index| pairs[(2 * K + index % 2) % 8])
     }
 
     #[inline(always)]
@@ -337,6 +345,17 @@ impl Simd for Wasm128 {
         // The two 16-bit halves of one 32-bit lane, low half first (wasm is little-endian).
         let lane = u32::from(first as u16) | (u32::from(second as u16) << 16);
         core::arch::wasm32::u32x4_splat(lane)
+    }
+
+    #[inline(always)]
+    fn pair_lane<const K: usize>(pairs: Self::I16x8) -> Self::I16x8 {
+        use core::arch::wasm32::i32x4_shuffle;
+        match K {
+            0 => i32x4_shuffle::<0, 0, 0, 0>(pairs, pairs),
+            1 => i32x4_shuffle::<1, 1, 1, 1>(pairs, pairs),
+            2 => i32x4_shuffle::<2, 2, 2, 2>(pairs, pairs),
+            _ => i32x4_shuffle::<3, 3, 3, 3>(pairs, pairs),
+        }
     }
 
     #[inline(always)]
@@ -529,6 +548,20 @@ impl Simd for Sse2 {
         let lane = u32::from(first as u16) | (u32::from(second as u16) << 16);
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe { core::arch::x86_64::_mm_set1_epi32(lane as i32) }
+    }
+
+    #[inline(always)]
+    fn pair_lane<const K: usize>(pairs: Self::I16x8) -> Self::I16x8 {
+        use core::arch::x86_64::_mm_shuffle_epi32;
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            match K {
+                0 => _mm_shuffle_epi32::<0x00>(pairs),
+                1 => _mm_shuffle_epi32::<0x55>(pairs),
+                2 => _mm_shuffle_epi32::<0xAA>(pairs),
+                _ => _mm_shuffle_epi32::<0xFF>(pairs),
+            }
+        }
     }
 
     #[inline(always)]
