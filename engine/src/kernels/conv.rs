@@ -1542,11 +1542,6 @@ fn store_runs<S: Simd, const E: usize>(
     let Some(last) = out.len().checked_sub(LANES) else {
         return 0;
     };
-    let len = streams
-        .iter()
-        .map(|run| run.len())
-        .fold(starts.len(), usize::min);
-    let starts = &starts[..len];
     let fresh = || core::hint::black_box(group).weights::<S>(0);
     let step = |weights: &[S::I16x8; E],
                 runs: &[&[[i16; 2 * LANES]]; E],
@@ -1567,6 +1562,27 @@ fn store_runs<S: Simd, const E: usize>(
             }
         }
     };
+    in_runs(streams, starts, out, fresh, step)
+}
+
+/// The steps of [`store_runs`] and [`split_runs`] over `starts` and as many steps of every
+/// stream, in runs of sixteen (`straight_runs!(each 16)`, the streams and starts of a run as
+/// arrays of sixteen: constant offsets, no bounds checks), the weights loaded afresh by `fresh`
+/// for each run and for the tail; `step` takes the weights, the run's streams and starts, a
+/// step's index in the run and `out`. Returns the steps taken.
+#[inline(always)]
+fn in_runs<T, W, const E: usize>(
+    streams: [&[T]; E],
+    starts: &[usize],
+    out: &mut [i32],
+    fresh: impl Fn() -> W,
+    step: impl Fn(&W, &[&[T]; E], &[usize], usize, &mut [i32]),
+) -> usize {
+    let len = streams
+        .iter()
+        .map(|run| run.len())
+        .fold(starts.len(), usize::min);
+    let starts = &starts[..len];
     let (start_runs, _) = starts.as_chunks::<RUN>();
     let stream_runs = streams.map(|run| run[..len].as_chunks::<RUN>().0);
     for (r, run_starts) in start_runs.iter().enumerate() {
@@ -1653,11 +1669,6 @@ fn split_runs<S: Simd, const E: usize>(
     let Some(last) = out.len().checked_sub(LANES) else {
         return 0;
     };
-    let len = streams
-        .iter()
-        .map(|run| run.len())
-        .fold(starts.len(), usize::min);
-    let starts = &starts[..len];
     let fresh = || {
         let group = core::hint::black_box(group);
         (group.weights::<S>(0), group.weights::<S>(1))
@@ -1685,23 +1696,7 @@ fn split_runs<S: Simd, const E: usize>(
             }
         }
     };
-    let (start_runs, _) = starts.as_chunks::<RUN>();
-    let stream_runs = streams.map(|run| run[..len].as_chunks::<RUN>().0);
-    for (r, run_starts) in start_runs.iter().enumerate() {
-        let runs = stream_runs.map(|runs| &runs[r][..]);
-        let weights = fresh();
-        straight_runs!(each 16, |i| {
-            step(&weights, &runs, run_starts, i, out);
-        });
-    }
-    let first = start_runs.len() * RUN;
-    let tail_starts = &starts[first..];
-    let runs = streams.map(|run| &run[first..len]);
-    let weights = fresh();
-    straight_runs!(16, tail_starts.len(), |i| {
-        step(&weights, &runs, tail_starts, i, out);
-    });
-    len
+    in_runs(streams, starts, out, fresh, step)
 }
 
 /// A pass's view of its [`Sink`], over its `len` steps: without `OUT` the sums are stored
