@@ -257,8 +257,10 @@ fn conv2d_kernels_equal_the_formula() {
     // step), an odd number of output rows (one pair of rows with a spare), rows that end within
     // a step, several output channels per input channel, rows of more than eight steps, and
     // output rows of one to three values (whose last step stores past the end of the rows after
-    // them, so that the last plane's last rows take the careful path).
-    let mut halving = [0; 7];
+    // them, so that the last plane's last rows take the careful path), and pairs of rows whose
+    // last steps are joined into one (two outputs in the last step), of even and odd widths
+    // (the right padding inside both halves of the joined step).
+    let mut halving = [0; 9];
     for case in 0..850 {
         let shape = match case {
             0..600 => random_shape(&mut rng, case % 3),
@@ -318,6 +320,9 @@ fn conv2d_kernels_equal_the_formula() {
             halving[4] += usize::from(shape.group_out() > 1);
             halving[5] += usize::from(shape.out_w > 32);
             halving[6] += usize::from(shape.out_w < 4);
+            let joined = shape.out_w % 4 == 2 && shape.out_h >= 2;
+            halving[7] += usize::from(joined && shape.width % 2 == 0);
+            halving[8] += usize::from(joined && shape.width % 2 == 1);
         }
         if shape.uses_depthwise() {
             depthwise += 1;
@@ -384,7 +389,8 @@ fn conv2d_kernels_equal_the_formula() {
     assert!(
         halving[0] >= 30 && halving[1..].iter().all(|&n| n >= 5),
         "3 × 3 stride-2 cases (all, odd width, odd output rows, partial steps, multiplier, \
-         more than eight steps, rows under four outputs): {halving:?}"
+         more than eight steps, rows under four outputs, joined last steps of even and odd \
+         widths): {halving:?}"
     );
     assert!(
         depthwise_rows.iter().all(|&n| n >= 30),
@@ -554,6 +560,11 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     results.extend(unpack(flags));
     results.extend(unpack(S::or32(x32, y32)));
     results.extend(unpack(S::shift_in32(x32, y32)));
+    results.extend(unpack(S::join_in32(x32, y32, S::add32(x32, y32))));
+    let mut pairs = [[0i32; 2]; 2];
+    S::store_pair32::<0>(&mut pairs[0], y32);
+    S::store_pair32::<1>(&mut pairs[1], y32);
+    results.extend(pairs.as_flattened());
     let mut masked = [0i16; 8];
     S::store16(&mut masked, S::and16(x16, y16));
     results.extend(masked.map(i32::from));
@@ -616,6 +627,14 @@ fn portable_interleave_and_pairs_follow_their_definition() {
         Portable::shift_in32([0, 1, 2, 3], [10, 11, 12, 13]),
         [3, 10, 11, 12]
     );
+    assert_eq!(
+        Portable::join_in32([0, 1, 2, 3], [4, 5, 6, 7], [10, 11, 12, 13]),
+        [3, 10, 7, 12]
+    );
+    let mut pairs = [[0; 2]; 2];
+    Portable::store_pair32::<0>(&mut pairs[0], [10, 11, 12, 13]);
+    Portable::store_pair32::<1>(&mut pairs[1], [10, 11, 12, 13]);
+    assert_eq!(pairs, [[10, 11], [12, 13]]);
     assert_eq!(
         Portable::and16([-1, 0, 7, 6, -1, 5, 3, -8], [-1, -1, 0, 3, 0, -1, -1, 12]),
         [-1, 0, 0, 2, 0, 5, 3, 8]

@@ -1,8 +1,9 @@
 //! The depthwise and pointwise conv2d kernels in wasm: their SIMD128 paths (the tap plane's three
 //! column layouts and row phases, the even and odd outputs of stride 1, planes stored in runs of
 //! sixteen whole steps, the channel pairs and tiles of the pointwise kernel, the bias added as
-//! sums are stored) must give the plain formula, the same as natively. Random shapes, each run
-//! natively and in wasm and compared with sums computed here.
+//! sums are stored, the 3 × 3 stride-2 kernel and its joined last steps) must give the plain
+//! formula, the same as natively. Random shapes, each run natively and in wasm and compared with
+//! sums computed here.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 mod common;
@@ -90,6 +91,28 @@ fn shape(rng: &mut Rng, pointwise: bool) -> ConvShape {
     }
 }
 
+/// A random 3 × 3 depthwise shape at stride 2 with padding 1 whose output rows end in a step of
+/// two outputs (W = 8k + 3 or 8k + 4), so that pairs of rows join their last steps.
+fn joined_shape(rng: &mut Rng) -> ConvShape {
+    let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 2));
+    sized(ConvShape {
+        batch: rng.size(1, 2),
+        in_channels: channels,
+        height: rng.size(1, 17),
+        width: 8 * rng.size(0, 5) + rng.size(3, 4),
+        out_channels: channels * multiplier,
+        groups: channels,
+        kernel_h: 3,
+        kernel_w: 3,
+        out_h: 0,
+        out_w: 0,
+        strides: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+    })
+    .expect("a 3 × 3 kernel fits any plane padded by 1")
+}
+
 fn model(s: &ConvShape, w: &[i32], bias: &[i32]) -> Vec<u8> {
     let attr = |name: &str, value| Attr {
         name: name.into(),
@@ -143,14 +166,15 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     let wasm = WasmEngine::new().unwrap();
     let mut rng = Rng(0xC04E_5EED);
     // Cases per path: depthwise on each column layout, with row phases, pointwise, depthwise
-    // planes stored in runs of sixteen whole steps, and the 3 × 3 stride-2 kernel.
-    let mut paths = [0usize; 7];
-    for case in 0..170 {
+    // planes stored in runs of sixteen whole steps, the 3 × 3 stride-2 kernel, and its pairs of
+    // rows with joined last steps.
+    let mut paths = [0usize; 8];
+    for case in 0..190 {
         let pointwise = case % 3 == 2;
-        let s = if case < 90 {
-            shape(&mut rng, pointwise)
-        } else {
-            mobile_shape(|low, high| rng.size(low, high))
+        let s = match case {
+            0..90 => shape(&mut rng, pointwise),
+            90..170 => mobile_shape(|low, high| rng.size(low, high)),
+            _ => joined_shape(&mut rng),
         };
         let x = rng.int8s(s.batch * s.in_channels * s.height * s.width);
         let w = rng.int8s(s.out_channels * s.depth());
@@ -159,6 +183,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
             paths[4] += 1;
         } else if s.uses_depthwise_3x3_s2() {
             paths[6] += 1;
+            paths[7] += usize::from(s.out_w % 4 == 2 && s.out_h >= 2);
         } else if s.uses_depthwise() {
             match s.tap_plane().columns {
                 Columns::Split => paths[0] += 1,
@@ -196,7 +221,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     }
     assert!(
         paths.iter().all(|&n| n >= 5),
-        "cases per path (split, direct, pairs, row phases, pointwise, runs, 3 × 3 stride 2): \
-         {paths:?}"
+        "cases per path (split, direct, pairs, row phases, pointwise, runs, 3 × 3 stride 2, \
+         joined last steps): {paths:?}"
     );
 }

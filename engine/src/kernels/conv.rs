@@ -1853,10 +1853,11 @@ impl Halving {
 /// (zero at the row's start: the left padding) entering the first. Output rows are taken in
 /// pairs, one row after the other, two pairs per iteration ([`halve_plane`]), with the loop over
 /// planes in a function of its own per step count ([`halve_planes`]). The last step of a row
-/// keeps only the row's
-/// columns (the right padding, and the next row's values, are zeroed) and stores four outputs,
-/// those past the row landing on outputs stored after them. Rows of the padding, above and
-/// below, are a row of zeros.
+/// keeps only the row's columns (the right padding, and the next row's values, are zeroed) and
+/// stores four outputs, those past the row landing on outputs stored after them. When that step
+/// holds two outputs (OW mod 4 = 2), the last steps of a pair of rows are one, each row's in a
+/// half of the octets ([`Taps::rows_joined`]): a step less per pair of rows. Rows of the padding,
+/// above and below, are a row of zeros.
 ///
 /// Exact under the bounds of the module documentation: data and weights within 8 bits narrow to
 /// `i16` exactly, each lane of a dot product is `x·w + x'·w'`, and the nine taps' sum of an
@@ -1880,11 +1881,17 @@ fn depthwise_3x3_s2<S: Simd>(
         return true;
     }
     // The lanes of a row's last step that hold the row's columns: from 1 to 8, as
-    // 8 · (steps − 1) < W (every step before the last lies within the row).
+    // 8 · (steps − 1) < W (every step before the last lies within the row). With at most four,
+    // the row's last outputs are in lanes 0 and 1, which read lanes 0 to 3 only: the mask keeps
+    // the same columns of each half, for the last steps of two rows joined into one
+    // ([`Taps::rows_joined`]).
     let kept = s
         .width
         .saturating_sub(halving.steps.saturating_sub(1).saturating_mul(STEP_COLUMNS));
-    let mask: [i16; STEP_COLUMNS] = core::array::from_fn(|lane| -i16::from(lane < kept));
+    let mask: [i16; STEP_COLUMNS] = core::array::from_fn(|lane| {
+        let column = if kept <= 4 { lane % 4 } else { lane };
+        -i16::from(column < kept)
+    });
     let planes = HalvedPlanes {
         shape: &s,
         halving,
@@ -1894,16 +1901,22 @@ fn depthwise_3x3_s2<S: Simd>(
         mask,
     };
     // The steps of a row as a constant for rows of up to 32 outputs, so that they are
-    // straight-line code.
+    // straight-line code; from 2 steps, whether the last steps of two rows are joined
+    // ([`Taps::rows_joined`]): when a row's last step holds two outputs (OW mod 4 = 2).
+    let joined = s.out_w % 4 == 2;
     macro_rules! planes {
         ($($steps:literal)*) => {
-            match halving.steps {
-                $($steps => halve_planes::<S, $steps>(&planes, out),)*
-                _ => halve_planes::<S, 0>(&planes, out),
+            match (halving.steps, joined) {
+                (1, _) => halve_planes::<S, 1, false>(&planes, out),
+                $(
+                    ($steps, false) => halve_planes::<S, $steps, false>(&planes, out),
+                    ($steps, true) => halve_planes::<S, $steps, true>(&planes, out),
+                )*
+                _ => halve_planes::<S, 0, false>(&planes, out),
             }
         };
     }
-    planes!(1 2 3 4 5 6 7 8)
+    planes!(2 3 4 5 6 7 8)
 }
 
 /// What [`halve_planes`] reads: the operands of [`depthwise_3x3_s2`], its geometry and the mask of
@@ -1918,9 +1931,13 @@ struct HalvedPlanes<'a> {
 }
 
 /// Every output plane of [`depthwise_3x3_s2`] ([`halve_plane`]), with `STEPS` steps per row (0:
-/// any number). Not inlined: its loops do not share conv2d's registers.
+/// any number), pairs of rows joining their last steps if `JOINED`. Not inlined: its loops do
+/// not share conv2d's registers.
 #[inline(never)]
-fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mut [i32]) -> bool {
+fn halve_planes<S: Simd, const STEPS: usize, const JOINED: bool>(
+    planes: &HalvedPlanes<'_>,
+    out: &mut [i32],
+) -> bool {
     let HalvedPlanes {
         shape: &s,
         halving,
@@ -1964,7 +1981,7 @@ fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mu
                 let rest = out.get_mut(first..).unwrap_or_default();
                 let added = if fits { addend } else { 0 };
                 let tap_weights = TapWeights::new::<S>(&taps, added, &mask);
-                halve_plane::<S, STEPS>(&halving, channel, &zeros, &tap_weights, rest);
+                halve_plane::<S, STEPS, JOINED>(&halving, channel, &zeros, &tap_weights, rest);
                 let plane = out.get_mut(first..first + pixels).unwrap_or_default();
                 if !fits && !super::add_checked::<S>(plane, addend) {
                     return false;
@@ -1984,10 +2001,11 @@ fn halve_planes<S: Simd, const STEPS: usize>(planes: &HalvedPlanes<'_>, out: &mu
 /// `channel` holds the input channel and at least [`Halving::reach`] values; `zeros` at least
 /// [`Halving::span`]; `out` the plane and every plane after it. `STEPS` is the number of steps of
 /// a row when not 0, so that a row's steps are straight-line code with constant offsets; 0 takes
-/// any number. Inlined into the loop over planes ([`halve_planes`]): a call per plane costs more
-/// than the registers the two loops share.
+/// any number. `JOINED`: the rows of a pair join their last steps ([`Taps::rows_joined`]), for
+/// rows of 4 · (`STEPS` − 1) + 2 outputs only. Inlined into the loop over planes
+/// ([`halve_planes`]): a call per plane costs more than the registers the two loops share.
 #[inline(always)]
-fn halve_plane<S: Simd, const STEPS: usize>(
+fn halve_plane<S: Simd, const STEPS: usize, const JOINED: bool>(
     halving: &Halving,
     channel: &[i32],
     zeros: &[i32],
@@ -2025,6 +2043,10 @@ fn halve_plane<S: Simd, const STEPS: usize>(
     } else {
         (last_out / out_w.max(1)).wrapping_add(1).min(out_h)
     };
+    // Outputs stored by a pair of rows with joined last steps: row p whole, and the steps of
+    // row p + 1. `last_pair` is their last start in `out` (any pair before `end` fits).
+    let pair_len = out_w.wrapping_add(stored);
+    let last_pair = last_out.saturating_sub(out_w);
     let zeros: &[[i32; STEP_COLUMNS]] = zeros.as_chunks().0;
     // Input row r from `start` = r · W, or zeros for a row of the padding (r = H, or the row above
     // the first, which wraps to usize::MAX), chosen without a branch. The clamp never moves a
@@ -2060,11 +2082,18 @@ fn halve_plane<S: Simd, const STEPS: usize>(
                 r.wrapping_add(4),
                 start.wrapping_add(double_width.wrapping_mul(2)),
             );
-            $taps.row_within([a, b, c], quads(out, at, last_out, stored));
-            $taps.row_within(
-                [c, d, e],
-                quads(out, at.wrapping_add(out_w), last_out, stored),
-            );
+            if JOINED {
+                // Row p whole and the steps of row p + 1, clamped as the input rows are.
+                let at = at.min(last_pair);
+                let (upper, lower) = out[at..at + pair_len].split_at_mut(out_w);
+                $taps.rows_joined([a, b, c], [c, d, e], upper, lower);
+            } else {
+                $taps.row_within([a, b, c], quads(out, at, last_out, stored));
+                $taps.row_within(
+                    [c, d, e],
+                    quads(out, at.wrapping_add(out_w), last_out, stored),
+                );
+            }
             top = e;
             p += 2;
             r = r.wrapping_add(4);
@@ -2214,6 +2243,91 @@ impl<S: Simd> Taps<S> {
         let sums = S::add32(near, S::shift_in32(*carry, far));
         *carry = far;
         sums
+    }
+
+    /// The step of [`Self::rows_joined`] that takes the last two outputs of two rows: the first
+    /// half of each octet from the upper row's reads, the second from the lower row's, masked;
+    /// each half's taps for its next output shifted in with the carry of its own row
+    /// ([`Simd::join_in32`]).
+    #[inline(always)]
+    fn joined_step(
+        &self,
+        upper: [&[i32; STEP_COLUMNS]; 3],
+        lower: [&[i32; STEP_COLUMNS]; 3],
+        carries: (S::I32x4, S::I32x4),
+    ) -> S::I32x4 {
+        let (mut near, mut far) = (self.addend, S::splat32(0));
+        for ((up, low), &(pair, single)) in upper.iter().zip(lower).zip(&self.weights) {
+            let (up, _) = up.as_chunks::<4>();
+            let (low, _) = low.as_chunks::<4>();
+            let x = S::and16(
+                S::narrow32(S::load32(&up[0]), S::load32(&low[0])),
+                self.mask,
+            );
+            near = S::dot_add(near, x, pair);
+            far = S::dot_add(far, x, single);
+        }
+        S::add32(near, S::join_in32(carries.0, carries.1, far))
+    }
+
+    /// Two output rows whose last steps hold two outputs each (OW = 4 · (steps − 1) + 2): each
+    /// row's steps but the last ([`Self::step`]), then one step for both rows' last two outputs
+    /// ([`Self::joined_step`]), which saves a step per pair of rows. `upper` and `lower` are the
+    /// padded rows each output row reads, each one octet per step; `up` is the upper output row,
+    /// `low` holds at least the lower row's steps, of which only the row is stored.
+    #[inline(always)]
+    fn rows_joined(
+        &self,
+        upper: [&[[i32; STEP_COLUMNS]]; 3],
+        lower: [&[[i32; STEP_COLUMNS]]; 3],
+        up: &mut [i32],
+        low: &mut [i32],
+    ) {
+        let [a, b, c] = upper;
+        let [d, e, f] = lower;
+        let len = [b, c, d, e, f]
+            .iter()
+            .fold(a.len(), |len, r| len.min(r.len()));
+        let Some(whole) = len.checked_sub(1) else {
+            return;
+        };
+        // The upper row: `whole` quads and a pair; the lower: as many quads and the first pair of
+        // the next.
+        let (up_quads, up_pair) = up.as_chunks_mut::<4>();
+        let (Some(up_quads), Some(up_pair), Some((low_quads, [low_last, ..]))) = (
+            up_quads.get_mut(..whole),
+            up_pair.first_chunk_mut::<2>(),
+            low.as_chunks_mut::<4>()
+                .0
+                .get_mut(..len)
+                .map(|q| q.split_at_mut(whole)),
+        ) else {
+            return; // rows of 4 · whole + 2 outputs; never reached
+        };
+        let Some(low_pair) = low_last.first_chunk_mut::<2>() else {
+            return; // a quad holds a pair; never reached
+        };
+        let mut up_carry = S::splat32(0);
+        straight_runs!(16, whole, |j| {
+            S::store32(
+                &mut up_quads[j],
+                self.step([&a[j], &b[j], &c[j]], &mut up_carry, false),
+            );
+        });
+        let mut low_carry = S::splat32(0);
+        straight_runs!(16, whole, |j| {
+            S::store32(
+                &mut low_quads[j],
+                self.step([&d[j], &e[j], &f[j]], &mut low_carry, false),
+            );
+        });
+        let sums = self.joined_step(
+            [&a[whole], &b[whole], &c[whole]],
+            [&d[whole], &e[whole], &f[whole]],
+            (up_carry, low_carry),
+        );
+        S::store_pair32::<0>(up_pair, sums);
+        S::store_pair32::<1>(low_pair, sums);
     }
 
     /// An output row stored whole into `quads`, four outputs per step, from the three padded

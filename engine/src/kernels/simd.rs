@@ -29,6 +29,8 @@ pub trait Simd: Copy {
     fn load32(values: &[i32; 4]) -> Self::I32x4;
     /// Stores four `i32`.
     fn store32(target: &mut [i32; 4], value: Self::I32x4);
+    /// Stores lanes 2H and 2H + 1, for H < 2 (wasm `v128.store64_lane`, x86 `movq`).
+    fn store_pair32<const H: usize>(target: &mut [i32; 2], value: Self::I32x4);
     /// Four copies of `value`.
     fn splat32(value: i32) -> Self::I32x4;
     /// Lane-wise wrapping addition.
@@ -46,6 +48,10 @@ pub trait Simd: Copy {
     /// `value` moved up one lane, its first lane taken from the last lane of `carry`:
     /// `[carry3, value0, value1, value2]` (wasm `i32x4.shuffle`, x86 two byte shifts and an or).
     fn shift_in32(carry: Self::I32x4, value: Self::I32x4) -> Self::I32x4;
+    /// [`Self::shift_in32`] on each half of `value`, the first lane of the lower half taken from
+    /// the last lane of `upper`, of the upper half from `lower`:
+    /// `[upper3, value0, lower3, value2]` (wasm and x86 64-bit unpack and shifts, and an or).
+    fn join_in32(upper: Self::I32x4, lower: Self::I32x4, value: Self::I32x4) -> Self::I32x4;
     /// The lanes of `a` then `b` narrowed to `i16` with saturation (wasm
     /// `i16x8.narrow_i32x4_s`, x86 `packssdw`).
     fn narrow32(a: Self::I32x4, b: Self::I32x4) -> Self::I16x8;
@@ -115,6 +121,11 @@ impl Simd for Portable {
     }
 
     #[inline(always)]
+    fn store_pair32<const H: usize>(target: &mut [i32; 2], value: [i32; 4]) {
+        *target = [value[(2 * H) % 4], value[(2 * H + 1) % 4]];
+    }
+
+    #[inline(always)]
     fn splat32(value: i32) -> [i32; 4] {
         [value; 4]
     }
@@ -149,6 +160,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn shift_in32(carry: [i32; 4], value: [i32; 4]) -> [i32; 4] {
         [carry[3], value[0], value[1], value[2]]
+    }
+
+    #[inline(always)]
+    fn join_in32(upper: [i32; 4], lower: [i32; 4], value: [i32; 4]) -> [i32; 4] {
+        [upper[3], value[0], lower[3], value[2]]
     }
 
     #[inline(always)]
@@ -268,6 +284,20 @@ impl Simd for Wasm128 {
     }
 
     #[inline(always)]
+    fn store_pair32<const H: usize>(target: &mut [i32; 2], value: Self::I32x4) {
+        use core::arch::wasm32::v128_store64_lane;
+        let target = target.as_mut_ptr().cast();
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 8-byte array;
+        // `v128.store64_lane` has no alignment requirement.
+        unsafe {
+            match H {
+                0 => v128_store64_lane::<0>(value, target),
+                _ => v128_store64_lane::<1>(value, target),
+            }
+        }
+    }
+
+    #[inline(always)]
     fn splat32(value: i32) -> Self::I32x4 {
         core::arch::wasm32::i32x4_splat(value)
     }
@@ -302,6 +332,14 @@ impl Simd for Wasm128 {
     #[inline(always)]
     fn shift_in32(carry: Self::I32x4, value: Self::I32x4) -> Self::I32x4 {
         core::arch::wasm32::i32x4_shuffle::<3, 4, 5, 6>(carry, value)
+    }
+
+    #[inline(always)]
+    fn join_in32(upper: Self::I32x4, lower: Self::I32x4, value: Self::I32x4) -> Self::I32x4 {
+        use core::arch::wasm32::{i64x2_shl, i64x2_shuffle, u64x2_shr, v128_or};
+        // [upper3, 0, lower3, 0] | [0, value0, 0, value2]: shifts of 64-bit lanes.
+        let carries = u64x2_shr(i64x2_shuffle::<1, 3>(upper, lower), 32);
+        v128_or(carries, i64x2_shl(value, 32))
     }
 
     #[inline(always)]
@@ -446,6 +484,20 @@ impl Simd for Sse2 {
     }
 
     #[inline(always)]
+    fn store_pair32<const H: usize>(target: &mut [i32; 2], value: Self::I32x4) {
+        use core::arch::x86_64::{_mm_storel_epi64, _mm_unpackhi_epi64};
+        let target = target.as_mut_ptr().cast();
+        // SAFETY: `target` is a valid, writable, exclusively borrowed 8-byte array; `movq`
+        // stores 8 bytes with no alignment requirement. SSE2 is part of the x86-64 baseline.
+        unsafe {
+            match H {
+                0 => _mm_storel_epi64(target, value),
+                _ => _mm_storel_epi64(target, _mm_unpackhi_epi64(value, value)),
+            }
+        }
+    }
+
+    #[inline(always)]
     fn splat32(value: i32) -> Self::I32x4 {
         // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
         unsafe { core::arch::x86_64::_mm_set1_epi32(value) }
@@ -501,6 +553,19 @@ impl Simd for Sse2 {
         unsafe {
             use core::arch::x86_64::{_mm_or_si128, _mm_slli_si128, _mm_srli_si128};
             _mm_or_si128(_mm_srli_si128::<12>(carry), _mm_slli_si128::<4>(value))
+        }
+    }
+
+    #[inline(always)]
+    fn join_in32(upper: Self::I32x4, lower: Self::I32x4, value: Self::I32x4) -> Self::I32x4 {
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        unsafe {
+            use core::arch::x86_64::{
+                _mm_or_si128, _mm_slli_epi64, _mm_srli_epi64, _mm_unpackhi_epi64,
+            };
+            // [upper3, 0, lower3, 0] | [0, value0, 0, value2]: shifts of 64-bit lanes.
+            let carries = _mm_srli_epi64::<32>(_mm_unpackhi_epi64(upper, lower));
+            _mm_or_si128(carries, _mm_slli_epi64::<32>(value))
         }
     }
 
