@@ -128,7 +128,7 @@ fn halving_shape(rng: &mut Rng) -> ConvShape {
     let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 3));
     let width = if rng.chance(25) {
         rng.size(65, 90)
-    } else if rng.chance(20) {
+    } else if rng.chance(35) {
         rng.size(1, 6)
     } else {
         rng.size(1, 40)
@@ -257,10 +257,12 @@ fn conv2d_kernels_equal_the_formula() {
     // step), an odd number of output rows (one pair of rows with a spare), rows that end within
     // a step, several output channels per input channel, rows of more than eight steps, and
     // output rows of one to three values (whose last step stores past the end of the rows after
-    // them, so that the last plane's last rows take the careful path), and pairs of rows whose
+    // them, so that the last plane's last rows take the careful path), pairs of rows whose
     // last steps are joined into one (two outputs in the last step), of even and odd widths
-    // (the right padding inside both halves of the joined step).
-    let mut halving = [0; 9];
+    // (the right padding inside both halves of the joined step), and pairs of rows whose upper
+    // row's last step stores onto the lower row's first (one or three outputs in the last
+    // step), of one step and more.
+    let mut halving = [0; 11];
     for case in 0..850 {
         let shape = match case {
             0..600 => random_shape(&mut rng, case % 3),
@@ -323,6 +325,9 @@ fn conv2d_kernels_equal_the_formula() {
             let joined = shape.out_w % 4 == 2 && shape.out_h >= 2;
             halving[7] += usize::from(joined && shape.width % 2 == 0);
             halving[8] += usize::from(joined && shape.width % 2 == 1);
+            let spilling = shape.out_w % 2 == 1 && shape.out_h >= 2;
+            halving[9] += usize::from(spilling && shape.out_w < 4);
+            halving[10] += usize::from(spilling && shape.out_w > 4);
         }
         if shape.uses_depthwise() {
             depthwise += 1;
@@ -390,7 +395,7 @@ fn conv2d_kernels_equal_the_formula() {
         halving[0] >= 30 && halving[1..].iter().all(|&n| n >= 5),
         "3 × 3 stride-2 cases (all, odd width, odd output rows, partial steps, multiplier, \
          more than eight steps, rows under four outputs, joined last steps of even and odd \
-         widths): {halving:?}"
+         widths, last steps stored onto the next row of one step and more): {halving:?}"
     );
     assert!(
         depthwise_rows.iter().all(|&n| n >= 30),
@@ -565,6 +570,12 @@ fn lane_results<S: Simd>(a16: [i16; 8], b16: [i16; 8], a32: [i32; 4], b32: [i32;
     S::store_pair32::<0>(&mut pairs[0], y32);
     S::store_pair32::<1>(&mut pairs[1], y32);
     results.extend(pairs.as_flattened());
+    let mut lanes = [0i32; 4];
+    S::store_lane32::<0>(&mut lanes[3], x32);
+    S::store_lane32::<1>(&mut lanes[2], x32);
+    S::store_lane32::<2>(&mut lanes[1], x32);
+    S::store_lane32::<3>(&mut lanes[0], x32);
+    results.extend(lanes);
     let mut masked = [0i16; 8];
     S::store16(&mut masked, S::and16(x16, y16));
     results.extend(masked.map(i32::from));
@@ -635,6 +646,9 @@ fn portable_interleave_and_pairs_follow_their_definition() {
     Portable::store_pair32::<0>(&mut pairs[0], [10, 11, 12, 13]);
     Portable::store_pair32::<1>(&mut pairs[1], [10, 11, 12, 13]);
     assert_eq!(pairs, [[10, 11], [12, 13]]);
+    let mut lane = 0;
+    Portable::store_lane32::<2>(&mut lane, [10, 11, 12, 13]);
+    assert_eq!(lane, 12);
     assert_eq!(
         Portable::and16([-1, 0, 7, 6, -1, 5, 3, -8], [-1, -1, 0, 3, 0, -1, -1, 12]),
         [-1, 0, 0, 2, 0, 5, 3, 8]

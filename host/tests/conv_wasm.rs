@@ -1,9 +1,9 @@
 //! The depthwise and pointwise conv2d kernels in wasm: their SIMD128 paths (the tap plane's three
 //! column layouts and row phases, the even and odd outputs of stride 1, planes stored in runs of
 //! sixteen whole steps, the channel pairs and tiles of the pointwise kernel, the bias added as
-//! sums are stored, the 3 × 3 stride-2 kernel and its joined last steps) must give the plain
-//! formula, the same as natively. Random shapes, each run natively and in wasm and compared with
-//! sums computed here.
+//! sums are stored, the 3 × 3 stride-2 kernel and its ways of ending a pair of rows) must give
+//! the plain formula, the same as natively. Random shapes, each run natively and in wasm and
+//! compared with sums computed here.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 mod common;
@@ -91,15 +91,15 @@ fn shape(rng: &mut Rng, pointwise: bool) -> ConvShape {
     }
 }
 
-/// A random 3 × 3 depthwise shape at stride 2 with padding 1 whose output rows end in a step of
-/// two outputs (W = 8k + 3 or 8k + 4), so that pairs of rows join their last steps.
-fn joined_shape(rng: &mut Rng) -> ConvShape {
+/// A random 3 × 3 depthwise shape at stride 2 with padding 1 of up to six steps per row, every
+/// remainder of the width by eight as likely: rows whose last step holds one to four outputs.
+fn halving_shape(rng: &mut Rng) -> ConvShape {
     let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 2));
     sized(ConvShape {
         batch: rng.size(1, 2),
         in_channels: channels,
         height: rng.size(1, 17),
-        width: 8 * rng.size(0, 5) + rng.size(3, 4),
+        width: 8 * rng.size(0, 5) + rng.size(1, 8),
         out_channels: channels * multiplier,
         groups: channels,
         kernel_h: 3,
@@ -166,15 +166,15 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     let wasm = WasmEngine::new().unwrap();
     let mut rng = Rng(0xC04E_5EED);
     // Cases per path: depthwise on each column layout, with row phases, pointwise, depthwise
-    // planes stored in runs of sixteen whole steps, the 3 × 3 stride-2 kernel, and its pairs of
-    // rows with joined last steps.
-    let mut paths = [0usize; 8];
-    for case in 0..190 {
+    // planes stored in runs of sixteen whole steps, the 3 × 3 stride-2 kernel, its pairs of rows
+    // with joined last steps, and those whose upper row's last step stores onto the lower row.
+    let mut paths = [0usize; 9];
+    for case in 0..200 {
         let pointwise = case % 3 == 2;
         let s = match case {
             0..90 => shape(&mut rng, pointwise),
             90..170 => mobile_shape(|low, high| rng.size(low, high)),
-            _ => joined_shape(&mut rng),
+            _ => halving_shape(&mut rng),
         };
         let x = rng.int8s(s.batch * s.in_channels * s.height * s.width);
         let w = rng.int8s(s.out_channels * s.depth());
@@ -184,6 +184,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
         } else if s.uses_depthwise_3x3_s2() {
             paths[6] += 1;
             paths[7] += usize::from(s.out_w % 4 == 2 && s.out_h >= 2);
+            paths[8] += usize::from(s.out_w % 2 == 1 && s.out_h >= 2);
         } else if s.uses_depthwise() {
             match s.tap_plane().columns {
                 Columns::Split => paths[0] += 1,
@@ -222,6 +223,6 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
     assert!(
         paths.iter().all(|&n| n >= 5),
         "cases per path (split, direct, pairs, row phases, pointwise, runs, 3 × 3 stride 2, \
-         joined last steps): {paths:?}"
+         joined last steps, last steps stored onto the next row): {paths:?}"
     );
 }

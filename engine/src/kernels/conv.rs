@@ -1806,6 +1806,9 @@ struct Halving {
     out_w: usize,
     /// Steps per output row, four outputs each: ⌈OW / 4⌉.
     steps: usize,
+    /// Whether the last steps of a pair of rows are one ([`Taps::rows_paired`]): when a row's
+    /// last step holds two outputs (OW mod 4 = 2).
+    joined: bool,
 }
 
 impl Halving {
@@ -1816,6 +1819,7 @@ impl Halving {
             out_h: s.out_h,
             out_w: s.out_w,
             steps: s.out_w.div_ceil(4),
+            joined: s.out_w % 4 == 2,
         }
     }
 
@@ -1851,13 +1855,14 @@ impl Halving {
 /// output q, in lane q − 4j; with the pair (0, w0), the tap at column 2q + 1 of output q + 1, in
 /// the same lane, which [`Simd::shift_in32`] moves up one lane, the last lane of the step before
 /// (zero at the row's start: the left padding) entering the first. Output rows are taken in
-/// pairs, one row after the other, two pairs per iteration ([`halve_plane`]), with the loop over
-/// planes in a function of its own per step count ([`halve_planes`]). The last step of a row
-/// keeps only the row's columns (the right padding, and the next row's values, are zeroed) and
-/// stores four outputs, those past the row landing on outputs stored after them. When that step
-/// holds two outputs (OW mod 4 = 2), the last steps of a pair of rows are one, each row's in a
-/// half of the octets ([`Taps::rows_joined`]): a step less per pair of rows. Rows of the padding,
-/// above and below, are a row of zeros.
+/// pairs, two pairs per iteration ([`halve_plane`]), with the loop over planes in a function of
+/// its own per step count ([`halve_planes`]). The two rows of a pair take their steps in turn,
+/// the input row they share narrowed once ([`Taps::rows_paired`]). The last step of a row keeps
+/// only the row's columns (the right padding, and the next row's values, are zeroed); the upper
+/// row's stores only the row's outputs, the lower row's four, those past the row landing on
+/// outputs stored after them. When a row's last step holds two outputs (OW mod 4 = 2), the last
+/// steps of a pair are one, each row's in a half of the octets ([`Taps::joined_step`]): a step
+/// less per pair of rows. Rows of the padding, above and below, are a row of zeros.
 ///
 /// Exact under the bounds of the module documentation: data and weights within 8 bits narrow to
 /// `i16` exactly, each lane of a dot product is `x·w + x'·w'`, and the nine taps' sum of an
@@ -1884,7 +1889,7 @@ fn depthwise_3x3_s2<S: Simd>(
     // 8 · (steps − 1) < W (every step before the last lies within the row). With at most four,
     // the row's last outputs are in lanes 0 and 1, which read lanes 0 to 3 only: the mask keeps
     // the same columns of each half, for the last steps of two rows joined into one
-    // ([`Taps::rows_joined`]).
+    // ([`Taps::rows_paired`]).
     let kept = s
         .width
         .saturating_sub(halving.steps.saturating_sub(1).saturating_mul(STEP_COLUMNS));
@@ -1901,22 +1906,20 @@ fn depthwise_3x3_s2<S: Simd>(
         mask,
     };
     // The steps of a row as a constant for rows of up to 32 outputs, so that they are
-    // straight-line code; from 2 steps, whether the last steps of two rows are joined
-    // ([`Taps::rows_joined`]): when a row's last step holds two outputs (OW mod 4 = 2).
-    let joined = s.out_w % 4 == 2;
+    // straight-line code.
     macro_rules! planes {
         ($($steps:literal)*) => {
-            match (halving.steps, joined) {
-                (1, _) => halve_planes::<S, 1, false>(&planes, out),
+            match (halving.steps, halving.joined) {
                 $(
                     ($steps, false) => halve_planes::<S, $steps, false>(&planes, out),
                     ($steps, true) => halve_planes::<S, $steps, true>(&planes, out),
                 )*
-                _ => halve_planes::<S, 0, false>(&planes, out),
+                (_, false) => halve_planes::<S, 0, false>(&planes, out),
+                (_, true) => halve_planes::<S, 0, true>(&planes, out),
             }
         };
     }
-    planes!(2 3 4 5 6 7 8)
+    planes!(1 2 3 4 5 6 7 8)
 }
 
 /// What [`halve_planes`] reads: the operands of [`depthwise_3x3_s2`], its geometry and the mask of
@@ -1931,8 +1934,8 @@ struct HalvedPlanes<'a> {
 }
 
 /// Every output plane of [`depthwise_3x3_s2`] ([`halve_plane`]), with `STEPS` steps per row (0:
-/// any number), pairs of rows joining their last steps if `JOINED`. Not inlined: its loops do
-/// not share conv2d's registers.
+/// any number), the last steps of a pair of rows one if `JOINED` ([`Halving::joined`]). Not
+/// inlined: its loops do not share conv2d's registers.
 #[inline(never)]
 fn halve_planes<S: Simd, const STEPS: usize, const JOINED: bool>(
     planes: &HalvedPlanes<'_>,
@@ -1992,17 +1995,17 @@ fn halve_planes<S: Simd, const STEPS: usize, const JOINED: bool>(
     true
 }
 
-/// One output plane of [`depthwise_3x3_s2`], two output rows per iteration, one after the other
-/// ([`Taps::row_within`]), top to bottom so that a row's last step may store past the row's end
-/// onto outputs written after it. Rows of the padding (above the first input row, and below the
+/// One output plane of [`depthwise_3x3_s2`], two pairs of output rows per iteration, the two
+/// rows of a pair taken together ([`Taps::rows_paired`]), top to bottom so that a row's last step
+/// may store past the row's end onto outputs written after it. A last row without a pair goes
+/// alone ([`Taps::row_within`]). Rows of the padding (above the first input row, and below the
 /// last when H is odd) are a row of zeros. The last rows of the last plane, whose last step would
 /// store past the end of `out`, go through [`halve_row_at`].
 ///
 /// `channel` holds the input channel and at least [`Halving::reach`] values; `zeros` at least
 /// [`Halving::span`]; `out` the plane and every plane after it. `STEPS` is the number of steps of
 /// a row when not 0, so that a row's steps are straight-line code with constant offsets; 0 takes
-/// any number. `JOINED`: the rows of a pair join their last steps ([`Taps::rows_joined`]), for
-/// rows of 4 · (`STEPS` − 1) + 2 outputs only. Inlined into the loop over planes
+/// any number. `JOINED`: the last steps of a pair of rows are one ([`Halving::joined`]). Inlined into the loop over planes
 /// ([`halve_planes`]): a call per plane costs more than the registers the two loops share.
 #[inline(always)]
 fn halve_plane<S: Simd, const STEPS: usize, const JOINED: bool>(
@@ -2018,6 +2021,7 @@ fn halve_plane<S: Simd, const STEPS: usize, const JOINED: bool>(
         out_h,
         out_w,
         steps,
+        ..
     } = *halving;
     let steps = if STEPS > 0 { STEPS } else { steps };
     // The values a row is read over, and the outputs its steps store: constants with `STEPS`.
@@ -2043,8 +2047,8 @@ fn halve_plane<S: Simd, const STEPS: usize, const JOINED: bool>(
     } else {
         (last_out / out_w.max(1)).wrapping_add(1).min(out_h)
     };
-    // Outputs stored by a pair of rows with joined last steps: row p whole, and the steps of
-    // row p + 1. `last_pair` is their last start in `out` (any pair before `end` fits).
+    // Outputs stored by a pair of rows: row p whole, and the steps of row p + 1. `last_pair` is
+    // their last start in `out` (any pair before `end` fits).
     let pair_len = out_w.wrapping_add(stored);
     let last_pair = last_out.saturating_sub(out_w);
     let zeros: &[[i32; STEP_COLUMNS]] = zeros.as_chunks().0;
@@ -2082,18 +2086,12 @@ fn halve_plane<S: Simd, const STEPS: usize, const JOINED: bool>(
                 r.wrapping_add(4),
                 start.wrapping_add(double_width.wrapping_mul(2)),
             );
-            if JOINED {
-                // Row p whole and the steps of row p + 1, clamped as the input rows are.
+            // Rows p and p + 1, clamped as the input rows are.
+            let rows = {
                 let at = at.min(last_pair);
-                let (upper, lower) = out[at..at + pair_len].split_at_mut(out_w);
-                $taps.rows_joined([a, b, c], [c, d, e], upper, lower);
-            } else {
-                $taps.row_within([a, b, c], quads(out, at, last_out, stored));
-                $taps.row_within(
-                    [c, d, e],
-                    quads(out, at.wrapping_add(out_w), last_out, stored),
-                );
-            }
+                &mut out[at..at + pair_len]
+            };
+            $taps.rows_paired::<JOINED>([a, b, c, d, e], rows, out_w);
             top = e;
             p += 2;
             r = r.wrapping_add(4);
@@ -2197,15 +2195,17 @@ impl TapWeights {
 /// (2q, 2q + 1) of output q and of the tap at 2q + 1 of output q + 1, the bias, and the mask of
 /// a row's last step.
 #[derive(Clone, Copy)]
-struct Taps<S: Simd> {
+struct Taps<'a, S: Simd> {
     weights: [(S::I16x8, S::I16x8); 3],
     addend: S::I32x4,
-    mask: S::I16x8,
+    /// Loaded where it is used, once per row: kept in a register across the steps it would
+    /// take one from them.
+    mask: &'a [i16; STEP_COLUMNS],
 }
 
-impl<S: Simd> Taps<S> {
+impl<'a, S: Simd> Taps<'a, S> {
     #[inline(always)]
-    fn load(weights: &TapWeights) -> Self {
+    fn load(weights: &'a TapWeights) -> Self {
         let weights_of = |ki: usize| {
             (
                 S::load16(&weights.pairs[ki]),
@@ -2215,28 +2215,30 @@ impl<S: Simd> Taps<S> {
         Taps {
             weights: [weights_of(0), weights_of(1), weights_of(2)],
             addend: S::load32(&weights.addend),
-            mask: S::load16(&weights.mask),
+            mask: &weights.mask,
         }
     }
 
-    /// The four sums of one step from one octet of each of the three rows it reads; `carry`
-    /// holds the step before's taps for the next output (zeros at the row's start: the left
-    /// padding) and takes this step's. `masked` keeps only the lanes of the mask (the row's
-    /// last step).
+    /// One octet of a row narrowed to `i16`; `masked` keeps only the lanes of the mask (the
+    /// row's last step).
     #[inline(always)]
-    fn step(
-        &self,
-        octets: [&[i32; STEP_COLUMNS]; 3],
-        carry: &mut S::I32x4,
-        masked: bool,
-    ) -> S::I32x4 {
+    fn narrow(&self, octet: &[i32; STEP_COLUMNS], masked: bool) -> S::I16x8 {
+        let (halves, _) = octet.as_chunks::<4>();
+        let x = S::narrow32(S::load32(&halves[0]), S::load32(&halves[1]));
+        if masked {
+            S::and16(x, S::load16(self.mask))
+        } else {
+            x
+        }
+    }
+
+    /// The four sums of one step from the narrowed octets of the three rows it reads; `carry`
+    /// holds the step before's taps for the next output (zeros at the row's start: the left
+    /// padding) and takes this step's.
+    #[inline(always)]
+    fn sums(&self, octets: [S::I16x8; 3], carry: &mut S::I32x4) -> S::I32x4 {
         let (mut near, mut far) = (self.addend, S::splat32(0));
-        for (octet, &(pair, single)) in octets.iter().zip(&self.weights) {
-            let (halves, _) = octet.as_chunks::<4>();
-            let mut x = S::narrow32(S::load32(&halves[0]), S::load32(&halves[1]));
-            if masked {
-                x = S::and16(x, self.mask);
-            }
+        for (x, &(pair, single)) in octets.into_iter().zip(&self.weights) {
             near = S::dot_add(near, x, pair);
             far = S::dot_add(far, x, single);
         }
@@ -2245,7 +2247,18 @@ impl<S: Simd> Taps<S> {
         sums
     }
 
-    /// The step of [`Self::rows_joined`] that takes the last two outputs of two rows: the first
+    /// [`Self::sums`] of one octet of each of the three rows a step reads.
+    #[inline(always)]
+    fn step(
+        &self,
+        octets: [&[i32; STEP_COLUMNS]; 3],
+        carry: &mut S::I32x4,
+        masked: bool,
+    ) -> S::I32x4 {
+        self.sums(octets.map(|octet| self.narrow(octet, masked)), carry)
+    }
+
+    /// The step of [`Self::rows_paired`] that takes the last two outputs of two rows: the first
     /// half of each octet from the upper row's reads, the second from the lower row's, masked;
     /// each half's taps for its next output shifted in with the carry of its own row
     /// ([`Simd::join_in32`]).
@@ -2262,7 +2275,7 @@ impl<S: Simd> Taps<S> {
             let (low, _) = low.as_chunks::<4>();
             let x = S::and16(
                 S::narrow32(S::load32(&up[0]), S::load32(&low[0])),
-                self.mask,
+                S::load16(self.mask),
             );
             near = S::dot_add(near, x, pair);
             far = S::dot_add(far, x, single);
@@ -2270,64 +2283,89 @@ impl<S: Simd> Taps<S> {
         S::add32(near, S::join_in32(carries.0, carries.1, far))
     }
 
-    /// Two output rows whose last steps hold two outputs each (OW = 4 · (steps − 1) + 2): each
-    /// row's steps but the last ([`Self::step`]), then one step for both rows' last two outputs
-    /// ([`Self::joined_step`]), which saves a step per pair of rows. `upper` and `lower` are the
-    /// padded rows each output row reads, each one octet per step; `up` is the upper output row,
-    /// `low` holds at least the lower row's steps, of which only the row is stored.
+    /// Two output rows taken together: the steps but the last of both rows, a step of the upper
+    /// row then the same step of the lower ([`Self::sums`]), the input row they share narrowed
+    /// once; then the last steps, likewise, or if `JOINED` as one step for both rows' last two
+    /// outputs ([`Self::joined_step`]). The upper row's last step stores only the row's outputs
+    /// (the lower row's first are stored already); the lower row's stores four, those past the
+    /// row landing on outputs stored after them. `inputs` are the five padded rows the pair reads
+    /// (the upper row reads the first three, the lower the last three), each one octet per step;
+    /// `rows` holds the upper output row (`out_w` outputs) and the lower row's steps.
     #[inline(always)]
-    fn rows_joined(
+    fn rows_paired<const JOINED: bool>(
         &self,
-        upper: [&[[i32; STEP_COLUMNS]]; 3],
-        lower: [&[[i32; STEP_COLUMNS]]; 3],
-        up: &mut [i32],
-        low: &mut [i32],
+        inputs: [&[[i32; STEP_COLUMNS]]; 5],
+        rows: &mut [i32],
+        out_w: usize,
     ) {
-        let [a, b, c] = upper;
-        let [d, e, f] = lower;
-        let len = [b, c, d, e, f]
-            .iter()
-            .fold(a.len(), |len, r| len.min(r.len()));
+        let [a, b, c, d, e] = inputs;
+        let len = [b, c, d, e].iter().fold(a.len(), |len, r| len.min(r.len()));
         let Some(whole) = len.checked_sub(1) else {
             return;
         };
-        // The upper row: `whole` quads and a pair; the lower: as many quads and the first pair of
-        // the next.
-        let (up_quads, up_pair) = up.as_chunks_mut::<4>();
-        let (Some(up_quads), Some(up_pair), Some((low_quads, [low_last, ..]))) = (
-            up_quads.get_mut(..whole),
-            up_pair.first_chunk_mut::<2>(),
+        let Some((up, low)) = rows.split_at_mut_checked(out_w) else {
+            return; // `rows` holds the upper row; never reached
+        };
+        // The upper row's quads (`whole` of them, or `len` when a step ends the row), then what
+        // follows them: two outputs when joined. The lower row's quads: `len`.
+        let (up_quads, up_rest) = up.as_chunks_mut::<4>();
+        let (Some((up_steps, up_last)), Some((low_steps, [low_last, ..]))) = (
+            up_quads.split_at_mut_checked(whole),
             low.as_chunks_mut::<4>()
                 .0
                 .get_mut(..len)
-                .map(|q| q.split_at_mut(whole)),
+                .map(|quads| quads.split_at_mut(whole)),
         ) else {
-            return; // rows of 4 · whole + 2 outputs; never reached
+            return; // rows of more than 4 · whole outputs; never reached
         };
-        let Some(low_pair) = low_last.first_chunk_mut::<2>() else {
-            return; // a quad holds a pair; never reached
-        };
-        let mut up_carry = S::splat32(0);
+        let (mut up_carry, mut low_carry) = (S::splat32(0), S::splat32(0));
         straight_runs!(16, whole, |j| {
-            S::store32(
-                &mut up_quads[j],
-                self.step([&a[j], &b[j], &c[j]], &mut up_carry, false),
-            );
+            let shared = self.narrow(&c[j], false);
+            let upper = [self.narrow(&a[j], false), self.narrow(&b[j], false), shared];
+            S::store32(&mut up_steps[j], self.sums(upper, &mut up_carry));
+            let lower = [shared, self.narrow(&d[j], false), self.narrow(&e[j], false)];
+            S::store32(&mut low_steps[j], self.sums(lower, &mut low_carry));
         });
-        let mut low_carry = S::splat32(0);
-        straight_runs!(16, whole, |j| {
-            S::store32(
-                &mut low_quads[j],
-                self.step([&d[j], &e[j], &f[j]], &mut low_carry, false),
+        if JOINED {
+            let sums = self.joined_step(
+                [&a[whole], &b[whole], &c[whole]],
+                [&c[whole], &d[whole], &e[whole]],
+                (up_carry, low_carry),
             );
-        });
-        let sums = self.joined_step(
-            [&a[whole], &b[whole], &c[whole]],
-            [&d[whole], &e[whole], &f[whole]],
-            (up_carry, low_carry),
-        );
-        S::store_pair32::<0>(up_pair, sums);
-        S::store_pair32::<1>(low_pair, sums);
+            if let (Some(up_pair), Some(low_pair)) = (
+                up_rest.first_chunk_mut::<2>(),
+                low_last.first_chunk_mut::<2>(),
+            ) {
+                S::store_pair32::<0>(up_pair, sums);
+                S::store_pair32::<1>(low_pair, sums);
+            }
+            return;
+        }
+        let shared = self.narrow(&c[whole], true);
+        let upper = [
+            self.narrow(&a[whole], true),
+            self.narrow(&b[whole], true),
+            shared,
+        ];
+        let upper = self.sums(upper, &mut up_carry);
+        // The upper row's last step: whole, or only the row's outputs when the row ends within it
+        // (the lower row's first outputs are stored already).
+        if let Some(quad) = up_last.first_mut() {
+            S::store32(quad, upper);
+        } else if let Some((pair, third)) = up_rest.split_first_chunk_mut::<2>() {
+            S::store_pair32::<0>(pair, upper);
+            if let Some(third) = third.first_mut() {
+                S::store_lane32::<2>(third, upper);
+            }
+        } else if let Some(first) = up_rest.first_mut() {
+            S::store_lane32::<0>(first, upper);
+        }
+        let lower = [
+            shared,
+            self.narrow(&d[whole], true),
+            self.narrow(&e[whole], true),
+        ];
+        S::store32(low_last, self.sums(lower, &mut low_carry));
     }
 
     /// An output row stored whole into `quads`, four outputs per step, from the three padded

@@ -31,6 +31,8 @@ pub trait Simd: Copy {
     fn store32(target: &mut [i32; 4], value: Self::I32x4);
     /// Stores lanes 2H and 2H + 1, for H < 2 (wasm `v128.store64_lane`, x86 `movq`).
     fn store_pair32<const H: usize>(target: &mut [i32; 2], value: Self::I32x4);
+    /// Stores lane L, for L < 4 (wasm `v128.store32_lane`, x86 `pshufd` and `movd`).
+    fn store_lane32<const L: usize>(target: &mut i32, value: Self::I32x4);
     /// Four copies of `value`.
     fn splat32(value: i32) -> Self::I32x4;
     /// Lane-wise wrapping addition.
@@ -123,6 +125,11 @@ impl Simd for Portable {
     #[inline(always)]
     fn store_pair32<const H: usize>(target: &mut [i32; 2], value: [i32; 4]) {
         *target = [value[(2 * H) % 4], value[(2 * H + 1) % 4]];
+    }
+
+    #[inline(always)]
+    fn store_lane32<const L: usize>(target: &mut i32, value: [i32; 4]) {
+        *target = value[L % 4];
     }
 
     #[inline(always)]
@@ -293,6 +300,22 @@ impl Simd for Wasm128 {
             match H {
                 0 => v128_store64_lane::<0>(value, target),
                 _ => v128_store64_lane::<1>(value, target),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn store_lane32<const L: usize>(target: &mut i32, value: Self::I32x4) {
+        use core::arch::wasm32::v128_store32_lane;
+        let target = core::ptr::from_mut(target).cast();
+        // SAFETY: `target` is a valid, writable, exclusively borrowed `i32`;
+        // `v128.store32_lane` has no alignment requirement.
+        unsafe {
+            match L {
+                0 => v128_store32_lane::<0>(value, target),
+                1 => v128_store32_lane::<1>(value, target),
+                2 => v128_store32_lane::<2>(value, target),
+                _ => v128_store32_lane::<3>(value, target),
             }
         }
     }
@@ -495,6 +518,20 @@ impl Simd for Sse2 {
                 _ => _mm_storel_epi64(target, _mm_unpackhi_epi64(value, value)),
             }
         }
+    }
+
+    #[inline(always)]
+    fn store_lane32<const L: usize>(target: &mut i32, value: Self::I32x4) {
+        use core::arch::x86_64::{_mm_cvtsi128_si32, _mm_shuffle_epi32};
+        // SAFETY: SSE2 is part of the x86-64 baseline: every x86-64 processor has it.
+        *target = unsafe {
+            _mm_cvtsi128_si32(match L {
+                0 => value,
+                1 => _mm_shuffle_epi32::<0x55>(value),
+                2 => _mm_shuffle_epi32::<0xAA>(value),
+                _ => _mm_shuffle_epi32::<0xFF>(value),
+            })
+        };
     }
 
     #[inline(always)]
