@@ -9,7 +9,7 @@
 mod common;
 
 use common::Rng;
-use common::conv::{mobile_shape, plain_conv2d, plus_bias, sized};
+use common::conv::{halving, mobile_shape, plain_conv2d, plus_bias, sized};
 use cvm_engine::kernels::gemm::{self, PackedRows};
 use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
@@ -133,23 +133,7 @@ fn halving_shape(rng: &mut Rng) -> ConvShape {
     } else {
         rng.size(1, 40)
     };
-    let mut shape = sized(ConvShape {
-        batch: 1,
-        in_channels: channels,
-        height: rng.size(1, 19),
-        width,
-        out_channels: channels * multiplier,
-        groups: channels,
-        kernel_h: 3,
-        kernel_w: 3,
-        out_h: 0,
-        out_w: 0,
-        strides: [2, 2],
-        padding: [1, 1],
-        dilation: [1, 1],
-    })
-    // A 3 × 3 kernel fits any plane padded by 1.
-    .unwrap();
+    let mut shape = halving(1, channels, multiplier, rng.size(1, 19), width);
     shape.batch = rng.size(1, 2);
     shape
 }

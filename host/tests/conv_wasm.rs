@@ -18,7 +18,7 @@ use cvm_engine::model::{
 };
 use cvm_engine::{Status, ops};
 use cvm_host::wasm::WasmEngine;
-use engine_common::conv::{mobile_shape, plain_conv2d, plus_bias, sized};
+use engine_common::conv::{halving, mobile_shape, plain_conv2d, plus_bias, sized};
 
 struct Rng(u64);
 
@@ -95,22 +95,9 @@ fn shape(rng: &mut Rng, pointwise: bool) -> ConvShape {
 /// remainder of the width by eight as likely: rows whose last step holds one to four outputs.
 fn halving_shape(rng: &mut Rng) -> ConvShape {
     let (channels, multiplier) = (rng.size(1, 3), rng.size(1, 2));
-    sized(ConvShape {
-        batch: rng.size(1, 2),
-        in_channels: channels,
-        height: rng.size(1, 17),
-        width: 8 * rng.size(0, 5) + rng.size(1, 8),
-        out_channels: channels * multiplier,
-        groups: channels,
-        kernel_h: 3,
-        kernel_w: 3,
-        out_h: 0,
-        out_w: 0,
-        strides: [2, 2],
-        padding: [1, 1],
-        dilation: [1, 1],
-    })
-    .expect("a 3 × 3 kernel fits any plane padded by 1")
+    let (batch, height) = (rng.size(1, 2), rng.size(1, 17));
+    let width = 8 * rng.size(0, 5) + rng.size(1, 8);
+    halving(batch, channels, multiplier, height, width)
 }
 
 fn model(s: &ConvShape, w: &[i32], bias: &[i32]) -> Vec<u8> {

@@ -95,6 +95,34 @@ pub fn sized(s: ConvShape) -> Option<ConvShape> {
     })
 }
 
+/// The 3 × 3 depthwise shape at stride 2 with padding 1 (the kernel of
+/// `ConvShape::uses_depthwise_3x3_s2`) of `batch` images of `channels` H × W planes, with
+/// `multiplier` output channels per input channel.
+pub fn halving(
+    batch: usize,
+    channels: usize,
+    multiplier: usize,
+    height: usize,
+    width: usize,
+) -> ConvShape {
+    sized(ConvShape {
+        batch,
+        in_channels: channels,
+        height,
+        width,
+        out_channels: channels * multiplier,
+        groups: channels,
+        kernel_h: 3,
+        kernel_w: 3,
+        out_h: 0,
+        out_w: 0,
+        strides: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+    })
+    .expect("a 3 × 3 kernel fits any plane padded by 1")
+}
+
 /// A random depthwise 3 × 3 shape of a MobileNet block (stride 1 or 2; padding 1 half the time,
 /// else 0 or 2) on planes of up to 24 × 48: many steps per plane. `size(low, high)` draws
 /// uniformly in low..=high.
