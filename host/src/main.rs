@@ -820,10 +820,15 @@ fn version() {
         defined.join(", ")
     );
     let _ = writeln!(stdout, "engine ABI version     {}", wasm::ABI_VERSION);
+    let pin = if wasm::engine_wasm_matches_pin() {
+        "the pinned module"
+    } else {
+        "NOT the module host/engine.wasm.sha3 pins"
+    };
     let _ = writeln!(
         stdout,
-        "engine.wasm sha3-256   {} ({} bytes)",
-        hex(&HashAlgorithm::Sha3_256.digest(wasm::ENGINE_WASM)),
+        "engine.wasm sha3-256   {} ({} bytes, {pin})",
+        wasm::engine_wasm_sha3(),
         wasm::ENGINE_WASM.len()
     );
 }

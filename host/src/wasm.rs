@@ -30,6 +30,22 @@ use crate::error::HostError;
 /// The engine module, built by `build.rs` from the `cvm-engine` crate.
 pub static ENGINE_WASM: &[u8] = include_bytes!(env!("CVM_ENGINE_WASM_PATH"));
 
+/// The SHA3-256 (hex) that [`ENGINE_WASM`] must have: `host/engine.wasm.sha3`, committed with the
+/// engine sources it is built from. Nodes compare the module's hash (`cvm version`), so a
+/// change of the engine's bytes is a reviewed change of this file; `host/tests/engine_pin.rs`
+/// checks the two agree.
+pub const ENGINE_WASM_SHA3_PIN: &str = include_str!("../engine.wasm.sha3");
+
+/// The SHA3-256 of [`ENGINE_WASM`], in lower-case hex.
+pub fn engine_wasm_sha3() -> String {
+    crate::hash::hex(&Sha3_256::digest(ENGINE_WASM))
+}
+
+/// Whether [`ENGINE_WASM`] is the module [`ENGINE_WASM_SHA3_PIN`] names.
+pub fn engine_wasm_matches_pin() -> bool {
+    engine_wasm_sha3() == ENGINE_WASM_SHA3_PIN.trim()
+}
+
 /// The ABI version this host speaks (see `engine/src/abi.rs`): version 2, which loads a model
 /// under a named gas schedule (`cvm_load_with_schedule`).
 pub const ABI_VERSION: u32 = 2;

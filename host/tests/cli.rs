@@ -281,7 +281,11 @@ fn version_names_the_schedules_and_the_engine_hash() {
             Schedule::CURRENT.version
         ),
         "engine ABI version     2".to_string(),
-        "engine.wasm sha3-256".to_string(),
+        format!(
+            "engine.wasm sha3-256   {} ({} bytes, the pinned module)",
+            cvm_host::wasm::engine_wasm_sha3(),
+            cvm_host::wasm::ENGINE_WASM.len()
+        ),
     ] {
         assert!(version.contains(&needle), "{needle:?} in {version}");
     }
