@@ -1037,7 +1037,7 @@ fn gen_conv2d(rng: &mut Rng) -> Case {
         "strides",
         strides,
         [1, 1],
-        &[&[0, 1], &[1], &[4096, 1], &[1, 1, 1]],
+        &[&[0, 1], &[1], &[4097, 1], &[1, 1, 1]],
     );
     case = pair_attr(
         rng,
@@ -1045,7 +1045,7 @@ fn gen_conv2d(rng: &mut Rng) -> Case {
         "padding",
         padding,
         [0, 0],
-        &[&[4096, 0], &[-1, 0], &[1]],
+        &[&[4097, 0], &[-1, 0], &[1]],
     );
     case = pair_attr(
         rng,
@@ -1053,7 +1053,7 @@ fn gen_conv2d(rng: &mut Rng) -> Case {
         "dilation",
         dilation,
         [1, 1],
-        &[&[0, 1], &[1, 4096], &[2]],
+        &[&[0, 1], &[1, 4097], &[2]],
     );
     if rng.chance(15) {
         let channels = if rng.chance(85) {
@@ -1325,7 +1325,7 @@ fn gen_max_pool2d(rng: &mut Rng) -> Case {
     match rng.below(100) {
         0..=29 if pad == [0, 0] => {}
         0..=39 if pad[0] == pad[1] => case = case.ints("padding", &[pad[0]]),
-        40..=41 => case = case.ints("padding", &[4096]),
+        40..=41 => case = case.ints("padding", &[4097]),
         42..=43 => case = case.ints("padding", &[1, 1, 1]),
         _ => case = case.ints("padding", &pad),
     }
@@ -1432,7 +1432,7 @@ fn gen_upsampling(rng: &mut Rng) -> Case {
     let mut case = Case::new("upsampling").input(rng.tensor(&dims, p));
     match rng.below(100) {
         0..=1 => {}
-        2..=4 => case = case.int("scale", rng.pick(&[0, -1, 4096])),
+        2..=4 => case = case.int("scale", rng.pick(&[0, -1, 4097])),
         5..=9 if numel(&dims) == 0 => case = case.int("scale", rng.pick(&[4095, 1000, 5])),
         10..=11 if dims.len() == 4 && dims[2] <= 1 && dims[3] <= 1 => {
             case = case.int("scale", rng.range(5, 40))
@@ -1803,7 +1803,7 @@ fn gen_tile(rng: &mut Rng) -> Case {
     match rng.below(100) {
         0..=2 => return case,
         3..=5 => reps.clear(),
-        6..=8 => reps[0] = rng.pick(&[0, -1, 4096]),
+        6..=8 => reps[0] = rng.pick(&[0, -1, 4097]),
         _ => {}
     }
     case.ints("reps", &reps)
@@ -1955,7 +1955,7 @@ fn gen_expand_dims(rng: &mut Rng) -> Case {
     }
     match rng.below(100) {
         0..=29 => {}
-        30..=32 => case = case.int("num_newaxis", rng.pick(&[-1, 4096])),
+        30..=32 => case = case.int("num_newaxis", rng.pick(&[0, 4097])),
         _ => case = case.int("num_newaxis", rng.range(0, 8 - n)),
     }
     case
@@ -2699,9 +2699,9 @@ fn check_where() {
 
 fn gen_get_valid_counts(rng: &mut Rng) -> Case {
     let width = if rng.chance(8) {
-        rng.pick(&[0, 1, 33])
+        rng.pick(&[0, 1, 32])
     } else {
-        rng.pick(&[2, 2, 3, 4, 6, 32])
+        rng.pick(&[2, 2, 3, 4, 6, 31])
     };
     let mut dims = vec![rng.dim(0, 3), rng.dim(0, 6), width];
     if rng.chance(3) {

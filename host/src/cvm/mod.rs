@@ -171,6 +171,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
         )?;
         by_name.insert(array.name.as_str(), array);
     }
+    let names = canonical_names(&graph);
     let mut param_decls = Vec::with_capacity(param_nodes.len());
     for &id in &param_nodes {
         let name = &graph.nodes[id].name;
@@ -187,7 +188,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             params::ArrayData::I32(values) => ParamData::I32(values.clone()),
         };
         param_decls.push(ParamDecl {
-            name: name.clone(),
+            name: names[id].clone(),
             shape: shape.clone(),
             precision,
             data,
@@ -211,6 +212,42 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
                 op.name
             )
             .at_node(nodes.len() as u32, &node.name, op.name));
+        }
+        if op.name == "conv2d"
+            && let Some(&(w, k)) = node.inputs.get(1)
+        {
+            let weight = &graph.shapes[entry(w) + k];
+            let int = |key: &str| match node
+                .op_attrs
+                .get(key)
+                .map(|t| parse_attr(t, Some(AttrKind::Ints)))
+            {
+                Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
+                _ => None,
+            };
+            let declared = [int("channels"), int("kernel_size")];
+            let from_weight = [
+                weight.first().map(|&c| vec![i64::from(c)]),
+                weight
+                    .get(2..4)
+                    .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
+            ];
+            for ((name, declared), actual) in ["channels", "kernel_size"]
+                .iter()
+                .zip(declared)
+                .zip(from_weight)
+            {
+                if let (Some(declared), Some(actual)) = (declared, actual)
+                    && declared != actual
+                {
+                    return Err(fail!(
+                        ShapeMismatch,
+                        "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
+                        node.name
+                    )
+                    .at_node(nodes.len() as u32, &node.name, op.name));
+                }
+            }
         }
         if op.name == "where"
             && let [cond, x, ..] = node.inputs.as_slice()
@@ -249,7 +286,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             }
         }
         nodes.push(Node {
-            name: node.name.clone(),
+            name: names[id].clone(),
             op: op.code,
             inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
             attrs,
@@ -260,9 +297,9 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
         .iter()
         .map(|&(node, output)| OutputDecl {
             name: if output == 0 {
-                graph.nodes[node].name.clone()
+                names[node].clone()
             } else {
-                format!("{}:{output}", graph.nodes[node].name)
+                format!("{}:{output}", names[node])
             },
             value: reference((node, output)),
         })
@@ -315,6 +352,41 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
         },
         model,
     })
+}
+
+/// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at
+/// most [`cvm_engine::limits::MAX_NAME_BYTES`] bytes where the deployed runtime asks nothing of
+/// operator names: a name that is empty, too long or already taken by a variable or an earlier
+/// node becomes `#<node id>` (with more `#` in front while that is taken too).
+fn canonical_names(graph: &Symbol) -> Vec<String> {
+    let mut taken: std::collections::HashSet<String> = graph
+        .nodes
+        .iter()
+        .filter(|node| node.kind == NodeKind::Variable)
+        .map(|node| node.name.clone())
+        .collect();
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(id, node)| {
+            if node.kind == NodeKind::Variable {
+                return node.name.clone();
+            }
+            let usable = !node.name.is_empty()
+                && node.name.len() <= cvm_engine::limits::MAX_NAME_BYTES
+                && !taken.contains(&node.name);
+            let mut name = node.name.clone();
+            if !usable {
+                name = format!("#{id}");
+                while taken.contains(&name) {
+                    name.insert(0, '#');
+                }
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
 }
 
 /// Attributes without a default in the deployed runtime's parameter declarations
