@@ -1176,12 +1176,23 @@ fn attributes_outside_their_ranges_are_rejected() {
         attrs.sort_by(|a, b| a.name.cmp(&b.name));
         attrs
     };
+    // pre_nms_top_n and post_nms_top_n ≤ 0 keep all, as Paddle's kernel: the output has
+    // min(pre_nms_top_n, H·W·A) rows per image, here H·W·A = 12 unless pre limits it.
+    for (pre, post, rows) in [(0, 1000, 1000), (-1, -1, 12), (5, 0, 5), (6000, -5, 12)] {
+        let mut attrs = with("pre_nms_top_n", AttrValue::Int(pre));
+        attrs.retain(|a| a.name != "post_nms_top_n");
+        attrs.push(Attr {
+            name: "post_nms_top_n".into(),
+            value: AttrValue::Int(post),
+        });
+        attrs.sort_by(|a, b| a.name.cmp(&b.name));
+        let (_, out) =
+            prepare(&attrs, &types).unwrap_or_else(|e| panic!("pre {pre}, post {post}: {e}"));
+        assert_eq!(out[0].dims(), [rows, 4], "pre {pre}, post {post}");
+    }
     let out_of_range = [
-        ("pre_nms_top_n", 0),
-        ("pre_nms_top_n", -1),
         ("pre_nms_top_n", 1 << 31),
-        ("post_nms_top_n", 0),
-        ("post_nms_top_n", -5),
+        ("post_nms_top_n", 1 << 31),
         ("nms_thresh", 0),
         ("nms_thresh", -1),
         ("nms_thresh", 257), // above 1.0 at F = 8

@@ -403,7 +403,13 @@ fn run(
     }
     let started = Instant::now();
     let inputs = match (&meta, options.input_format) {
-        (Some(meta), Format::Cvm) => vec![cvm_input(meta, input_args, options.big_endian)?],
+        (Some(meta), Format::Cvm) => match cvm_input(meta, input_args, options.big_endian)? {
+            Ok(input) => vec![input],
+            Err(error) => {
+                print_report(&Report::failure(error, 0), options.hash, options.json);
+                return Err(Failure::Deterministic);
+            }
+        },
         // A model that does not decode is run anyway: the engine rejects it deterministically.
         _ => match &model {
             Some(model) => {
@@ -459,7 +465,7 @@ fn run(
         let mut value = render::report_json(&report, options.hash);
         match &cvm_bytes {
             Some(Ok(bytes)) => value["output_cvm_hex"] = hex(bytes).into(),
-            Some(Err(message)) => value["output_cvm_error"] = message.clone().into(),
+            Some(Err(error)) => value["output_cvm_error"] = error.message.clone().into(),
             None => {}
         }
         println!("{value}");
@@ -471,7 +477,7 @@ fn run(
                 bytes.len(),
                 render::hex_preview(bytes, 64)
             ),
-            Some(Err(message)) => println!("cvm out:  {message}"),
+            Some(Err(error)) => println!("cvm out:  {}", error.message),
             None => {}
         }
     }
@@ -480,7 +486,7 @@ fn run(
             (Format::Cvm, Some(Ok(bytes))) => {
                 std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))?
             }
-            (Format::Cvm, Some(Err(message))) => return Err(HostError::Input(message).into()),
+            (Format::Cvm, Some(Err(error))) => return Err(HostError::Input(error.message).into()),
             _ => write_outputs(path, outputs)?,
         }
     }
@@ -492,7 +498,7 @@ fn cvm_input(
     meta: &CvmMeta,
     input_args: &[String],
     big_endian: bool,
-) -> Result<cvm_engine::exec::InputTensor, HostError> {
+) -> Result<Result<cvm_engine::exec::InputTensor, cvm_engine::Error>, HostError> {
     let [argument] = input_args else {
         return Err(HostError::Usage(format!(
             "--input-format cvm takes exactly one --input file of raw bytes for \"{}\", got {}",
@@ -512,8 +518,10 @@ fn cvm_input(
         )));
     }
     let bytes = read_file(&argument.path)?;
-    cvm::decode_input(meta, &bytes, big_endian)
-        .map_err(|error| HostError::Input(format!("{}: {error}", argument.path.display())))
+    // The deployed `CVMAPIInference` checks the input length, runs, then lays out the output:
+    // each failure is a deterministic error of the run.
+    Ok(cvm::decode_input(meta, &bytes, big_endian)
+        .and_then(|input| cvm::check_output_contract(meta).map(|()| input)))
 }
 
 fn write_outputs(

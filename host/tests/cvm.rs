@@ -118,9 +118,70 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             "\"op\" must be \"null\" or \"cvm_op\"",
         ),
         (
-            Box::new(|s| s["nodes"][1]["inputs"] = json!([[0, 0, 0]])),
+            Box::new(|s| s["nodes"][1]["inputs"] = json!([[2, 0, 0]])),
+            InvalidReference,
+            "node 1 (\"dense0_weight\") reads entry (2, 0)",
+        ),
+        (
+            Box::new(|s| {
+                s["nodes"][4].as_object_mut().unwrap().remove("inputs");
+            }),
             MalformedModel,
-            "a variable has no inputs",
+            "node 4 (\"relu0\"): \"inputs\" is missing",
+        ),
+        (
+            Box::new(|s| s["nodes"][1]["attrs"] = json!({"num_inputs": "0"})),
+            MalformedModel,
+            "node 1 (\"dense0_weight\"): attrs.func_name (the operator) is missing",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["attrs"]["num_inputs"] = json!(1)),
+            MalformedModel,
+            "attrs.num_inputs must be a string",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["precision"] = json!("8")),
+            MalformedModel,
+            "\"precision\" is \"8\", not an integer",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 0, -1]])),
+            MalformedModel,
+            "is not a non-negative integer",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("Abs")),
+            UnknownOp,
+            "operator \"Abs\" is not known",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("generate_proposals_v2")),
+            UnknownOp,
+            "operator \"generate_proposals_v2\" is not known",
+        ),
+        (
+            Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("_5")),
+            UnknownOp,
+            "operator \"_5\" is not known",
+        ),
+        (
+            // dense is not on the in-place list: its output may not take data's storage.
+            Box::new(|s| s["attrs"]["storage_id"][1][3] = json!(0)),
+            MalformedModel,
+            "operator dense writes output 0 into storage id 0 of its input (0, 0)",
+        ),
+        (
+            Box::new(|s| {
+                s["attrs"]["shape"][1][1] = json!([1024, 1024, 1024]);
+                s["attrs"]["shape"][1][2] = json!([1024, 1024, 1024]);
+            }),
+            LimitExceeded,
+            "the storage plan needs 8589934644 bytes, more than 2^32",
+        ),
+        (
+            Box::new(|s| s["attrs"]["dtype"] = json!(["list_str", ["int32"]])),
+            MalformedModel,
+            "attrs.dtype must be",
         ),
         (
             Box::new(|s| {
@@ -154,8 +215,8 @@ fn every_symbol_check_rejects_a_malformed_graph() {
         ),
         (
             Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 1, 0]])),
-            MalformedModel,
-            "reads output 1 of node 3",
+            InvalidReference,
+            "reads entry (3, 1), which does not come before it",
         ),
         (
             Box::new(|s| {
@@ -260,9 +321,9 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             "attrs.storage_id holds -1",
         ),
         (
-            Box::new(|s| s["attrs"]["device_index"] = json!(["list_int", [1, 1]])),
+            Box::new(|s| s["attrs"]["device_index"] = json!(["list_int", [1, 1, 1, 1, 1, 1]])),
             MalformedModel,
-            "attrs.device_index has 2 values",
+            "attrs.device_index must be empty (it has 6 values)",
         ),
         (
             Box::new(|s| {
@@ -306,7 +367,9 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             "attribute \"units\" = \"three\"",
         ),
         (
-            Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{\"use_bias\": \"maybe\"}")),
+            Box::new(|s| {
+                s["attrs"]["op_attrs"][1][3] = json!("{\"units\": \"3\", \"use_bias\": \"maybe\"}")
+            }),
             AttributeType,
             "not a boolean",
         ),
@@ -350,9 +413,14 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             "node 3 (\"dense0\") output 0 is declared [1, 4], but dense computes [1, 3]",
         ),
         (
-            Box::new(|s| s["nodes"][5]["name"] = json!("relu0")),
-            DuplicateName,
-            "\"relu0\"",
+            Box::new(|s| s["nodes"][2]["name"] = json!("dense0_weight")),
+            MalformedModel,
+            "two variables are named \"dense0_weight\"",
+        ),
+        (
+            Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{\"use_bias\": \"true\"}")),
+            MissingAttribute,
+            "dense requires attribute \"units\"",
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][5] = json!("{\"precision\": \"8\"}")),
@@ -365,6 +433,191 @@ fn every_symbol_check_rejects_a_malformed_graph() {
         expect_symbol_rejected(mutate, code, needle);
     }
     assert!(total >= 50);
+}
+
+/// What the deployed loader accepts and the engine must accept too.
+#[test]
+fn what_the_deployed_loader_accepts_loads() {
+    let accepted = |mutate: &dyn Fn(&mut Value)| {
+        let (mut symbol, params_bytes) = example();
+        mutate(&mut symbol);
+        cvm::import(symbol.to_string().as_bytes(), &params_bytes)
+            .unwrap_or_else(|e| panic!("rejected: {e:?}\n{symbol}"))
+    };
+    // In-place operators may reuse an input's storage (relu, cvm_right_shift), and ids may be
+    // shared by entries that do not meet.
+    accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]));
+    accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 0, 0, 1, 0, 1]]));
+    // The storage plan at its bound: 16 (data) + 4·(2^30 − 2^20) (weight) + 4·1048569 (bias)
+    // + 12 (dense0, relu0 and shift0 sharing one id) = 2^32 bytes passes the plan check (the
+    // shapes are then rejected by dense's shape rule); one more bias element exceeds it.
+    for (bias, over) in [(1_048_569, false), (1_048_570, true)] {
+        let (mut symbol, params_bytes) = example();
+        symbol["attrs"]["shape"][1][1] = json!([1024, 1024, 1023]);
+        symbol["attrs"]["shape"][1][2] = json!([bias]);
+        symbol["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]);
+        let (_, message) = rejection(&symbol, &params_bytes);
+        assert_eq!(message.contains("storage plan"), over, "{message}");
+    }
+    // An empty device_index, a dtype list, node precisions, variable attrs with a func_name,
+    // `num_inputs` and `op_attrs` keys, a `_` suffix with no digits.
+    accepted(&|s| s["attrs"]["device_index"] = json!(["list_int", []]));
+    accepted(&|s| s["attrs"]["dtype"] = json!(["list_int", [0, 0, 0, 0, 0, 0]]));
+    accepted(&|s| s["attrs"]["dtype"] = json!(["list_str", 6]));
+    accepted(&|s| s["nodes"][4]["precision"] = json!(8));
+    accepted(&|s| s["nodes"][1]["attrs"] = json!({"func_name": "null", "num_inputs": "0"}));
+    accepted(&|s| s["nodes"][4]["attrs"]["op_attrs"] = json!("{}"));
+    accepted(&|s| s["nodes"][4]["attrs"]["func_name"] = json!("relu_"));
+    // A variable's inputs are only checked for order.
+    accepted(&|s| s["nodes"][1]["inputs"] = json!([[0, 0, 0]]));
+    // An output index past a node's outputs reads the next entry: (2, 1) is entry 3, dense0.
+    let model = accepted(&|s| s["nodes"][4]["inputs"] = json!([[2, 1, 0]]));
+    let reference = accepted(&|_| {});
+    assert_eq!(model.model.encode(), reference.model.encode());
+    let model = accepted(&|s| s["heads"] = json!([[4, 1, 0]]));
+    assert_eq!(model.model.encode(), reference.model.encode());
+    // Operator names need not be unique, nor differ from variables' names: a repeated one gets
+    // the canonical name #<node id>, and the heads follow it.
+    let model = accepted(&|s| {
+        s["nodes"][5]["name"] = json!("relu0");
+        s["nodes"][3]["name"] = json!("data");
+    });
+    let names: Vec<&str> = model.model.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["#3", "relu0", "#5"]);
+    assert_eq!(model.model.outputs[0].name, "#5");
+    let model = accepted(&|s| s["nodes"][4]["name"] = json!(""));
+    assert_eq!(model.model.nodes[1].name, "#4");
+    // cvm_1.1.0 does not check dltype.
+    accepted(&|s| {
+        s["version"] = json!("cvm_1.1.0");
+        s["attrs"]["dltype"] = json!(["list_str", ["float32"]]);
+    });
+}
+
+/// A one-layer convolution as a CVM graph: data (1, 1, 3, 3), weight (1, 1, 2, 2), no bias.
+fn conv_symbol(attrs: &str) -> Value {
+    json!({
+        "nodes": [
+            {"op": "null", "name": "data", "inputs": []},
+            {"op": "null", "name": "w", "inputs": []},
+            {"op": "cvm_op", "name": "conv", "attrs": {"func_name": "conv2d"}, "inputs": [[0, 0], [1, 0]]},
+        ],
+        "arg_nodes": [0, 1],
+        "node_row_ptr": [0, 1, 2, 3],
+        "heads": [[2, 0]],
+        "attrs": {
+            "dltype": ["list_str", ["int32", "int32", "int32"]],
+            "shape": ["list_shape", [[1, 1, 3, 3], [1, 1, 2, 2], [1, 1, 2, 2]]],
+            "precision": ["list_int", [8, 8, -1]],
+            "storage_id": ["list_int", [0, 1, 2]],
+            "op_attrs": ["list_str", ["{}", "{}", attrs]],
+        },
+    })
+}
+
+fn conv_params() -> Vec<u8> {
+    params::write(&[params::Array {
+        name: "w".into(),
+        shape: vec![1, 1, 2, 2],
+        data: params::ArrayData::I8(vec![1, 0, 0, 1]),
+    }])
+}
+
+#[test]
+fn conv2d_needs_channels_and_kernel_size() {
+    let full = r#"{"channels": "1", "kernel_size": "(2, 2)", "use_bias": "False"}"#;
+    cvm::import(conv_symbol(full).to_string().as_bytes(), &conv_params()).unwrap();
+    for (attrs, missing) in [
+        (
+            r#"{"kernel_size": "(2, 2)", "use_bias": "False"}"#,
+            "channels",
+        ),
+        (r#"{"channels": "1", "use_bias": "False"}"#, "kernel_size"),
+    ] {
+        let (code, message) = rejection(&conv_symbol(attrs), &conv_params());
+        assert_eq!(code, ErrorCode::MissingAttribute, "{message}");
+        assert!(
+            message.contains(&format!("requires attribute \"{missing}\"")),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn where_with_a_row_condition_is_undefined() {
+    let symbol = |cond_shape: Value| {
+        json!({
+            "nodes": [
+                {"op": "null", "name": "data", "inputs": []},
+                {"op": "null", "name": "c", "inputs": []},
+                {"op": "null", "name": "y", "inputs": []},
+                {"op": "cvm_op", "name": "sel", "attrs": {"func_name": "where"}, "inputs": [[1, 0], [0, 0], [2, 0]]},
+            ],
+            "arg_nodes": [0, 1, 2],
+            "node_row_ptr": [0, 1, 2, 3, 4],
+            "heads": [[3, 0]],
+            "attrs": {
+                "dltype": ["list_str", ["int32", "int32", "int32", "int32"]],
+                "shape": ["list_shape", [[2, 2], cond_shape, [2, 2], [2, 2]]],
+                "precision": ["list_int", [8, 8, 8, -1]],
+                "storage_id": ["list_int", [0, 1, 2, 3]],
+                "op_attrs": ["list_str", ["{}", "{}", "{}", "{}"]],
+            },
+        })
+    };
+    let array = |name: &str, shape: Vec<i64>, data: Vec<i8>| params::Array {
+        name: name.into(),
+        shape,
+        data: params::ArrayData::I8(data),
+    };
+    let same = params::write(&[
+        array("c", vec![2, 2], vec![1, 0, 0, 1]),
+        array("y", vec![2, 2], vec![0; 4]),
+    ]);
+    cvm::import(symbol(json!([2, 2])).to_string().as_bytes(), &same).unwrap();
+    let rows = params::write(&[
+        array("c", vec![2], vec![1, 0]),
+        array("y", vec![2, 2], vec![0; 4]),
+    ]);
+    let (code, message) = rejection(&symbol(json!([2])), &rows);
+    assert_eq!(code, ErrorCode::ShapeMismatch, "{message}");
+    assert!(message.contains("undefined behaviour"), "{message}");
+}
+
+#[test]
+fn params_are_set_one_by_one_as_deployed() {
+    let (symbol, _) = example();
+    let load =
+        |list: &[params::Array]| cvm::import(symbol.to_string().as_bytes(), &params::write(list));
+    // An array named `data` is checked for its shape, then the input replaces it.
+    let mut list = arrays();
+    list.push(params::Array {
+        name: "data".into(),
+        shape: vec![1, 4],
+        data: params::ArrayData::I8(vec![127, 127, 127, 127]),
+    });
+    let with_data = load(&list).unwrap();
+    assert_eq!(
+        with_data.model.encode(),
+        load(&arrays()).unwrap().model.encode()
+    );
+    list.last_mut().unwrap().shape = vec![4, 1];
+    let error = load(&list).unwrap_err();
+    assert_eq!(error.code, ErrorCode::ShapeMismatch, "{error:?}");
+    // A name given twice: both are checked, the last wins.
+    let mut list = arrays();
+    let mut bias = list[1].clone();
+    bias.data = params::ArrayData::I32(vec![1, 2, 3]);
+    list.push(bias.clone());
+    let model = load(&list).unwrap();
+    assert_eq!(
+        model.model.params[1].data,
+        cvm_engine::model::ParamData::I32(vec![1, 2, 3])
+    );
+    let mut list = arrays();
+    bias.data = params::ArrayData::I32(vec![1, 2, 300]);
+    list.insert(0, bias);
+    assert_eq!(load(&list).unwrap_err().code, ErrorCode::InvalidParam);
 }
 
 #[test]
@@ -483,21 +736,7 @@ fn every_params_check_rejects_a_malformed_file() {
     expect_params_rejected(
         &params::write(&list),
         MalformedModel,
-        "\"conv_weight\" is not a parameter variable",
-    );
-    let mut list = arrays();
-    list[0].name = "data".into();
-    expect_params_rejected(
-        &params::write(&list),
-        MalformedModel,
-        "(it is the model input)",
-    );
-    let mut list = arrays();
-    list[1].name = "dense0_weight".into();
-    expect_params_rejected(
-        &params::write(&list),
-        MalformedModel,
-        "\"dense0_weight\" appears twice",
+        "\"conv_weight\" is not a variable of the graph",
     );
     let list = vec![arrays().remove(0)];
     expect_params_rejected(
@@ -625,6 +864,12 @@ fn int8_bytes_round_trip_and_estimate_reports_legacy_gas() {
     assert_eq!(status, Some(0));
     let estimate: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(estimate["legacy_gas"], 185);
+    // The digits network: 26,098,686 by GetOps worked over its symbol (docs/cvm.md).
+    let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/digits");
+    let (status, stdout, _) = cvm_cli(&["estimate", digits.to_str().unwrap(), "--json"]);
+    assert_eq!(status, Some(0), "{stdout}");
+    let estimate: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(estimate["legacy_gas"], 26_098_686);
     let (status, stdout, _) = cvm_cli(&[
         "estimate",
         "--cvm-symbol",
@@ -644,19 +889,29 @@ fn int8_bytes_round_trip_and_estimate_reports_legacy_gas() {
     let (_, explicit) = run_cvm_bytes(&example_dir(), &[0x81, 0, 0, 0], &[]);
     assert_eq!(clipped["hash"], explicit["hash"], "−128 enters as −127");
 
-    // A wrong byte length is a usage error naming the expected size.
+    // A wrong byte length is a deterministic error of the run, hashed, naming the expected size.
     let short = scratch("short.in");
     std::fs::write(&short, [1, 2, 3]).unwrap();
-    let (status, _, stderr) = cvm_cli(&[
+    let (status, stdout, _) = cvm_cli(&[
         "run",
         example_dir().to_str().unwrap(),
         "--input-format",
         "cvm",
         "--input",
         short.to_str().unwrap(),
+        "--json",
     ]);
-    assert_eq!(status, Some(2));
-    assert!(stderr.contains("must be 4 bytes"), "{stderr}");
+    assert_eq!(status, Some(1), "{stdout}");
+    let json: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(json["error"]["code"], "MalformedInput");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be 4 bytes"),
+        "{json}"
+    );
+    assert_eq!(json["hash"].as_str().map(str::len), Some(64));
 }
 
 #[test]
@@ -742,6 +997,62 @@ fn two_head_detection_output_interleaves_rows() {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     assert_eq!(bytes, expected);
+}
+
+/// Runs a CVM model on raw bytes and expects a deterministic error of the run (status 1).
+fn run_fails(dir: &Path, input: &[u8], code: &str, needle: &str) {
+    let input_path = scratch(&format!(
+        "{}.bad.in",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&input_path, input).unwrap();
+    let (status, stdout, stderr) = cvm_cli(&[
+        "run",
+        dir.to_str().unwrap(),
+        "--input-format",
+        "cvm",
+        "--input",
+        input_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(status, Some(1), "{stdout}{stderr}");
+    let json: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(json["error"]["code"], code, "{json}");
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message}");
+    assert_eq!(json["hash"].as_str().map(str::len), Some(64));
+}
+
+#[test]
+fn outputs_the_deployed_runtime_cannot_lay_out_fail_the_run() {
+    let (mut symbol, params_bytes) = example();
+    // A single detection head cannot be interleaved.
+    symbol["postprocess"] = json!("detection");
+    let dir = model_dir("single_detection", &symbol, &params_bytes);
+    run_fails(
+        &dir,
+        &[1, 2, 3, 4],
+        "ShapeMismatch",
+        "needs more than one head",
+    );
+    // Heads with different row counts: dense0 [1, 3] and the weight [3, 4].
+    symbol["postprocess"] = json!("");
+    symbol["heads"] = json!([[3, 0, 0], [1, 0, 0]]);
+    let dir = model_dir("unequal_rows", &symbol, &params_bytes);
+    run_fails(&dir, &[1, 2, 3, 4], "ShapeMismatch", "row counts [1, 3]");
+    // argmax over the (3, 4) weight: three rows of four, only the first written as deployed.
+    symbol["postprocess"] = json!("argmax");
+    symbol["heads"] = json!([[5, 0, 0], [1, 0, 0]]);
+    let dir = model_dir("argmax_rows", &symbol, &params_bytes);
+    run_fails(&dir, &[1, 2, 3, 4], "ShapeMismatch", "undefined behaviour");
+    // The input length is checked first.
+    run_fails(&dir, &[1, 2], "MalformedInput", "must be 4 bytes");
+    // argmax over one-row heads is fine.
+    symbol["heads"] = json!([[5, 0, 0], [3, 0, 0]]);
+    let dir = model_dir("argmax_two_heads", &symbol, &params_bytes);
+    let (bytes, _) = run_cvm_bytes(&dir, &[1, 2, 3, 4], &[]);
+    // shift0 [0, 26, 68] → 2; dense0 [-6, 51, 136]: int8(136) = −120, so 51 wins → 1.
+    assert_eq!(bytes, [2, 0, 0, 0, 1, 0, 0, 0]);
 }
 
 #[test]

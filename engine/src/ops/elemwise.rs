@@ -251,18 +251,6 @@ fn shift_attr(attrs: &Attrs<'_>) -> Result<u32> {
     in_range("shift_bit", attrs.int("shift_bit")?, 1, 32)
 }
 
-/// Rejects `is_sign = false` (unsigned clipping is outside the specification).
-fn check_signed(attrs: &Attrs<'_>) -> Result<()> {
-    if attrs.bool_or("is_sign", true) {
-        Ok(())
-    } else {
-        Err(fail!(
-            AttributeOutOfRange,
-            "attribute \"is_sign\" = false (unsigned clipping) is not supported"
-        ))
-    }
-}
-
 fn unary(kind: UnaryKind) -> Result<Box<dyn Operator>> {
     Ok(Box::new(Unary { kind }))
 }
@@ -279,7 +267,7 @@ pub const CVM_PRECISION: OpDef = unary_row(31, "cvm_precision", &[], |_, _| {
 pub const NEGATIVE: OpDef = unary_row(34, "negative", &[], |_, _| unary(UnaryKind::Negative));
 
 /// Row of `clip` (spec 001 "clip"): attributes `a_min`, `a_max` (required integers,
-/// −(2^31 − 1) ≤ a_min ≤ a_max ≤ 2^31 − 1).
+/// −(2^31 − 1) ≤ a_min < a_max ≤ 2^31 − 1: the deployed runtime requires a_min < a_max).
 pub const CLIP: OpDef = unary_row(
     35,
     "clip",
@@ -288,18 +276,18 @@ pub const CLIP: OpDef = unary_row(
         let bound = i64::from(i32::MAX);
         let min: i32 = in_range("a_min", attrs.int("a_min")?, -bound, bound)?;
         let max: i32 = in_range("a_max", attrs.int("a_max")?, -bound, bound)?;
-        if min > max {
+        if min >= max {
             return Err(fail!(
                 AttributeOutOfRange,
-                "attribute \"a_min\" = {min} exceeds \"a_max\" = {max}"
+                "attribute \"a_min\" = {min} is not below \"a_max\" = {max}"
             ));
         }
         unary(UnaryKind::Clip { min, max })
     },
 );
 
-/// Row of `cvm_clip` (spec 001 "cvm_clip"): `precision` in [1, 32] (required); `is_sign` must be
-/// true (default).
+/// Row of `cvm_clip` (spec 001 "cvm_clip"): `precision` in [1, 32] (required); `is_sign` (boolean)
+/// is accepted and ignored, as by every deployed kernel.
 pub const CVM_CLIP: OpDef = unary_row(
     36,
     "cvm_clip",
@@ -308,7 +296,6 @@ pub const CVM_CLIP: OpDef = unary_row(
         spec("precision", AttrKind::Int),
     ],
     |attrs, _| {
-        check_signed(attrs)?;
         unary(UnaryKind::CvmClip {
             precision: precision_attr(attrs)?,
         })
@@ -316,7 +303,8 @@ pub const CVM_CLIP: OpDef = unary_row(
 );
 
 /// Row of `cvm_left_shift` (spec 001 "cvm_left_shift"): `precision` in [1, 32], `shift_bit` in
-/// [1, 32] (both required); `is_sign` must be true (default).
+/// [1, 32] (both required); `is_sign` (boolean) is accepted and ignored, as by every deployed
+/// kernel.
 pub const CVM_LEFT_SHIFT: OpDef = unary_row(
     37,
     "cvm_left_shift",
@@ -326,7 +314,6 @@ pub const CVM_LEFT_SHIFT: OpDef = unary_row(
         spec("shift_bit", AttrKind::Int),
     ],
     |attrs, _| {
-        check_signed(attrs)?;
         unary(UnaryKind::CvmLeftShift {
             precision: precision_attr(attrs)?,
             shift_bit: shift_attr(attrs)?,
@@ -335,7 +322,8 @@ pub const CVM_LEFT_SHIFT: OpDef = unary_row(
 );
 
 /// Row of `cvm_right_shift` (spec 001 "cvm_right_shift"): `precision` in [1, 32], `shift_bit`
-/// in [1, 32] (both required); `is_sign` must be true (default).
+/// in [1, 32] (both required); `is_sign` (boolean) is accepted and ignored, as by every deployed
+/// kernel.
 pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
     38,
     "cvm_right_shift",
@@ -345,7 +333,6 @@ pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
         spec("shift_bit", AttrKind::Int),
     ],
     |attrs, _| {
-        check_signed(attrs)?;
         unary(UnaryKind::CvmRightShift {
             precision: precision_attr(attrs)?,
             shift_bit: shift_attr(attrs)?,

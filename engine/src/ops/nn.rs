@@ -27,7 +27,8 @@ use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 
-/// `max_attr` of spec 000: attributes such as padding, strides and dilation lie below it.
+/// Upper bound (inclusive, as the deployed runtime's `VerifyAttrRange`) of attributes such as
+/// padding, strides, dilation and scale.
 const MAX_ATTR: i64 = 4096;
 
 /// Largest precision dense and conv2d accept on data and weights (cvm-compat §3).
@@ -59,8 +60,8 @@ pub const CONV2D: OpDef = OpDef {
 /// 2-D grouped convolution, NCHW data and OIHW weights (spec 001 "conv2d").
 ///
 /// - Inputs: `X` (N, C, H, W), `W` (OC, C/groups, KH, KW), and `B` (OC) when `use_bias`.
-/// - Attributes: `padding` (PH, PW) in [0, 4096), default (0, 0); `strides` (SH, SW) in
-///   [1, 4096), default (1, 1); `dilation` (DH, DW) in [1, 4096), default (1, 1); `groups` in
+/// - Attributes: `padding` (PH, PW) in [0, 4096], default (0, 0); `strides` (SH, SW) in
+///   [1, 4096], default (1, 1); `dilation` (DH, DW) in [1, 4096], default (1, 1); `groups` in
 ///   [1, C] dividing C and OC, default 1; `use_bias` default true; `channels` and `kernel_size`
 ///   optional, and when given they must equal OC and (KH, KW); `layout` "NCHW",
 ///   `kernel_layout` "OIHW", `out_layout` "" / "__undef__" / "NCHW", `out_dtype` "same" / "int32".
@@ -124,19 +125,19 @@ impl Conv2d {
                 "strides",
                 attrs.opt_ints("strides").unwrap_or(&[1, 1]),
                 1,
-                MAX_ATTR - 1,
+                MAX_ATTR,
             )?,
             padding: pair_in_range(
                 "padding",
                 attrs.opt_ints("padding").unwrap_or(&[0, 0]),
                 0,
-                MAX_ATTR - 1,
+                MAX_ATTR,
             )?,
             dilation: pair_in_range(
                 "dilation",
                 attrs.opt_ints("dilation").unwrap_or(&[1, 1]),
                 1,
-                MAX_ATTR - 1,
+                MAX_ATTR,
             )?,
             groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
             use_bias,
@@ -828,8 +829,8 @@ pub const MAX_POOL2D: OpDef = OpDef {
 ///
 /// - Input: `X` (N, C, H, W).
 /// - Attributes: `pool_size` (PSH, PSW) required, with PH < PSH ≤ H + 2PH and likewise for W;
-///   `strides` (SH, SW) in [1, 4096), default (1, 1); `padding` one value or (PH, PW) in
-///   [0, 4096), default (0, 0); `ceil_mode` default false; `layout` "NCHW".
+///   `strides` (SH, SW) in [1, 4096], default (1, 1); `padding` one value or (PH, PW) in
+///   [0, 4096], default (0, 0); `ceil_mode` default false; `layout` "NCHW".
 /// - Output: (N, C, f((H + 2PH − PSH) / SH) + 1, f((W + 2PW − PSW) / SW) + 1) with f = ceil when
 ///   `ceil_mode`, else floor; each element is the maximum of the input elements inside its
 ///   window. Padding is never sampled: a window that would hold only padding (possible only with
@@ -851,10 +852,10 @@ impl MaxPool2d {
         check_layout(attrs, "layout", &["NCHW"])?;
         let padding = match attrs.opt_ints("padding").unwrap_or(&[0, 0]) {
             [both] => {
-                let pad = in_range("padding", *both, 0, MAX_ATTR - 1)?;
+                let pad = in_range("padding", *both, 0, MAX_ATTR)?;
                 [pad, pad]
             }
-            pair => pair_in_range("padding", pair, 0, MAX_ATTR - 1)?,
+            pair => pair_in_range("padding", pair, 0, MAX_ATTR)?,
         };
         let pool_size = pair_in_range(
             "pool_size",
@@ -876,7 +877,7 @@ impl MaxPool2d {
                 "strides",
                 attrs.opt_ints("strides").unwrap_or(&[1, 1]),
                 1,
-                MAX_ATTR - 1,
+                MAX_ATTR,
             )?,
             padding,
             ceil_mode: attrs.bool_or("ceil_mode", false),
@@ -1026,7 +1027,7 @@ pub const UPSAMPLING: OpDef = OpDef {
         check_layout(attrs, "layout", &["NCHW"])?;
         check_layout(attrs, "method", &["NEAREST_NEIGHBOR"])?;
         Ok(Box::new(Upsampling {
-            scale: in_range("scale", attrs.int("scale")?, 1, MAX_ATTR - 1)?,
+            scale: in_range("scale", attrs.int("scale")?, 1, MAX_ATTR)?,
         }))
     },
 };
@@ -1035,7 +1036,7 @@ pub const UPSAMPLING: OpDef = OpDef {
 /// `Y[n, c, h, w] = X[n, c, ⌊h / scale⌋, ⌊w / scale⌋]`.
 ///
 /// - Input: `X` (N, C, H, W).
-/// - Attributes: `scale` in [1, 4096) (required); `layout` "NCHW"; `method` "NEAREST_NEIGHBOR".
+/// - Attributes: `scale` in [1, 4096] (required); `layout` "NCHW"; `method` "NEAREST_NEIGHBOR".
 /// - Output: (N, C, H·scale, W·scale). Precision: same as X.
 /// - Errors: `ShapeMismatch` (rank), `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`
 ///   (output too large). Gas: `element_copy` × output elements.

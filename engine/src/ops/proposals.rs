@@ -49,6 +49,10 @@ const DEFAULT_PRE_NMS_TOP_N: i64 = 6000;
 /// `post_nms_top_n` when absent: the reference framework's default.
 const DEFAULT_POST_NMS_TOP_N: i64 = 1000;
 
+/// `pre_nms_top_n` or `post_nms_top_n` ≤ 0: keep every candidate, as the reference framework's
+/// kernel (models exported from Paddle write −1).
+const KEEP_ALL: u32 = u32::MAX;
+
 /// Bytes of one index in the working memory: a `usize` on a 64-bit host (4 on wasm32).
 const INDEX_BYTES: u64 = 8;
 
@@ -87,13 +91,17 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///   (height, width); `anchors` [H, W, A, 4], (xmin, ymin, xmax, ymax); `variances`
 ///   [H, W, A, 4]. Anchor i of an image is the flat index (h·W + w)·A + a.
 /// - Attributes: `frac_bits` F in 0..=30, default 0 (models with fractional deltas set it, e.g.
-///   16); `pre_nms_top_n` in 1..=2^31 − 1, default 6000; `post_nms_top_n` in 1..=2^31 − 1,
-///   default 1000 (N·post_nms_top_n is further bounded by the tensor limits); the Q(F) values
+///   16); `pre_nms_top_n` ≤ 2^31 − 1, default 6000; `post_nms_top_n` ≤ 2^31 − 1, default 1000;
+///   a value ≤ 0 of either means "keep all", as in the reference framework's kernel (models
+///   exported from Paddle write −1): every anchor enters NMS, every kept box is output, and
+///   the rows per image are then min(pre_nms_top_n, H·W·A) (N times that is further bounded by
+///   the tensor limits); the Q(F) values
 ///   `nms_thresh` in (0, 1] (1..=2^F), default 0.5; `min_size` ≥ 0, default 0.1; `eta` > 0,
 ///   default 1.0 (real defaults rounded to Q(F) halves away from zero: at F = 0 they are 1, 0
 ///   and 1); `pixel_offset` (bool, default true): offset = 1 (2^F) when set, else 0.
-/// - Outputs: `rpn_rois` [N·post_nms_top_n, 4] (xmin, ymin, xmax, ymax) in Q(F), precision 32;
-///   `rpn_roi_probs` [N·post_nms_top_n, 1], the kept boxes' input scores, precision 32;
+/// - Outputs, with R rows per image (`post_nms_top_n`, or min(pre_nms_top_n, H·W·A) when it
+///   keeps all): `rpn_rois` [N·R, 4] (xmin, ymin, xmax, ymax) in Q(F), precision 32;
+///   `rpn_roi_probs` [N·R, 1], the kept boxes' input scores, precision 32;
 ///   `rpn_rois_num` \[N\], the rows of each image; `rpn_rois_batch_size` \[1\], their sum, both of
 ///   precision bits(N·post_nms_top_n) + 1. The images' rows are packed in image order from row
 ///   0; rows after the `rpn_rois_batch_size` valid ones are zero.
@@ -170,6 +178,14 @@ struct Candidate {
     corners: [i32; 4],
 }
 
+/// `pre_nms_top_n` or `post_nms_top_n`: 1..=2^31 − 1, or [`KEEP_ALL`] for a value ≤ 0.
+fn top_n(attrs: &Attrs<'_>, name: &str, default: i64) -> Result<u32> {
+    match attrs.int_or(name, default) {
+        value if value <= 0 => Ok(KEEP_ALL),
+        value => in_range(name, value, 1, i64::from(i32::MAX)),
+    }
+}
+
 /// A fixed-point failure inside the operator, as the engine's error.
 fn arithmetic(error: FixedError) -> Error {
     fixed_error(error, "generate_proposals_v2", 0)
@@ -222,18 +238,8 @@ impl GenerateProposals {
         let exp_clip = (LN_62_5_Q62 + (1i128 << (shift - 1))) >> shift;
         Ok(Box::new(GenerateProposals {
             frac_bits,
-            pre_nms_top_n: in_range(
-                "pre_nms_top_n",
-                attrs.int_or("pre_nms_top_n", DEFAULT_PRE_NMS_TOP_N),
-                1,
-                int_max,
-            )?,
-            post_nms_top_n: in_range(
-                "post_nms_top_n",
-                attrs.int_or("post_nms_top_n", DEFAULT_POST_NMS_TOP_N),
-                1,
-                int_max,
-            )?,
+            pre_nms_top_n: top_n(attrs, "pre_nms_top_n", DEFAULT_PRE_NMS_TOP_N)?,
+            post_nms_top_n: top_n(attrs, "post_nms_top_n", DEFAULT_POST_NMS_TOP_N)?,
             nms_thresh: in_range("nms_thresh", nms_thresh, 1, one)?,
             min_size: in_range("min_size", min_size, 0, int_max)?,
             eta: in_range("eta", attrs.int_or("eta", one), 1, int_max)?,
@@ -248,6 +254,16 @@ impl GenerateProposals {
             1i64 << self.frac_bits
         } else {
             0
+        }
+    }
+
+    /// Output rows per image: `post_nms_top_n`, or with "keep all" every candidate,
+    /// min(pre_nms_top_n, H·W·A).
+    fn rows_per_image(&self, anchors_per_image: u64) -> u64 {
+        if self.post_nms_top_n == KEEP_ALL {
+            anchors_per_image.min(u64::from(self.pre_nms_top_n))
+        } else {
+            u64::from(self.post_nms_top_n)
         }
     }
 
@@ -556,7 +572,10 @@ fn exceeds(intersection: i128, frac_bits: u32, threshold: i64, union: i128) -> b
 impl Operator for GenerateProposals {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = Self::dims(inputs)?;
-        let rows = count(&[u64::from(dims.images), u64::from(self.post_nms_top_n)])?;
+        let rows = count(&[
+            u64::from(dims.images),
+            self.rows_per_image(dims.anchors_per_image),
+        ])?;
         let rows = u32::try_from(rows).map_err(|_| {
             fail!(
                 LimitExceeded,
@@ -654,7 +673,7 @@ impl Operator for GenerateProposals {
             _ => return Err(fail!(ShapeMismatch, "scores must have rank 4")),
         };
         let anchors_per_image = count(&[height, width, per_cell])?;
-        let post = u64::from(self.post_nms_top_n);
+        let post = self.rows_per_image(anchors_per_image);
         // The lengths `infer` implies; checked once so that the indexing below stays in bounds.
         let lengths = [
             (scores.data.len(), count(&[images, anchors_per_image])?),

@@ -401,7 +401,7 @@ pub const TILE: OpDef = OpDef {
         let reps = attrs
             .ints("reps")?
             .iter()
-            .map(|&r| in_range("reps", r, 1, 4095))
+            .map(|&r| in_range("reps", r, 1, 4096))
             .collect::<Result<Vec<u32>>>()?;
         if reps.is_empty() {
             return Err(fail!(
@@ -608,7 +608,7 @@ pub const EXPAND_DIMS: OpDef = OpDef {
     build: |attrs, _| {
         Ok(Box::new(ExpandDims {
             axis: attrs.int("axis")?,
-            num_newaxis: in_range("num_newaxis", attrs.int_or("num_newaxis", 1), 0, 4095)?,
+            num_newaxis: in_range("num_newaxis", attrs.int_or("num_newaxis", 1), 1, 4096)?,
         }))
     },
 };
@@ -617,7 +617,7 @@ pub const EXPAND_DIMS: OpDef = OpDef {
 ///
 /// - Input: `X` of rank N.
 /// - Attributes: `axis` in [−N − 1, N + 1) (required; a negative axis counts from N + 1);
-///   `num_newaxis` in [0, 4096), default 1.
+///   `num_newaxis` in [1, 4096], default 1 (the deployed runtime's bounds).
 /// - Output: X's shape with `num_newaxis` ones inserted before position `axis`; data unchanged.
 ///   Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (rank above 8).
@@ -675,8 +675,8 @@ pub const SQUEEZE: OpDef = OpDef {
 /// - Input: `X` of rank N.
 /// - Attribute: `axis` (list, default empty): axes in [−N, N), each of length 1; they form a
 ///   set (spec 001), so a repeated axis counts once. Empty removes every axis of length 1.
-/// - Output: X's shape without those axes (rank 0 when none is left, as spec 001's formula
-///   gives; the deployed runtime returns (1,)); data unchanged. Precision: same as X.
+/// - Output: X's shape without those axes, or (1,) when none is left, as the deployed runtime
+///   gives (spec 001's formula would give rank 0); data unchanged. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (axis out of range), `ShapeMismatch` (an axis whose length
 ///   is not 1).
 /// - Gas (v1): `element_copy` × elements.
@@ -709,12 +709,15 @@ impl Operator for Squeeze {
                 ));
             }
         }
-        let out: Vec<u32> = dims
+        let mut out: Vec<u32> = dims
             .iter()
             .zip(&removed)
             .filter(|&(_, &r)| !r)
             .map(|(&d, _)| d)
             .collect();
+        if out.is_empty() {
+            out.push(1);
+        }
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
@@ -1055,8 +1058,9 @@ pub const WHERE: OpDef = OpDef {
 ///   length n_0 (then `cond[d_0]` selects whole rows: cvm-compat §6 notes the deployed runtime
 ///   copies bytes instead).
 /// - Output: `Y[d] = A[d]` where the condition is non-zero, else `B[d]`.
-/// - Precision: max(pA, pB) (the deployed runtime uses the condition's, which is unsound;
-///   cvm-compat §3).
+/// - Precision: max(pcond, pA, pB): the deployed runtime gives the condition's precision, which
+///   is unsound when the condition is narrower than A or B; this rule equals it wherever it is
+///   sound (cvm-compat §3).
 /// - Errors: `ShapeMismatch`. Gas: `element_copy` × elements.
 #[derive(Debug)]
 pub struct Where;
@@ -1087,7 +1091,7 @@ impl Operator for Where {
         }
         Ok(vec![TensorType {
             shape: a.shape.clone(),
-            precision: a.precision.max(b.precision),
+            precision: cond.precision.max(a.precision).max(b.precision),
         }])
     }
 
@@ -1146,22 +1150,17 @@ pub const STRIDED_SLICE: OpDef = OpDef {
     ],
     build: |attrs, _| {
         let stride = attrs.opt_ints("stride").unwrap_or(&[]).to_vec();
-        // |stride| ≤ 2^31 − 1 keeps every offset (stride × input stride ≤ 2^31 · 2^26) far
-        // inside i64; a larger stride would select at most one element and is rejected.
-        let bound = i64::from(i32::MAX);
-        if let Some(position) = stride
-            .iter()
-            .position(|&s| s == 0 || !(-bound..=bound).contains(&s))
-        {
+        if let Some(position) = stride.iter().position(|&s| s == 0 || s == i64::MIN) {
             return Err(fail!(
                 AttributeOutOfRange,
-                "attribute \"stride\" has {} at position {position}; entries must be non-zero with magnitude at most 2^31 − 1",
+                "attribute \"stride\" has {} at position {position}; entries must be non-zero and above −2^63",
                 stride[position]
             ));
         }
+        // The deployed runtime's defaults: begin (0), end (1).
         Ok(Box::new(StridedSlice {
-            begin: attrs.ints("begin")?.to_vec(),
-            end: attrs.ints("end")?.to_vec(),
+            begin: attrs.opt_ints("begin").unwrap_or(&[0]).to_vec(),
+            end: attrs.opt_ints("end").unwrap_or(&[1]).to_vec(),
             stride,
         }))
     },
@@ -1171,18 +1170,20 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 /// `strided_slice`; attributes spelled `begin`, `end`, `stride` as in CVM files).
 ///
 /// - Input: `X` of rank N.
-/// - Attributes: `begin`, `end` (required lists of at most N entries), `stride` (list, default
-///   empty; entries non-zero with magnitude at most 2^31 − 1). Missing entries mean begin 0,
-///   end n_i, stride 1. Negative
-///   begin or end entries count from the end (+ n_i).
+/// - Attributes, as the deployed runtime parses them: `begin` (list of at most N entries,
+///   default (0)), `end` (list, default (1): the first element of axis 0), `stride` (list,
+///   default empty; entries non-zero). Entries of `end` and `stride` past N are ignored (a
+///   `begin` longer than N makes the deployed kernel read past its shape: rejected). Missing
+///   entries mean begin 0, end n_i, stride 1. Negative begin or end entries count from the end
+///   (+ n_i). A stride of magnitude n_i or more selects one element, the same as ±n_i.
 /// - Clamping: with a positive stride, begin and end are clamped to [0, n_i]; with a negative
 ///   stride, to [−1, n_i − 1]. Then begin < end (positive stride) or end < begin (negative) is
 ///   required. (Spec 001 clamps to n_i − 1 and −1 … n_i − 2, which would drop the last element of
 ///   every full slice and contradict its own default end = n_i; the deployed runtime clamps as
 ///   here. docs/ops.md.)
 /// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (more entries than N, a stride of 0 or of
-///   magnitude above 2^31 − 1, an empty range).
+/// - Errors: `AttributeOutOfRange` (`begin` longer than N, a stride of 0 or −2^63, an empty
+///   range).
 /// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct StridedSlice {
@@ -1200,25 +1201,20 @@ struct SliceAxis {
 
 impl StridedSlice {
     fn resolve(&self, dims: &[u32]) -> Result<Vec<SliceAxis>> {
-        for (name, list) in [
-            ("begin", &self.begin),
-            ("end", &self.end),
-            ("stride", &self.stride),
-        ] {
-            if list.len() > dims.len() {
-                return Err(fail!(
-                    AttributeOutOfRange,
-                    "attribute \"{name}\" has {} entries for an input of rank {}",
-                    list.len(),
-                    dims.len()
-                ));
-            }
+        if self.begin.len() > dims.len() {
+            return Err(fail!(
+                AttributeOutOfRange,
+                "attribute \"begin\" has {} entries for an input of rank {}: the deployed kernel reads past the shape (undefined behaviour)",
+                self.begin.len(),
+                dims.len()
+            ));
         }
         dims.iter()
             .enumerate()
             .map(|(axis, &dim)| {
                 let n = i64::from(dim);
-                let step = self.stride.get(axis).copied().unwrap_or(1);
+                // |step| ≥ n selects one element, as ±n does; clamping keeps offsets small.
+                let step = self.stride.get(axis).copied().unwrap_or(1).clamp(-n, n);
                 let from_end = |value: i64| if value < 0 { value.saturating_add(n) } else { value };
                 let (low, high) = if step < 0 { (-1, n - 1) } else { (0, n) };
                 let begin = from_end(self.begin.get(axis).copied().unwrap_or(0)).clamp(low, high);

@@ -39,7 +39,7 @@ pub const GET_VALID_COUNTS: OpDef = OpDef {
 /// Keeps the rows whose score exceeds a threshold (spec 001 "get_valid_count", registered as
 /// `get_valid_counts`).
 ///
-/// - Input: `X` (B, N, K) with 2 ≤ K ≤ 32.
+/// - Input: `X` (B, N, K) with 2 ≤ K ≤ 31 (the deployed runtime rejects K = 32).
 /// - Attribute: `score_threshold` (int32, default 0).
 /// - Outputs: `valid_count` (B): the number of rows with X[b, n, 1] > score_threshold; `Y`
 ///   (B, N, K): those rows in their original order, then rows of −1.
@@ -57,10 +57,10 @@ impl Operator for GetValidCounts {
         let data = &inputs[0];
         expect_rank(data, 3, "data")?;
         let [batches, rows, width] = [data.dims()[0], data.dims()[1], data.dims()[2]];
-        if !(2..=32).contains(&width) {
+        if !(2..=31).contains(&width) {
             return Err(fail!(
                 ShapeMismatch,
-                "rows must have 2 to 32 entries (id, score, …), got {width}"
+                "rows must have 2 to 31 entries (id, score, …; the deployed runtime's bound), got {width}"
             ));
         }
         let count_precision =

@@ -51,6 +51,8 @@ pub struct CvmMeta {
     pub input_shape: Vec<u32>,
     /// The graph version.
     pub version: Version,
+    /// Declared shapes of the heads, in order.
+    pub output_shapes: Vec<Vec<u32>>,
 }
 
 /// Reads `symbol` and `params` from a directory.
@@ -124,32 +126,52 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
     };
     let entry = |id: usize| graph.node_row_ptr[id];
 
-    // Parameters: every variable but data, present once, with the declared shape and precision.
-    let mut by_name: HashMap<&str, &params::Array> = HashMap::new();
-    for array in &arrays {
-        if by_name.insert(array.name.as_str(), array).is_some() {
+    // Variable names are unique (the deployed loader stops on a duplicate).
+    let mut seen = std::collections::HashSet::new();
+    for node in graph.nodes.iter().filter(|n| n.kind == NodeKind::Variable) {
+        if !seen.insert(node.name.as_str()) {
             return Err(fail!(
                 MalformedModel,
-                "params: parameter \"{}\" appears twice",
-                array.name
-            ));
-        }
-        let is_param = param_nodes
-            .iter()
-            .any(|&id| graph.nodes[id].name == array.name);
-        if !is_param {
-            return Err(fail!(
-                MalformedModel,
-                "params: \"{}\" is not a parameter variable of the graph{}",
-                array.name,
-                if array.name == DATA {
-                    " (it is the model input)"
-                } else {
-                    ""
-                }
+                "symbol: two variables are named \"{}\"",
+                node.name
             ));
         }
     }
+
+    // Parameters: every variable but data has an array, with the declared shape and precision.
+    // As the deployed loader sets them one by one: an array named `data` is checked for its
+    // shape and then replaced by the input; a name given twice is checked twice, the last wins.
+    let mut by_name: HashMap<&str, &params::Array> = HashMap::new();
+    for array in &arrays {
+        if array.name == DATA {
+            let shape = &graph.shapes[entry(data_node)];
+            if !same_shape(&array.shape, shape) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "params: array \"{DATA}\" has shape {:?}, the graph declares {shape:?}",
+                    array.shape
+                ));
+            }
+            continue;
+        }
+        let Some(&id) = param_nodes
+            .iter()
+            .find(|&&id| graph.nodes[id].name == array.name)
+        else {
+            return Err(fail!(
+                MalformedModel,
+                "params: \"{}\" is not a variable of the graph",
+                array.name
+            ));
+        };
+        check_param(
+            array,
+            &graph.shapes[entry(id)],
+            graph.precisions[entry(id)] as u8,
+        )?;
+        by_name.insert(array.name.as_str(), array);
+    }
+    let names = canonical_names(&graph);
     let mut param_decls = Vec::with_capacity(param_nodes.len());
     for &id in &param_nodes {
         let name = &graph.nodes[id].name;
@@ -160,38 +182,13 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             )
         })?;
         let shape = &graph.shapes[entry(id)];
-        if array.shape.len() != shape.len()
-            || array
-                .shape
-                .iter()
-                .zip(shape)
-                .any(|(&a, &b)| a != i64::from(b))
-        {
-            return Err(fail!(
-                ShapeMismatch,
-                "params: parameter \"{name}\" has shape {:?}, the graph declares {shape:?}",
-                array.shape
-            ));
-        }
         let precision = graph.precisions[entry(id)] as u8;
-        let bound = precision_bound(precision);
-        let values = array.data.values();
-        if let Some((index, value)) = values
-            .iter()
-            .enumerate()
-            .find(|&(_, &v)| i64::from(v).abs() > bound)
-        {
-            return Err(fail!(
-                InvalidParam,
-                "params: parameter \"{name}\": value {value} at index {index} exceeds precision {precision}"
-            ));
-        }
         let data = match &array.data {
             params::ArrayData::I8(values) => ParamData::I8(values.clone()),
             params::ArrayData::I32(values) => ParamData::I32(values.clone()),
         };
         param_decls.push(ParamDecl {
-            name: name.clone(),
+            name: names[id].clone(),
             shape: shape.clone(),
             precision,
             data,
@@ -204,6 +201,69 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
         let NodeKind::Op(op) = node.kind else {
             continue;
         };
+        if let Some(missing) = required_attrs(op.name)
+            .iter()
+            .find(|&&name| !node.op_attrs.contains_key(name))
+        {
+            return Err(fail!(
+                MissingAttribute,
+                "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
+                node.name,
+                op.name
+            )
+            .at_node(nodes.len() as u32, &node.name, op.name));
+        }
+        if op.name == "conv2d"
+            && let Some(&(w, k)) = node.inputs.get(1)
+        {
+            let weight = &graph.shapes[entry(w) + k];
+            let int = |key: &str| match node
+                .op_attrs
+                .get(key)
+                .map(|t| parse_attr(t, Some(AttrKind::Ints)))
+            {
+                Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
+                _ => None,
+            };
+            let declared = [int("channels"), int("kernel_size")];
+            let from_weight = [
+                weight.first().map(|&c| vec![i64::from(c)]),
+                weight
+                    .get(2..4)
+                    .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
+            ];
+            for ((name, declared), actual) in ["channels", "kernel_size"]
+                .iter()
+                .zip(declared)
+                .zip(from_weight)
+            {
+                if let (Some(declared), Some(actual)) = (declared, actual)
+                    && declared != actual
+                {
+                    return Err(fail!(
+                        ShapeMismatch,
+                        "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
+                        node.name
+                    )
+                    .at_node(nodes.len() as u32, &node.name, op.name));
+                }
+            }
+        }
+        if op.name == "where"
+            && let [cond, x, ..] = node.inputs.as_slice()
+        {
+            let shape_of = |(n, k): (usize, usize)| &graph.shapes[entry(n) + k];
+            if shape_of(*cond) != shape_of(*x) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "symbol: node {id} (\"{}\"): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)",
+                    node.name,
+                    shape_of(*cond),
+                    shape_of(*x)
+                )
+                .at_node(nodes.len() as u32, &node.name, op.name));
+            }
+        }
         let mut attrs = Vec::with_capacity(node.op_attrs.len());
         for (key, text) in &node.op_attrs {
             let kind = op
@@ -226,7 +286,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             }
         }
         nodes.push(Node {
-            name: node.name.clone(),
+            name: names[id].clone(),
             op: op.code,
             inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
             attrs,
@@ -237,9 +297,9 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
         .iter()
         .map(|&(node, output)| OutputDecl {
             name: if output == 0 {
-                graph.nodes[node].name.clone()
+                names[node].clone()
             } else {
-                format!("{}:{output}", graph.nodes[node].name)
+                format!("{}:{output}", names[node])
             },
             value: reference((node, output)),
         })
@@ -284,9 +344,103 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             version: graph.version,
             input_precision,
             input_shape,
+            output_shapes: graph
+                .heads
+                .iter()
+                .map(|&(node, output)| graph.shapes[entry(node) + output].clone())
+                .collect(),
         },
         model,
     })
+}
+
+/// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at
+/// most [`cvm_engine::limits::MAX_NAME_BYTES`] bytes where the deployed runtime asks nothing of
+/// operator names: a name that is empty, too long or already taken by a variable or an earlier
+/// node becomes `#<node id>` (with more `#` in front while that is taken too).
+fn canonical_names(graph: &Symbol) -> Vec<String> {
+    let mut taken: std::collections::HashSet<String> = graph
+        .nodes
+        .iter()
+        .filter(|node| node.kind == NodeKind::Variable)
+        .map(|node| node.name.clone())
+        .collect();
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(id, node)| {
+            if node.kind == NodeKind::Variable {
+                return node.name.clone();
+            }
+            let usable = !node.name.is_empty()
+                && node.name.len() <= cvm_engine::limits::MAX_NAME_BYTES
+                && !taken.contains(&node.name);
+            let mut name = node.name.clone();
+            if !usable {
+                name = format!("#{id}");
+                while taken.contains(&name) {
+                    name.insert(0, '#');
+                }
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
+/// Attributes without a default in the deployed runtime's parameter declarations
+/// (`include/cvm/top/nn.h`, `tensor.h`): a CVM graph must give them even where the engine's
+/// operator has a default or derives the value from the shapes.
+pub fn required_attrs(op: &str) -> &'static [&'static str] {
+    match op {
+        "dense" => &["units"],
+        "conv2d" => &["channels", "kernel_size"],
+        "max_pool2d" => &["pool_size"],
+        "upsampling" => &["scale"],
+        "cvm_lut" => &["in_dim"],
+        "cvm_clip" => &["precision"],
+        "cvm_left_shift" | "cvm_right_shift" => &["precision", "shift_bit"],
+        "clip" => &["a_max", "a_min"],
+        "repeat" => &["repeats"],
+        "expand_dims" => &["axis"],
+        "reshape" => &["shape"],
+        _ => &[],
+    }
+}
+
+fn same_shape(stored: &[i64], declared: &[u32]) -> bool {
+    stored.len() == declared.len()
+        && stored
+            .iter()
+            .zip(declared)
+            .all(|(&a, &b)| a == i64::from(b))
+}
+
+/// A parameter array's shape equals the declared one and its values lie within the precision.
+fn check_param(array: &params::Array, shape: &[u32], precision: u8) -> Result<(), Error> {
+    let name = &array.name;
+    if !same_shape(&array.shape, shape) {
+        return Err(fail!(
+            ShapeMismatch,
+            "params: parameter \"{name}\" has shape {:?}, the graph declares {shape:?}",
+            array.shape
+        ));
+    }
+    let bound = precision_bound(precision);
+    if let Some((index, value)) = array
+        .data
+        .values()
+        .iter()
+        .enumerate()
+        .find(|&(_, &v)| i64::from(v).abs() > bound)
+    {
+        return Err(fail!(
+            InvalidParam,
+            "params: parameter \"{name}\": value {value} at index {index} exceeds precision {precision}"
+        ));
+    }
+    Ok(())
 }
 
 /// Types one attribute string (cvm-compat §1): decimal integers; booleans `true/false/1/0` in
@@ -415,21 +569,19 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
 /// are clipped to the precision on entry.
 ///
 /// # Errors
-/// [`HostError::Input`] when the byte length is wrong.
-pub fn decode_input(
-    model: &CvmMeta,
-    bytes: &[u8],
-    big_endian: bool,
-) -> Result<InputTensor, HostError> {
+/// `MalformedInput` when the byte length is wrong: the deployed runtime's `VERIFY` fails, a
+/// deterministic error of the run.
+pub fn decode_input(model: &CvmMeta, bytes: &[u8], big_endian: bool) -> Result<InputTensor, Error> {
     let elements: usize = model.input_shape.iter().map(|&d| d as usize).product();
     let width = if model.input_precision <= 8 { 1 } else { 4 };
     if bytes.len() != elements * width {
-        return Err(HostError::Input(format!(
+        return Err(fail!(
+            MalformedInput,
             "CVM input must be {} bytes ({elements} elements of {width} byte(s) for precision {}), got {}",
             elements * width,
             model.input_precision,
             bytes.len()
-        )));
+        ));
     }
     let bound = precision_bound(model.input_precision);
     let data = if width == 1 {
@@ -459,23 +611,104 @@ pub fn decode_input(
     })
 }
 
-/// Encodes the model outputs as `CVMAPIInference` returns them (cvm-compat §4).
+/// Rows (elements over the last axis) and last-axis length of a head shape.
+fn rows_and_width(shape: &[u32]) -> (u64, u64) {
+    let width = shape.last().map_or(1, |&d| u64::from(d));
+    let size: u64 = shape.iter().map(|&d| u64::from(d)).product();
+    (size / width.max(1), width)
+}
+
+/// The conditions under which the deployed `CVMAPIInference` fails, or writes bytes its own
+/// output length does not cover, after a successful load (cvm-compat §4, §6). They depend on
+/// the head shapes alone, so they are checked before the run.
 ///
-/// - `argmax`: per head, one int32 per row: the index of the largest value over the last axis
-///   (first index on ties), over every row and the full values (the deployed runtime fills only
-///   the first rows and compares 8-bit truncations; cvm-compat §6).
+/// - `argmax`: the runtime fills `ceil(rows / width)` of a head's `rows` values; a head with
+///   more than one row and a last axis longer than 1 leaves values unwritten (undefined).
+/// - `detection`, or more than one head: a single head, or heads with unequal row counts,
+///   cannot be interleaved (the runtime's `VERIFY` fails); under `detection` the output length
+///   is `shape[-2]` of the first head times the sum of the last axes, and a first head whose
+///   row count differs from that (more than two axes, or one) makes the runtime write past or
+///   short of it (undefined).
+///
+/// # Errors
+/// `ShapeMismatch`, with a message saying which of these it is.
+pub fn check_output_contract(meta: &CvmMeta) -> Result<(), Error> {
+    let heads: Vec<(u64, u64)> = meta
+        .output_shapes
+        .iter()
+        .map(|s| rows_and_width(s))
+        .collect();
+    match meta.postprocess {
+        Postprocess::Argmax => {
+            if let Some((k, &(rows, width))) = heads
+                .iter()
+                .enumerate()
+                .find(|&(_, &(rows, width))| rows > 1 && width > 1)
+            {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: argmax over head {k} with {rows} rows of {width}: the deployed runtime writes only the first {} row(s), the rest is undefined behaviour",
+                    rows.div_ceil(width)
+                ));
+            }
+        }
+        _ if meta.postprocess == Postprocess::Detection || heads.len() > 1 => {
+            if heads.len() == 1 {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: detection post-processing needs more than one head to interleave (the deployed runtime rejects a single head)"
+                ));
+            }
+            let rows: Vec<u64> = heads.iter().map(|&(rows, _)| rows).collect();
+            if rows.windows(2).any(|pair| pair[0] != pair[1]) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: heads with row counts {rows:?} cannot be interleaved"
+                ));
+            }
+            let first = &meta.output_shapes[0];
+            let declared = match first.len() {
+                0 | 1 => 0,
+                n => u64::from(first[n - 2]),
+            };
+            if meta.postprocess == Postprocess::Detection && declared != rows[0] {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: detection writes {} rows but the deployed output length counts shape[-2] = {declared} rows of the first head {first:?}: undefined behaviour",
+                    rows[0]
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Encodes the model outputs as `CVMAPIInference` returns them (cvm-compat §4), for models
+/// that pass [`check_output_contract`].
+///
+/// - `argmax`: per head, one int32 per row: the index of the largest value over the last axis,
+///   comparing the values truncated to 8 bits (`int8_t(v)`) as both deployed backends do, the
+///   first index on ties;
 /// - `detection`, or more than one head: rows of all heads interleaved (row x of head 0, row x of
-///   head 1, …); int32 for detection, else by precision.
+///   head 1, …); int32 for detection, else by precision;
 /// - otherwise: every element, one byte each when every head's precision is ≤ 8, else int32.
 ///
 /// # Errors
-/// A message when heads cannot be interleaved (different row counts) or a head has an empty last
-/// axis under argmax.
+/// The error of [`check_output_contract`] for the outputs' shapes.
 pub fn encode_output(
     postprocess: Postprocess,
     outputs: &[OutputTensor],
     big_endian: bool,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Error> {
+    check_output_contract(&CvmMeta {
+        postprocess,
+        legacy_gas: 0,
+        input_precision: 0,
+        input_shape: Vec::new(),
+        version: Version::V1_0,
+        output_shapes: outputs.iter().map(|t| t.shape.clone()).collect(),
+    })?;
     let push32 = |out: &mut Vec<u8>, value: i32| {
         out.extend_from_slice(&if big_endian {
             value.to_be_bytes()
@@ -484,19 +717,15 @@ pub fn encode_output(
         });
     };
     let narrow = outputs.iter().all(|t| t.precision <= 8);
-    let last_dim = |t: &OutputTensor| t.shape.last().map_or(1, |&d| d as usize);
+    let last_dim = |t: &OutputTensor| t.shape.last().map_or(1, |&d| d as usize).max(1);
     let mut out = Vec::new();
     match postprocess {
         Postprocess::Argmax => {
             for tensor in outputs {
-                let width = last_dim(tensor);
-                if width == 0 {
-                    return Err("argmax over an empty last axis".into());
-                }
-                for row in tensor.data.chunks_exact(width) {
+                for row in tensor.data.chunks_exact(last_dim(tensor)) {
                     let mut best = 0;
                     for (index, &value) in row.iter().enumerate() {
-                        if value > row[best] {
+                        if value as i8 > row[best] as i8 {
                             best = index;
                         }
                     }
@@ -505,17 +734,9 @@ pub fn encode_output(
             }
         }
         _ if postprocess == Postprocess::Detection || outputs.len() > 1 => {
-            let rows: Vec<usize> = outputs
-                .iter()
-                .map(|t| t.data.len() / last_dim(t).max(1))
-                .collect();
-            if rows.windows(2).any(|pair| pair[0] != pair[1]) {
-                return Err(format!(
-                    "heads with row counts {rows:?} cannot be interleaved"
-                ));
-            }
+            let rows = outputs[0].data.len() / last_dim(&outputs[0]);
             let wide = postprocess == Postprocess::Detection || !narrow;
-            for row in 0..rows.first().copied().unwrap_or(0) {
+            for row in 0..rows {
                 for tensor in outputs {
                     let width = last_dim(tensor);
                     for &value in &tensor.data[row * width..(row + 1) * width] {
@@ -613,14 +834,40 @@ mod tests {
     #[test]
     fn output_layouts() {
         let head = tensor(&[2, 3], 8, &[1, 9, 9, -1, -2, -3]);
-        // argmax: first index wins ties; −1 > −2 > −3 gives 0 for the second row.
+        let row = tensor(&[1, 3], 8, &[1, 9, 9]);
+        // argmax: first index wins ties.
         assert_eq!(
-            encode_output(Postprocess::Argmax, std::slice::from_ref(&head), false),
-            Ok(vec![1, 0, 0, 0, 0, 0, 0, 0])
+            encode_output(Postprocess::Argmax, std::slice::from_ref(&row), false),
+            Ok(vec![1, 0, 0, 0])
         );
         assert_eq!(
-            encode_output(Postprocess::Argmax, std::slice::from_ref(&head), true),
-            Ok(vec![0, 0, 0, 1, 0, 0, 0, 0])
+            encode_output(Postprocess::Argmax, std::slice::from_ref(&row), true),
+            Ok(vec![0, 0, 0, 1])
+        );
+        // argmax compares int8 truncations: 200 → −56 < 100, 300 → 44 > 9.
+        let wide_row = tensor(&[1, 2], 16, &[200, 100]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[wide_row], false),
+            Ok(vec![1, 0, 0, 0])
+        );
+        let wide_row = tensor(&[1, 3], 16, &[1, 300, 9]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[wide_row], false),
+            Ok(vec![1, 0, 0, 0])
+        );
+        // A column (last axis 1) fills every row.
+        let column = tensor(&[3, 1], 8, &[5, 6, 7]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[column], false).map(|b| b.len()),
+            Ok(12)
+        );
+        // Several rows of more than one value: the deployed runtime leaves rows unwritten.
+        let error = encode_output(Postprocess::Argmax, std::slice::from_ref(&head), false);
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|e| e.message.contains("undefined behaviour")),
+            "{error:?}"
         );
         // Plain, narrow: one byte per element.
         assert_eq!(
@@ -646,8 +893,19 @@ mod tests {
             encode_output(Postprocess::None, &[wide], false),
             Ok(vec![254, 255, 255, 255])
         );
-        // Mismatched row counts cannot be interleaved.
+        // Mismatched row counts cannot be interleaved; a single detection head neither.
         let odd = tensor(&[3, 1], 8, &[1, 2, 3]);
-        assert!(encode_output(Postprocess::Detection, &[head, odd], false).is_err());
+        assert!(
+            encode_output(Postprocess::Detection, &[head.clone(), odd.clone()], false).is_err()
+        );
+        assert!(encode_output(Postprocess::None, &[head.clone(), odd], false).is_err());
+        assert!(encode_output(Postprocess::Detection, std::slice::from_ref(&head), false).is_err());
+        // Detection counts shape[-2] of the first head: a 3-axis head with 1 × 2 rows is not 2.
+        let deep = tensor(&[2, 1, 3], 8, &[0; 6]);
+        let rows = tensor(&[2, 1], 8, &[0; 2]);
+        assert!(
+            encode_output(Postprocess::Detection, &[deep.clone(), rows.clone()], false).is_err()
+        );
+        assert!(encode_output(Postprocess::None, &[deep, rows], false).is_ok());
     }
 }

@@ -119,7 +119,11 @@ fn index(value: &Value, what: &str) -> Result<usize, Error> {
 /// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`.
 fn entry(value: &Value, what: &str) -> Result<(usize, usize), Error> {
     match array(value, what)?.as_slice() {
-        [node, output] | [node, output, _] => Ok((index(node, what)?, index(output, what)?)),
+        [node, output] => Ok((index(node, what)?, index(output, what)?)),
+        [node, output, version] => {
+            index(version, what)?;
+            Ok((index(node, what)?, index(output, what)?))
+        }
         other => Err(bad(format!(
             "{what}: an entry has 2 or 3 numbers, not {}",
             other.len()
@@ -199,45 +203,70 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         let object = node_value
             .as_object()
             .ok_or_else(|| bad(format!("{what} must be an object")))?;
-        check_keys(object, &["op", "name", "inputs", "attrs"], &what)?;
+        check_keys(
+            object,
+            &["op", "name", "inputs", "attrs", "precision"],
+            &what,
+        )?;
+        if let Some(precision) = object.get("precision")
+            && precision
+                .as_i64()
+                .and_then(|p| i32::try_from(p).ok())
+                .is_none()
+        {
+            return Err(bad(format!(
+                "{what}: \"precision\" is {precision}, not an integer"
+            )));
+        }
         let name = field(object, "name", &what)?
             .as_str()
             .ok_or_else(|| bad(format!("{what}: \"name\" must be a string")))?
             .to_string();
         let what = format!("node {id} (\"{name}\")");
-        let inputs = match object.get("inputs") {
-            None => Vec::new(),
-            Some(list) => array(list, &format!("{what} inputs"))?
-                .iter()
-                .map(|e| entry(e, &format!("{what} inputs")))
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-        let node_attrs = match object.get("attrs") {
-            None => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+        let inputs = array(field(object, "inputs", &what)?, &format!("{what} inputs"))?
+            .iter()
+            .map(|e| entry(e, &format!("{what} inputs")))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The deployed loader reads a node's `attrs` (variables included) as string values with
+        // `func_name` required.
+        let func = match object.get("attrs") {
+            None => None,
+            Some(Value::Object(map)) => {
+                check_keys(
+                    map,
+                    &[
+                        "func_name",
+                        "num_inputs",
+                        "num_outputs",
+                        "op_attrs",
+                        "flatten_data",
+                    ],
+                    &format!("{what} attrs"),
+                )?;
+                if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
+                    return Err(bad(format!("{what}: attrs.{key} must be a string")));
+                }
+                Some(
+                    map.get("func_name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            bad(format!("{what}: attrs.func_name (the operator) is missing"))
+                        })?,
+                )
+            }
             Some(_) => return Err(bad(format!("{what}: \"attrs\" must be an object"))),
         };
         let kind = match field(object, "op", &what)?.as_str() {
-            Some("null") => {
-                if !inputs.is_empty() {
-                    return Err(bad(format!("{what}: a variable has no inputs")));
-                }
-                NodeKind::Variable
-            }
+            // A variable's inputs are only checked for topological order, as deployed.
+            Some("null") => NodeKind::Variable,
             Some("cvm_op") => {
-                check_keys(
-                    &node_attrs,
-                    &["func_name", "num_inputs", "num_outputs", "flatten_data"],
-                    &format!("{what} attrs"),
-                )?;
-                let func = node_attrs
-                    .get("func_name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        bad(format!("{what}: attrs.func_name (the operator) is missing"))
-                    })?;
+                let func = func.ok_or_else(|| {
+                    bad(format!("{what}: attrs.func_name (the operator) is missing"))
+                })?;
                 let op_name = strip_suffix(func);
-                let op = ops::by_name(op_name).ok_or_else(|| {
+                // The deployed runtime registers the operators of spec 001 only (codes below
+                // 100); the engine's other operators are not CVM operators.
+                let op = cvm_op(op_name).ok_or_else(|| {
                     fail!(
                         UnknownOp,
                         "symbol: {what}: operator \"{func}\" is not known"
@@ -268,35 +297,44 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         entries += node.outputs();
     }
     node_row_ptr.push(entries);
-    for (id, node) in nodes.iter().enumerate() {
-        for &(input, output) in &node.inputs {
-            if input >= id {
-                return Err(fail!(
-                    InvalidReference,
-                    "symbol: node {id} (\"{}\") reads node {input}, which does not come before it: the graph is not in topological order",
-                    node.name
-                ));
-            }
-            if output >= nodes[input].outputs() {
-                return Err(bad(format!(
-                    "node {id} (\"{}\") reads output {output} of node {input}, which has {}",
-                    node.name,
-                    nodes[input].outputs()
-                )));
-            }
-        }
+    // The deployed loader reads input (n, k) from entry node_row_ptr[n] + k, which must come
+    // before the node's first entry; an index past node n's outputs names a later node's entry.
+    let owner = |entry: usize| -> (usize, usize) {
+        let node = node_row_ptr.partition_point(|&first| first <= entry) - 1;
+        (node, entry - node_row_ptr[node])
+    };
+    for id in 0..nodes.len() {
+        let first = node_row_ptr[id];
+        let resolved = nodes[id]
+            .inputs
+            .iter()
+            .map(|&(input, output)| {
+                match node_row_ptr.get(input).and_then(|&row| row.checked_add(output)) {
+                    Some(entry) if entry < first => Ok(owner(entry)),
+                    _ => Err(fail!(
+                        InvalidReference,
+                        "symbol: node {id} (\"{}\") reads entry ({input}, {output}), which does not come before it: the graph is not in topological order",
+                        nodes[id].name
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        nodes[id].inputs = resolved;
     }
     let heads = array(field(top, "heads", "the graph")?, "heads")?
         .iter()
         .map(|e| entry(e, "heads"))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(
+            |(node, output)| match node_row_ptr.get(node).and_then(|&row| row.checked_add(output)) {
+                Some(entry) if entry < entries => Ok(owner(entry)),
+                _ => Err(bad(format!(
+                    "heads: entry ({node}, {output}) does not exist (the deployed runtime reads past its entries: undefined behaviour)"
+                ))),
+            },
+        )
         .collect::<Result<Vec<_>, _>>()?;
-    for &(node, output) in &heads {
-        if node >= nodes.len() || output >= nodes[node].outputs() {
-            return Err(bad(format!(
-                "heads: entry ({node}, {output}) does not exist"
-            )));
-        }
-    }
     if heads.is_empty() {
         return Err(bad("heads: the graph has no outputs".into()));
     }
@@ -314,9 +352,25 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
             "storage_id",
             "dltype",
             "device_index",
+            "dtype",
         ],
         "attrs",
     )?;
+    // `dtype` is read and ignored: a list of integers, or a number under the "list_str" tag.
+    if let Some(value) = attrs.get("dtype") {
+        let ok = match array(value, "attrs.dtype")?.as_slice() {
+            [Value::String(tag), Value::Array(list)] if tag == "list_int" => list
+                .iter()
+                .all(|v| v.as_i64().is_some_and(|v| i32::try_from(v).is_ok())),
+            [Value::String(tag), number] if tag == "list_str" => number.as_u64().is_some(),
+            _ => false,
+        };
+        if !ok {
+            return Err(bad(
+                "attrs.dtype must be [\"list_int\", [...]] or [\"list_str\", <count>]".into(),
+            ));
+        }
+    }
     let per_entry = |key: &str, tag: &str, required: bool| -> Result<Option<&Vec<Value>>, Error> {
         match typed_list(attrs, key, tag)? {
             Some(list) if list.len() == entries => Ok(Some(list)),
@@ -350,32 +404,45 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    for storage in per_entry("storage_id", "list_int", true)?.unwrap_or(&Vec::new()) {
-        if storage.as_i64().is_none_or(|s| s < 0) {
-            return Err(bad(format!(
-                "attrs.storage_id holds {storage}, not a non-negative integer"
-            )));
-        }
-    }
+    let storage_ids = per_entry("storage_id", "list_int", true)?
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|storage| {
+            storage
+                .as_i64()
+                .filter(|&s| (0..=i64::from(i32::MAX)).contains(&s))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "attrs.storage_id holds {storage}, not a non-negative integer"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_storage(&nodes, &node_row_ptr, &storage_ids, &shapes)?;
     if let Some(list) = typed_list(attrs, "device_index", "list_int")?
         && !list.is_empty()
-        && list.len() != entries
     {
         return Err(bad(format!(
-            "attrs.device_index has {} values for {entries} entries",
+            "attrs.device_index must be empty (it has {} values)",
             list.len()
         )));
     }
-    let dltype = per_entry("dltype", "list_str", version == Version::V1_0)?;
-    if let Some(types) = dltype
-        && let Some((entry_id, other)) = types
-            .iter()
+    // `dltype` is checked under cvm_1.0.0 only: one "int32" per entry.
+    if version == Version::V1_0 {
+        if let Some((entry_id, other)) = per_entry("dltype", "list_str", true)?
+            .into_iter()
+            .flatten()
             .enumerate()
             .find(|(_, t)| t.as_str() != Some("int32"))
+        {
+            return Err(bad(format!(
+                "attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported"
+            )));
+        }
+    } else if let Some(types) = typed_list(attrs, "dltype", "list_str")?
+        && types.iter().any(|t| !t.is_string())
     {
-        return Err(bad(format!(
-            "attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported"
-        )));
+        return Err(bad("attrs.dltype must list strings".into()));
     }
     let op_attrs = typed_list(attrs, "op_attrs", "list_str")?
         .ok_or_else(|| bad("attrs.op_attrs is missing".into()))?;
@@ -445,18 +512,84 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
     })
 }
 
-/// `dense_3` → `dense`: a trailing `_<digits>` is a numbering suffix (cvm-compat §1).
+/// `dense_3` → `dense`: the deployed loader skips trailing digits and, when an underscore
+/// precedes them, cuts there (`dense_` → `dense`, `_5` → the empty name; cvm-compat §1).
 fn strip_suffix(name: &str) -> &str {
-    match name.rsplit_once('_') {
-        Some((base, digits))
-            if !base.is_empty()
-                && !digits.is_empty()
-                && digits.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            base
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    base.strip_suffix('_').unwrap_or(name)
+}
+
+/// The operator of a CVM graph named `name`: one of the 37 operators the deployed runtime has
+/// kernels for (engine codes below 100).
+pub fn cvm_op(name: &str) -> Option<&'static ops::OpDef> {
+    ops::by_name(name).filter(|op| op.code < 100)
+}
+
+/// Operators the deployed loader lets write an output into the storage of one of their inputs,
+/// spelled as deployed (`nagetive`: `negative` never qualifies; cvm-compat §1).
+pub const IN_PLACE_OPS: [&str; 14] = [
+    "flatten",
+    "relu",
+    "expand_dims",
+    "reshape",
+    "squeeze",
+    "abs",
+    "cvm_precision",
+    "elemwise_add",
+    "elemwise_sub",
+    "nagetive",
+    "clip",
+    "cvm_clip",
+    "cvm_right_shift",
+    "cvm_left_shift",
+];
+
+/// The memory-plan checks of the deployed loader: an operator off [`IN_PLACE_OPS`] writes no
+/// output into the storage id of one of its inputs, and the storage pool (each id sized for its
+/// largest entry, four bytes per element) holds at most 2^32 bytes.
+fn check_storage(
+    nodes: &[SymbolNode],
+    node_row_ptr: &[usize],
+    storage_ids: &[i64],
+    shapes: &[Vec<u32>],
+) -> Result<(), Error> {
+    for (id, node) in nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            continue;
+        };
+        if IN_PLACE_OPS.contains(&op.name) {
+            continue;
         }
-        _ => name,
+        for output in node_row_ptr[id]..node_row_ptr[id + 1] {
+            for &(input, index) in &node.inputs {
+                let entry = node_row_ptr[input] + index;
+                if storage_ids[entry] == storage_ids[output] {
+                    return Err(bad(format!(
+                        "node {id} (\"{}\"): operator {} writes output {} into storage id {} of its input ({input}, {index}); only {} may reuse an input's storage",
+                        node.name,
+                        op.name,
+                        output - node_row_ptr[id],
+                        storage_ids[output],
+                        IN_PLACE_OPS.join(", ")
+                    )));
+                }
+            }
+        }
     }
+    let mut pool: BTreeMap<i64, u64> = BTreeMap::new();
+    for (storage, shape) in storage_ids.iter().zip(shapes) {
+        let bytes = 4 * shape.iter().map(|&d| u64::from(d)).product::<u64>();
+        let slot = pool.entry(*storage).or_insert(0);
+        *slot = (*slot).max(bytes);
+    }
+    let total: u64 = pool.values().sum();
+    if total > 1 << 32 {
+        return Err(fail!(
+            LimitExceeded,
+            "symbol: the storage plan needs {total} bytes, more than 2^32"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks one declared shape: 1..=6 dims, each in 1..=2^24, running product ≤ 2^30.
@@ -526,6 +659,10 @@ mod tests {
         assert_eq!(strip_suffix("cvm_right_shift"), "cvm_right_shift");
         assert_eq!(strip_suffix("cvm_right_shift_12"), "cvm_right_shift");
         assert_eq!(strip_suffix("relu"), "relu");
-        assert_eq!(strip_suffix("_5"), "_5");
+        assert_eq!(strip_suffix("_5"), "");
+        assert_eq!(strip_suffix("dense_"), "dense");
+        assert_eq!(strip_suffix("dense__3"), "dense_");
+        assert_eq!(strip_suffix("conv2d"), "conv2d");
+        assert_eq!(strip_suffix("123"), "123");
     }
 }
