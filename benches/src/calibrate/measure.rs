@@ -5,11 +5,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::model::{Model, Node};
 use cvm_engine::{Report, ValidatedModel};
-use cvm_host::runner::encode_inputs;
-use cvm_host::wasm::{WasmEngine, WasmSession};
+use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
 use super::stats::median;
 
@@ -103,7 +103,7 @@ fn failure(report: &Report) -> Option<String> {
     })
 }
 
-fn wasm_error(error: cvm_host::HostError) -> String {
+fn wasm_error(error: cvm_runtime::NodeError) -> String {
     error.to_string()
 }
 
