@@ -54,6 +54,40 @@ fn the_compat_example_loads_runs_and_costs_185() {
     ));
 }
 
+#[test]
+fn contract_sizes_follow_the_deployed_formulas() {
+    let sizes = |symbol: &Value| {
+        cvm::import(symbol.to_string().as_bytes(), &example().1)
+            .unwrap()
+            .meta
+            .contract
+    };
+    let (mut symbol, _) = example();
+    // data [1, 4] p8 in; shift0 [1, 3] p8 out; six entries with their own storage ids, of 4,
+    // 12, 3, 3, 3 and 3 elements at 4 bytes each.
+    let plain = sizes(&symbol);
+    assert_eq!(
+        (plain.input_length, plain.input_type_size),
+        (4, 1),
+        "{plain:?}"
+    );
+    assert_eq!((plain.output_length, plain.output_type_size), (3, 1));
+    assert_eq!(plain.storage_size, 4 * (4 + 12 + 3 + 3 + 3 + 3));
+    // Entries sharing a storage id share the largest of their sizes: ids 0 0 1 1 0 1 give
+    // max(4, 12, 3) + max(3, 3, 3) elements.
+    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 0, 1, 1, 0, 1]]);
+    assert_eq!(sizes(&symbol).storage_size, 4 * (12 + 3));
+    // Argmax: one int32 per row.
+    symbol["postprocess"] = json!("argmax");
+    let argmax = sizes(&symbol);
+    assert_eq!((argmax.output_length, argmax.output_type_size), (4, 4));
+    // A head above 8 bits makes every output element int32: dense0 has precision 20.
+    symbol["postprocess"] = json!("");
+    symbol["heads"] = json!([[3, 0, 0], [5, 0, 0]]);
+    let wide = sizes(&symbol);
+    assert_eq!((wide.output_length, wide.output_type_size), (24, 4));
+}
+
 /// Applies `mutate` to the example symbol and expects a rejection with `code` and `needle`.
 fn expect_symbol_rejected(mutate: impl FnOnce(&mut Value), code: ErrorCode, needle: &str) {
     let (mut symbol, params_bytes) = example();
