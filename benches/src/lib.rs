@@ -577,7 +577,7 @@ pub fn loaded_session(
     let name = bench.name;
     let mut session = engine.session().map_err(|e| format!("{name}: {e}"))?;
     if let Some(report) = session
-        .load(&bench.bytes)
+        .load_with_schedule(&bench.bytes, cvm_engine::gas::Schedule::CURRENT.version)
         .map_err(|e| format!("{name}: {e}"))?
     {
         return Err(format!("{name}: engine.wasm rejects the model: {report:?}"));

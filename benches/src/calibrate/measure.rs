@@ -110,7 +110,10 @@ fn wasm_error(error: cvm_runtime::NodeError) -> String {
 /// A fresh instance with `bytes` loaded.
 fn session(engine: &WasmEngine, bytes: &[u8]) -> Result<WasmSession, String> {
     let mut session = engine.session().map_err(wasm_error)?;
-    if let Some(report) = session.load(bytes).map_err(wasm_error)? {
+    if let Some(report) = session
+        .load_with_schedule(bytes, cvm_engine::gas::Schedule::CURRENT.version)
+        .map_err(wasm_error)?
+    {
         return Err(failure(&report).unwrap_or_else(|| "engine.wasm rejects the model".into()));
     }
     Ok(session)

@@ -59,7 +59,12 @@ fn run_digits(wasm: &WasmEngine) -> Report {
         .bytes;
     let input = cvm_cli::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let mut session = wasm.session().unwrap();
-    assert!(session.load(&model).unwrap().is_none());
+    assert!(
+        session
+            .load_with_schedule(&model, CURRENT_SCHEDULE)
+            .unwrap()
+            .is_none()
+    );
     session.run(&encode_inputs(&[input]), u64::MAX).unwrap()
 }
 
@@ -369,7 +374,12 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
     let model = load_model(&ModelSource::from_path(&digits()))
         .unwrap()
         .bytes;
-    assert!(session.load(&model).unwrap().is_none());
+    assert!(
+        session
+            .load_with_schedule(&model, CURRENT_SCHEDULE)
+            .unwrap()
+            .is_none()
+    );
     let input = cvm_cli::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let short = session.run(&encode_inputs(&[input]), 1_000).unwrap();
     assert_eq!(

@@ -9,7 +9,7 @@ mod common;
 
 use common::run_both;
 use cvm_cli::audit;
-use cvm_cli::runner::{CURRENT_SCHEDULE, encode_inputs};
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Report, Status};
 use cvm_runtime::wasm::{ABI_VERSION, WasmEngine};
@@ -147,18 +147,6 @@ fn the_fixtures_run_under_the_schedule_they_name() {
         }
         assert_eq!(audit::prepare(&case).unwrap().schedule, case.schedule);
     }
-}
-
-#[test]
-fn load_without_a_version_is_the_current_schedule() {
-    let wasm = WasmEngine::new().unwrap();
-    let (model, inputs) = cnn();
-    let mut plain = wasm.session().unwrap();
-    assert!(plain.load(&model).unwrap().is_none());
-    let plain = plain.run(&encode_inputs(&inputs), u64::MAX).unwrap();
-    let named = both(&wasm, &model, &inputs, u64::MAX, CURRENT_SCHEDULE);
-    assert_eq!(plain, named);
-    assert_eq!(CURRENT_SCHEDULE, Schedule::CURRENT.version);
 }
 
 /// `n` as unsigned LEB128.

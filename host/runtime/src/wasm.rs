@@ -116,7 +116,6 @@ pub struct WasmEngine {
 struct Exports {
     memory: Memory,
     alloc: TypedFunc<u32, u32>,
-    load: TypedFunc<(u32, u32), u32>,
     load_with_schedule: TypedFunc<(u32, u32, u32), u32>,
     run: TypedFunc<(u32, u32, u64), u32>,
     reply_ptr: TypedFunc<(), u32>,
@@ -470,7 +469,6 @@ impl Exports {
                 .get_memory(&mut *store, "memory")
                 .ok_or_else(|| NodeError::Wasm("engine.wasm exports no memory".into()))?,
             alloc: typed(instance, store, "cvm_alloc")?,
-            load: typed(instance, store, "cvm_load")?,
             load_with_schedule: typed(instance, store, "cvm_load_with_schedule")?,
             run: typed(instance, store, "cvm_run")?,
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
@@ -543,22 +541,6 @@ impl WasmSession {
                 .map_err(|e| wasm_error("setting fuel", e))?;
         }
         Ok(())
-    }
-
-    /// Loads canonical model bytes with the engine's current gas schedule (`cvm_load`).
-    /// `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected the model deterministically.
-    ///
-    /// # Errors
-    /// [`NodeError::Wasm`] on a trap or fuel exhaustion.
-    pub fn load(&mut self, model: &[u8]) -> Result<Option<Report>, NodeError> {
-        self.grant_fuel(fuel_for(model.len(), 0))?;
-        let (ptr, len) = self.put(model)?;
-        let status = self
-            .exports
-            .load
-            .call(&mut self.store, (ptr, len))
-            .map_err(|e| wasm_error("cvm_load", e))?;
-        self.loaded(status)
     }
 
     /// Loads canonical model bytes priced with gas schedule `version`
