@@ -4,7 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cvm_formats::cvm;
 use cvm_runtime::{ErrorCode, InputTensor, LoadError, Model, Runtime, RuntimeConfig};
@@ -16,11 +16,15 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models")
 }
 
-fn runtime() -> Runtime {
-    Runtime::new(&RuntimeConfig::with_cache_dir(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("module-cache"),
-    ))
-    .unwrap()
+/// One runtime for the tests of this file, as a node has one per process.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        Runtime::new(&RuntimeConfig::with_cache_dir(
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("module-cache"),
+        ))
+        .unwrap()
+    })
 }
 
 /// A CVM model's canonical bytes and the tensor of one of its raw `.cvm` inputs.
