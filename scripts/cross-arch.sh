@@ -20,7 +20,7 @@ rustup target add --toolchain 1.95.0 aarch64-unknown-linux-gnu wasm32-unknown-un
 
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
-cargo build --release --locked --target aarch64-unknown-linux-gnu -p cvm-host --bin cvm
+cargo build --release --locked --target aarch64-unknown-linux-gnu -p cvm-cli --bin cvm
 
 cvm="target/aarch64-unknown-linux-gnu/release/cvm"
 run() { qemu-aarch64 -L /usr/aarch64-linux-gnu "$cvm" "$@"; }

@@ -2,7 +2,7 @@
 # Runs the cargo-fuzz targets of host/fuzz, each for SECONDS (default 600), one after another,
 # starting from a corpus seeded with every fixture model. Needs the nightly toolchain and
 # cargo-fuzz (installed if missing). Crashes land in host/fuzz/artifacts/<target>/; once fixed,
-# copy each one into fixtures/fuzz/<target>/ so that host/tests/fuzz_regressions.rs replays it.
+# copy each one into fixtures/fuzz/<target>/ so that host/cli/tests/fuzz_regressions.rs replays it.
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,9 +16,9 @@ command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
 
 # The fuzz build uses nightly, which need not have the wasm target: embed the engine.wasm that
 # the pinned toolchain builds.
-cargo build -p cvm-host --locked
+cargo build -p cvm-cli --locked
 wasm="$(pwd)/target/engine-wasm/wasm32-unknown-unknown/wasm/cvm_engine.wasm"
-CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-host --test fuzz_regressions --locked -q
+CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-cli --test fuzz_regressions --locked -q
 
 cd host
 for target in "${targets[@]}"; do

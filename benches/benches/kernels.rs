@@ -17,12 +17,12 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use cvm_benches::{BenchModel, GraphBuilder, attr, check, int8_values, loaded_session, pair, work};
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::gas::Param;
 use cvm_engine::model::AttrValue;
 use cvm_engine::tensor::{Tensor, TensorMut};
-use cvm_host::runner::encode_inputs;
-use cvm_host::wasm::WasmEngine;
+use cvm_runtime::wasm::WasmEngine;
 
 /// Copies of the node in the `wasm_x17` variant of every kernel. The single-node run drifts by
 /// a few per cent between runs (it moves the input in and the output out); over sixteen

@@ -10,9 +10,9 @@
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use cvm_benches::{BenchModel, Checked, check, loaded_session};
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::run_unmetered;
-use cvm_host::runner::encode_inputs;
-use cvm_host::wasm::{WasmEngine, WasmSession};
+use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
 /// A session of `engine` with `bench` loaded, checked against the native report.
 fn session(engine: &WasmEngine, bench: &BenchModel, checked: &Checked) -> WasmSession {

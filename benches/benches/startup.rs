@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use cvm_benches::workspace;
-use cvm_host::runner::{ModelSource, encode_inputs, load_model};
-use cvm_host::wasm::{ModuleOrigin, WasmEngine};
+use cvm_cli::runner::{ModelSource, encode_inputs, load_model};
+use cvm_runtime::wasm::{ModuleOrigin, WasmEngine};
 
 /// A module cache directory of this process, removed when dropped.
 struct CacheDir(PathBuf);
@@ -33,7 +33,7 @@ fn startup(c: &mut Criterion) {
     let model = load_model(&ModelSource::from_path(&digits))
         .expect("digits model")
         .bytes;
-    let input = cvm_host::inputs::read_input(&digits.join("input_2.npy")).expect("digits input");
+    let input = cvm_cli::inputs::read_input(&digits.join("input_2.npy")).expect("digits input");
     let encoded = encode_inputs(&[input]);
 
     let cache = CacheDir::new();
@@ -66,7 +66,12 @@ fn startup(c: &mut Criterion) {
             let engine = WasmEngine::with_cache(&cache.0).expect("engine");
             assert_eq!(engine.origin(), ModuleOrigin::Cached);
             let mut session = engine.session().expect("instance");
-            assert!(session.load(&model).expect("load").is_none());
+            assert!(
+                session
+                    .load_with_schedule(&model, cvm_engine::gas::Schedule::CURRENT.version)
+                    .expect("load")
+                    .is_none()
+            );
             session.run(&encoded, u64::MAX).expect("run")
         })
     });

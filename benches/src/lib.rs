@@ -10,15 +10,15 @@
 
 use std::path::{Path, PathBuf};
 
+use cvm_cli::HostError;
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::gas::Param;
 use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
 };
 use cvm_engine::{Status, ValidatedModel};
-use cvm_host::HostError;
-use cvm_host::runner::encode_inputs;
-use cvm_host::wasm::{WasmEngine, WasmSession};
+use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -41,7 +41,7 @@ pub struct BenchModel {
 /// # Errors
 /// If the fixture cannot be read or converted.
 pub fn cnn_model() -> Result<Vec<u8>, HostError> {
-    Ok(cvm_host::load_model_file(&workspace().join("fixtures/models/cnn/model.json"))?.bytes)
+    Ok(cvm_cli::load_model_file(&workspace().join("fixtures/models/cnn/model.json"))?.bytes)
 }
 
 /// The README CNN's input.
@@ -49,7 +49,7 @@ pub fn cnn_model() -> Result<Vec<u8>, HostError> {
 /// # Errors
 /// If the fixture cannot be read.
 pub fn cnn_input() -> Result<InputTensor, HostError> {
-    cvm_host::inputs::read_input(&workspace().join("fixtures/models/cnn/input.npy"))
+    cvm_cli::inputs::read_input(&workspace().join("fixtures/models/cnn/input.npy"))
 }
 
 /// The README CNN (`fixtures/models/cnn`) with its input.
@@ -71,7 +71,7 @@ pub fn cnn() -> Result<BenchModel, HostError> {
 /// If the fixture cannot be read or converted.
 pub fn proposals_model() -> Result<Vec<u8>, HostError> {
     let path = workspace().join("fixtures/models/proposals/model.json");
-    Ok(cvm_host::load_model_file(&path)?.bytes)
+    Ok(cvm_cli::load_model_file(&path)?.bytes)
 }
 
 /// The realistic proposals case's five inputs, in declared order.
@@ -83,7 +83,7 @@ pub fn proposals_inputs() -> Result<Vec<InputTensor>, HostError> {
         .iter()
         .map(|name| {
             let path = workspace().join(format!("fixtures/models/proposals/{name}.npy"));
-            cvm_host::inputs::read_input(&path)
+            cvm_cli::inputs::read_input(&path)
         })
         .collect()
 }
@@ -107,13 +107,13 @@ pub fn proposals() -> Result<BenchModel, HostError> {
 /// If a fixture file cannot be read, or the CVM import fails.
 pub fn digits() -> Result<BenchModel, HostError> {
     let dir = workspace().join("fixtures/models/digits");
-    let (symbol, params) = cvm_host::cvm::read_dir(&dir)?;
-    let imported = cvm_host::cvm::import(&symbol, &params)
+    let (symbol, params) = cvm_formats::cvm::read_dir(&dir)?;
+    let imported = cvm_formats::cvm::import(&symbol, &params)
         .map_err(|error| HostError::Input(format!("importing the digits model: {error}")))?;
     Ok(BenchModel {
         name: "digits",
         bytes: imported.model.encode(),
-        inputs: vec![cvm_host::inputs::read_input(&dir.join("input_2.npy"))?],
+        inputs: vec![cvm_cli::inputs::read_input(&dir.join("input_2.npy"))?],
     })
 }
 
@@ -577,7 +577,7 @@ pub fn loaded_session(
     let name = bench.name;
     let mut session = engine.session().map_err(|e| format!("{name}: {e}"))?;
     if let Some(report) = session
-        .load(&bench.bytes)
+        .load_with_schedule(&bench.bytes, cvm_engine::gas::Schedule::CURRENT.version)
         .map_err(|e| format!("{name}: {e}"))?
     {
         return Err(format!("{name}: engine.wasm rejects the model: {report:?}"));

@@ -1,7 +1,7 @@
 //! The CVM inference engine core: deterministic integer inference of neural-network graphs.
 //!
 //! `#![no_std]` + `alloc`, integer arithmetic only. The same code runs natively and as
-//! `engine.wasm` inside a host (see the `cvm-host` crate). A request flows:
+//! `engine.wasm` inside a host (see the `cvm-runtime` crate). A request flows:
 //! bytes → [`Model::decode`] → [`validate::validate`] → [`ValidatedModel`] (types, gas under
 //! the requested schedule and the memory plan known; [`load`] uses the current schedule,
 //! [`load_with_schedule`] a named version) → [`exec::run`] with inputs and a gas limit →

@@ -1,7 +1,7 @@
 //! Bit-exactness of the vector kernels (`cvm_engine::kernels`) against plain implementations of
 //! their formulas, under the native backend (SSE2 on x86-64) and the portable one, on random
 //! shapes chosen to hit every tile, tail and fallback path. The wasm SIMD128 backend runs the
-//! same kernel code; `host/tests/differential.rs` compares it with the native build (random graphs
+//! same kernel code; `host/cli/tests/differential.rs` compares it with the native build (random graphs
 //! over every operator, natively and in wasm).
 
 #![allow(clippy::unwrap_used)] // a failed conversion is a failed test

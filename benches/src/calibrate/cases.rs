@@ -749,22 +749,21 @@ fn synthetic_proposals(rng: &mut Rng, n: u64, pre_nms_top_n: u64) -> Result<Buil
 /// pre 2000, post 1000), read from its files.
 fn fixture_proposals() -> Result<Built, String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/proposals");
-    let loaded = cvm_host::load_model_file(&dir.join("model.json")).map_err(|e| e.to_string())?;
+    let loaded = cvm_cli::load_model_file(&dir.join("model.json")).map_err(|e| e.to_string())?;
     let model = loaded
         .model
         .ok_or_else(|| format!("{} does not decode", dir.display()))?;
     let inputs = ["scores", "bbox_deltas", "im_shape", "anchors", "variances"]
         .iter()
         .map(|name| {
-            cvm_host::inputs::read_input(&dir.join(format!("{name}.npy")))
-                .map_err(|e| e.to_string())
+            cvm_cli::inputs::read_input(&dir.join(format!("{name}.npy"))).map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(Built { model, inputs })
 }
 
 /// The CINN unary primitives: ranges in Q16 inside each function's domain, where it computes
-/// rather than saturates (those of `host/tests/gas_weights.rs`, but for `Tan`), and whether it
+/// rather than saturates (those of `host/cli/tests/gas_weights.rs`, but for `Tan`), and whether it
 /// takes `frac_bits`.
 const CINN_UNARY: &[(&str, i64, i64, bool)] = &[
     ("Abs", -1000 * ONE, 1000 * ONE, true),

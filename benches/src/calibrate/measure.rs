@@ -5,11 +5,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::model::{Model, Node};
 use cvm_engine::{Report, ValidatedModel};
-use cvm_host::runner::encode_inputs;
-use cvm_host::wasm::{WasmEngine, WasmSession};
+use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
 use super::stats::median;
 
@@ -103,14 +103,17 @@ fn failure(report: &Report) -> Option<String> {
     })
 }
 
-fn wasm_error(error: cvm_host::HostError) -> String {
+fn wasm_error(error: cvm_runtime::NodeError) -> String {
     error.to_string()
 }
 
 /// A fresh instance with `bytes` loaded.
 fn session(engine: &WasmEngine, bytes: &[u8]) -> Result<WasmSession, String> {
     let mut session = engine.session().map_err(wasm_error)?;
-    if let Some(report) = session.load(bytes).map_err(wasm_error)? {
+    if let Some(report) = session
+        .load_with_schedule(bytes, cvm_engine::gas::Schedule::CURRENT.version)
+        .map_err(wasm_error)?
+    {
         return Err(failure(&report).unwrap_or_else(|| "engine.wasm rejects the model".into()));
     }
     Ok(session)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use cvm_engine::ValidatedModel;
 use cvm_engine::gas::{Param, Schedule};
-use cvm_host::wasm::WasmEngine;
+use cvm_runtime::wasm::WasmEngine;
 
 use cases::{Built, CLASSES, Class, Config};
 use cli::{Measure, Options};

@@ -118,7 +118,7 @@ impl CinnUnary {
 
 /// Relative cost (× `transcendental`) per element of each math function.
 ///
-/// The figures come from `host/tests/gas_weights.rs`, which measures in engine.wasm the fuel
+/// The figures come from `host/cli/tests/gas_weights.rs`, which measures in engine.wasm the fuel
 /// (wasm instructions) per element of every function in Q16 relative to an element of `Add`
 /// (209 fuel), and takes the weight w whose gas per element, 2 + 16·w, is nearest in ratio to
 /// that cost (docs/gas.md has the table): e.g. Exp costs 60.9 `Add` elements, and 2 + 16·8 = 130

@@ -1,10 +1,10 @@
 //! Fuzz target: random valid graphs steered by the input must agree natively and in wasm
-//! (`cvm_host::robustness::differential`).
+//! (`cvm_testgen::robustness::differential`).
 #![no_main]
 
 use std::sync::OnceLock;
 
-use cvm_host::wasm::WasmEngine;
+use cvm_runtime::wasm::WasmEngine;
 
 static WASM: OnceLock<WasmEngine> = OnceLock::new();
 
@@ -13,5 +13,5 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         Ok(engine) => engine,
         Err(error) => panic!("engine.wasm does not compile: {error}"),
     });
-    cvm_host::robustness::differential(data, wasm);
+    cvm_testgen::robustness::differential(data, wasm);
 });

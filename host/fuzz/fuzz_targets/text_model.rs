@@ -1,4 +1,4 @@
-//! Fuzz target: `cvm_host::robustness::text_model` on arbitrary bytes.
+//! Fuzz target: `cvm_testgen::robustness::text_model` on arbitrary bytes.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cvm_host::robustness::text_model(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cvm_testgen::robustness::text_model(data));

@@ -1,0 +1,168 @@
+//! Presenting reports: the JSON object of `cvm run --json` (also the blessed form of fixture
+//! expectations) and the short human summary.
+
+use cvm_engine::outcome::Status;
+use cvm_engine::{Estimate, Report};
+use cvm_formats::cvm::Contract;
+use serde_json::{Value, json};
+
+use cvm_runtime::hash::{HashAlgorithm, hex, outcome_hash};
+
+/// The JSON object `cvm run --json` prints for `report`.
+pub fn report_json(report: &Report, algorithm: HashAlgorithm) -> Value {
+    let hash = hex(&outcome_hash(report, algorithm));
+    match &report.outcome.status {
+        Status::Ok { outputs } => json!({
+            "status": "ok",
+            "gas_used": report.outcome.gas_used,
+            "hash": hash,
+            "outputs": outputs.iter().zip(&report.output_names).map(|(tensor, name)| json!({
+                "name": name,
+                "shape": tensor.shape,
+                "precision": tensor.precision,
+                "data": tensor.data,
+            })).collect::<Vec<_>>(),
+        }),
+        Status::Error { code, .. } => {
+            let detail = report.failure.as_ref();
+            json!({
+                "status": "error",
+                "error": {
+                    "code": detail.map_or("Unknown", |d| d.code_name.as_str()),
+                    "code_num": code,
+                    "node": detail.and_then(|d| d.node_name.as_deref()),
+                    "message": detail.map_or("", |d| d.message.as_str()),
+                },
+                "gas_used": report.outcome.gas_used,
+                "hash": hash,
+            })
+        }
+    }
+}
+
+/// Up to `limit` bytes in hexadecimal, then an ellipsis with the count left out.
+pub fn hex_preview(bytes: &[u8], limit: usize) -> String {
+    let shown = hex(&bytes[..bytes.len().min(limit)]);
+    if bytes.len() > limit {
+        format!("{shown}… ({} more)", bytes.len() - limit)
+    } else {
+        shown
+    }
+}
+
+/// Up to `limit` values, then an ellipsis with the count left out.
+fn preview(data: &[i32], limit: usize) -> String {
+    let shown: Vec<String> = data.iter().take(limit).map(i32::to_string).collect();
+    if data.len() > limit {
+        format!("[{}, … ({} more)]", shown.join(", "), data.len() - limit)
+    } else {
+        format!("[{}]", shown.join(", "))
+    }
+}
+
+/// The human summary `cvm run` prints without `--json`.
+pub fn report_text(report: &Report, algorithm: HashAlgorithm) -> String {
+    let mut text = String::new();
+    match &report.outcome.status {
+        Status::Ok { outputs } => {
+            text.push_str("status:   ok\n");
+            for (tensor, name) in outputs.iter().zip(&report.output_names) {
+                text.push_str(&format!(
+                    "output:   {name} shape {:?} precision {}\n          {}\n",
+                    tensor.shape,
+                    tensor.precision,
+                    preview(&tensor.data, 64)
+                ));
+            }
+        }
+        Status::Error { code, .. } => {
+            let detail = report.failure.as_ref();
+            text.push_str(&format!(
+                "status:   error {} ({code})\n",
+                detail.map_or("Unknown", |d| d.code_name.as_str())
+            ));
+            if let Some(node) = detail.and_then(|d| d.node_name.as_deref()) {
+                text.push_str(&format!("node:     {node}\n"));
+            }
+            if let Some(detail) = detail {
+                text.push_str(&format!("message:  {}\n", detail.message));
+            }
+        }
+    }
+    text.push_str(&format!("gas used: {}\n", report.outcome.gas_used));
+    text.push_str(&format!(
+        "hash:     {} ({})\n",
+        hex(&outcome_hash(report, algorithm)),
+        algorithm.name()
+    ));
+    text
+}
+
+/// The JSON object `cvm estimate --json` prints.
+pub fn estimate_json(estimate: &Estimate) -> Value {
+    json!({
+        "schedule_version": estimate.schedule_version,
+        "total_gas": estimate.total_gas,
+        "peak_memory_bytes": estimate.peak_memory_bytes,
+        "arena_bytes": estimate.arena_bytes,
+        "nodes": estimate.nodes.iter().map(|node| json!({
+            "name": node.name,
+            "op": node.op,
+            "gas": node.gas,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The table `cvm estimate` prints.
+pub fn estimate_text(estimate: &Estimate) -> String {
+    let width = estimate
+        .nodes
+        .iter()
+        .map(|node| node.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut text = format!("{:<width$}  {:<16}  {:>14}\n", "node", "op", "gas");
+    for node in &estimate.nodes {
+        text.push_str(&format!(
+            "{:<width$}  {:<16}  {:>14}\n",
+            node.name, node.op, node.gas
+        ));
+    }
+    text.push_str(&format!(
+        "total gas:   {} (schedule v{})\n",
+        estimate.total_gas, estimate.schedule_version
+    ));
+    text.push_str(&format!(
+        "peak memory: {} bytes\n",
+        estimate.peak_memory_bytes
+    ));
+    text.push_str(&format!(
+        "arena:       {} bytes (node outputs, part of the peak)\n",
+        estimate.arena_bytes
+    ));
+    text
+}
+
+/// The byte contract's sizes of a CVM model (what the `CVMAPIGet*` functions report), as JSON.
+pub fn cvm_contract_json(contract: &Contract) -> Value {
+    json!({
+        "input_length": contract.input_length,
+        "output_length": contract.output_length,
+        "input_type_size": contract.input_type_size,
+        "output_type_size": contract.output_type_size,
+        "storage_size": contract.storage_size,
+    })
+}
+
+/// The byte contract's sizes of a CVM model, one line each.
+pub fn cvm_contract_text(contract: &Contract) -> String {
+    format!(
+        "cvm input:   {} bytes ({} per element)\ncvm output:  {} bytes ({} per element)\nstorage:     {} bytes\n",
+        contract.input_length,
+        contract.input_type_size,
+        contract.output_length,
+        contract.output_type_size,
+        contract.storage_size
+    )
+}

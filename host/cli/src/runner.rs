@@ -1,0 +1,312 @@
+//! Running a model natively or in wasm behind one interface, and loading models from files.
+//!
+//! Both paths feed the same canonical model bytes, the same gas schedule version and the same
+//! borsh-encoded inputs to the same engine code (`cvm_engine::load_with_schedule` +
+//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load_with_schedule`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cvm_engine::exec::InputTensor;
+use cvm_engine::{Model, Report, ValidatedModel};
+
+use crate::error::HostError;
+use cvm_formats::cvm::{self, CvmMeta, CvmModel};
+use cvm_formats::read_file;
+use cvm_formats::text;
+use cvm_runtime::wasm::{WasmEngine, decode_reply};
+
+/// Which engine build executes the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineKind {
+    /// `engine.wasm` inside wasmtime (the consensus configuration).
+    #[default]
+    Wasm,
+    /// The same engine compiled for this machine.
+    Native,
+}
+
+impl EngineKind {
+    /// Name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Wasm => "wasm",
+            EngineKind::Native => "native",
+        }
+    }
+}
+
+/// The gas schedule version a load uses when the caller names none: the engine's current one.
+pub const CURRENT_SCHEDULE: u32 = cvm_engine::gas::Schedule::CURRENT.version;
+
+/// Encodes inputs the way the ABI takes them.
+pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
+    borsh::to_vec(inputs).unwrap_or_default()
+}
+
+/// Loads `model` under gas schedule `schedule` and runs it on `inputs` with `engine`; a load
+/// failure (an undefined schedule version among them: `UnsupportedVersion`) is returned as the
+/// (deterministic) failure report. Without `wasm`, the wasm path compiles `engine.wasm` first.
+///
+/// # Errors
+/// [`HostError::Wasm`] for failures of the wasm runtime (never for the model's own errors).
+pub fn execute(
+    engine: EngineKind,
+    wasm: Option<&WasmEngine>,
+    model: &[u8],
+    inputs: &[InputTensor],
+    gas_limit: u64,
+    schedule: u32,
+) -> Result<Report, HostError> {
+    execute_timed(
+        engine,
+        wasm,
+        model,
+        inputs,
+        gas_limit,
+        schedule,
+        &mut Timings::default(),
+    )
+}
+
+/// [`execute`], recording the duration of each phase in `timings`: natively `model load`
+/// (decode + validate), `input encoding` and `run`; in wasm `engine compile` (only without
+/// `wasm`), `instantiate`, `model load`, `input encoding`, `run` and `report decoding`.
+///
+/// # Errors
+/// As [`execute`].
+pub fn execute_timed(
+    engine: EngineKind,
+    wasm: Option<&WasmEngine>,
+    model: &[u8],
+    inputs: &[InputTensor],
+    gas_limit: u64,
+    schedule: u32,
+    timings: &mut Timings,
+) -> Result<Report, HostError> {
+    match engine {
+        EngineKind::Native => {
+            let validated = timings.time(phase::MODEL_LOAD, || {
+                cvm_engine::load_with_schedule(model, schedule)
+            });
+            let validated = match validated {
+                Ok(validated) => validated,
+                Err(report) => return Ok(*report),
+            };
+            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
+            Ok(timings.time(phase::RUN, || {
+                cvm_engine::run_encoded(&validated, &encoded, gas_limit)
+            }))
+        }
+        EngineKind::Wasm => {
+            let owned;
+            let wasm = match wasm {
+                Some(wasm) => wasm,
+                None => {
+                    owned = timings.time(phase::ENGINE_COMPILE, WasmEngine::new)?;
+                    &owned
+                }
+            };
+            let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
+            if let Some(report) = timings.time(phase::MODEL_LOAD, || {
+                session.load_with_schedule(model, schedule)
+            })? {
+                return Ok(report);
+            }
+            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
+            let reply = timings.time(phase::RUN, || session.run_to_reply(&encoded, gas_limit))?;
+            Ok(timings.time(phase::REPORT_DECODING, || decode_reply(&reply))?)
+        }
+    }
+}
+
+/// Names of the phases [`Timings`] records.
+pub mod phase {
+    /// Reading the model's files and converting them to canonical bytes.
+    pub const READ_MODEL: &str = "read model";
+    /// Reading the input files.
+    pub const READ_INPUTS: &str = "read inputs";
+    /// Cranelift compilation of `engine.wasm`.
+    pub const ENGINE_COMPILE: &str = "engine compile";
+    /// Loading the compiled module from the module cache.
+    pub const ENGINE_CACHE_LOAD: &str = "engine cache load";
+    /// Instantiating `engine.wasm` (memory, exports, ABI check).
+    pub const INSTANTIATE: &str = "instantiate";
+    /// Decoding and validating the model in the engine.
+    pub const MODEL_LOAD: &str = "model load";
+    /// Borsh-encoding the inputs.
+    pub const INPUT_ENCODING: &str = "input encoding";
+    /// The run (in wasm: up to the reply's bytes).
+    pub const RUN: &str = "run";
+    /// Decoding the engine's reply into a report (wasm only).
+    pub const REPORT_DECODING: &str = "report decoding";
+    /// Hashing the outcome.
+    pub const HASHING: &str = "hashing";
+}
+
+/// Wall-clock durations of the phases of one command, in the order they ran (`cvm run
+/// --timings`). Timings are node-local: they are never part of an outcome or a hash.
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    phases: Vec<(&'static str, Duration)>,
+}
+
+impl Timings {
+    /// Runs `work`, recording its duration under `phase`.
+    pub fn time<T>(&mut self, phase: &'static str, work: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let result = work();
+        self.record(phase, started.elapsed());
+        result
+    }
+
+    /// Records `duration` under `phase`.
+    pub fn record(&mut self, phase: &'static str, duration: Duration) {
+        self.phases.push((phase, duration));
+    }
+
+    /// The phases recorded, in order.
+    pub fn phases(&self) -> &[(&'static str, Duration)] {
+        &self.phases
+    }
+
+    /// One line per phase, `timing: <phase> <milliseconds> ms` with three decimals, then the
+    /// sum of the phases.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (phase, duration) in &self.phases {
+            out.push_str(&format!(
+                "timing: {phase:<18} {:>12} ms\n",
+                millis(*duration)
+            ));
+        }
+        let total: Duration = self.phases.iter().map(|(_, duration)| *duration).sum();
+        out.push_str(&format!(
+            "timing: {:<18} {:>12} ms\n",
+            "total",
+            millis(total)
+        ));
+        out
+    }
+}
+
+/// `duration` in milliseconds with three decimals (integer arithmetic).
+pub fn millis(duration: Duration) -> String {
+    let micros = duration.as_micros();
+    format!("{}.{:03}", micros / 1000, micros % 1000)
+}
+
+/// Where a model comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A canonical binary or text model file.
+    File(PathBuf),
+    /// A CVM model: `symbol` and `params` files.
+    Cvm {
+        /// The graph JSON.
+        symbol: PathBuf,
+        /// The parameter binary.
+        params: PathBuf,
+    },
+}
+
+impl ModelSource {
+    /// A directory is a CVM model (`<dir>/symbol`, `<dir>/params`); anything else a model file.
+    pub fn from_path(path: &Path) -> ModelSource {
+        if path.is_dir() {
+            ModelSource::Cvm {
+                symbol: path.join("symbol"),
+                params: path.join("params"),
+            }
+        } else {
+            ModelSource::File(path.to_path_buf())
+        }
+    }
+}
+
+/// A model read from its files: canonical bytes and decoded form, or the deterministic reason a
+/// CVM model was rejected.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// Canonical bytes (as read, as built from a text model, or as converted from CVM files).
+    pub bytes: Vec<u8>,
+    /// Decoded model, when the bytes decode (validation is the engine's job).
+    pub model: Option<Model>,
+    /// For CVM models: the byte contract and legacy gas.
+    pub cvm: Option<CvmMeta>,
+    /// For CVM models that fail their load checks: the failure, as an outcome to hash.
+    pub rejected: Option<Box<Report>>,
+}
+
+/// Loads a model from `source`.
+///
+/// # Errors
+/// I/O errors and text model errors (node-local). CVM load failures are not errors here: they
+/// come back in [`LoadedModel::rejected`].
+pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
+    match source {
+        ModelSource::File(path) => load_model_file(path),
+        ModelSource::Cvm { symbol, params } => {
+            let symbol_bytes = read_file(symbol)?;
+            let params_bytes = read_file(params)?;
+            Ok(match cvm::import(&symbol_bytes, &params_bytes) {
+                Ok(CvmModel { model, meta }) => LoadedModel {
+                    bytes: model.encode(),
+                    model: Some(model),
+                    cvm: Some(meta),
+                    rejected: None,
+                },
+                Err(error) => LoadedModel {
+                    bytes: Vec::new(),
+                    model: None,
+                    cvm: None,
+                    rejected: Some(Box::new(Report::failure(error, 0))),
+                },
+            })
+        }
+    }
+}
+
+/// Reads a model file: canonical binary (starts with the magic) or text model (JSON).
+///
+/// # Errors
+/// I/O errors and text model errors. Canonical bytes that do not decode are *not* an error
+/// here: the engine rejects them deterministically.
+pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
+    let bytes = read_file(path)?;
+    if bytes.starts_with(&cvm_engine::MAGIC) || !looks_like_json(&bytes) {
+        let model = Model::decode(&bytes).ok();
+        return Ok(LoadedModel {
+            bytes,
+            model,
+            cvm: None,
+            rejected: None,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| HostError::TextModel {
+        path: path.display().to_string(),
+        message: "not UTF-8 text".into(),
+    })?;
+    let model =
+        text::parse_text_model(&text, &text::base_dir_of(path), &path.display().to_string())?;
+    Ok(LoadedModel {
+        bytes: model.encode(),
+        model: Some(model),
+        cvm: None,
+        rejected: None,
+    })
+}
+
+fn looks_like_json(bytes: &[u8]) -> bool {
+    bytes.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// Decodes and validates natively under gas schedule `schedule`, for `estimate`, `inspect`,
+/// `build` and `import`.
+///
+/// # Errors
+/// The engine's deterministic rejection, as a report (`UnsupportedVersion` for an undefined
+/// schedule version).
+pub fn validate_natively(bytes: &[u8], schedule: u32) -> Result<ValidatedModel, Box<Report>> {
+    cvm_engine::load_with_schedule(bytes, schedule)
+}

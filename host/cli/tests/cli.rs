@@ -1,0 +1,750 @@
+//! The `cvm` command line as a contract: outputs, exit statuses (0 ok, 1 deterministic model or
+//! input error, 2 usage or node-local error) and clear messages for bad input, never a panic.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cvm_engine::gas::Schedule;
+use cvm_engine::model::{AttrValue, Model, ValueRef};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cnn_model() -> PathBuf {
+    root().join("fixtures/models/cnn/model.json")
+}
+
+fn cnn_input() -> PathBuf {
+    root().join("fixtures/models/cnn/input.npy")
+}
+
+fn cvm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args(args)
+        .output()
+        .expect("cvm starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs and checks the exit status; returns stdout and stderr together.
+fn expect_status(args: &[&str], status: i32) -> String {
+    let output = cvm(args);
+    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "cvm {args:?} printed:\n{all}"
+    );
+    assert!(!all.contains("panicked"), "cvm {args:?} panicked:\n{all}");
+    all
+}
+
+fn run_json(args: &[&str], status: i32) -> Value {
+    let output = cvm(args);
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    let lines: Vec<&str> = std::str::from_utf8(&output.stdout)
+        .expect("utf-8")
+        .lines()
+        .collect();
+    assert_eq!(lines.len(), 1, "--json prints exactly one line: {lines:?}");
+    serde_json::from_str(lines[0]).expect("one JSON object")
+}
+
+/// `cvm run MODEL --input <the CNN input> --json EXTRA…`, expecting exit status `status`.
+fn run_on_cnn_input(model: &Path, extra: &[&str], status: i32) -> Value {
+    let input = cnn_input();
+    let mut args = vec![
+        "run",
+        path_str(model),
+        "--input",
+        path_str(&input),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    run_json(&args, status)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cvm-cli-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+fn cnn_canonical() -> Vec<u8> {
+    let text = std::fs::read_to_string(cnn_model()).expect("model");
+    cvm_formats::text::parse_text_model(&text, &root(), "cnn")
+        .expect("parses")
+        .encode()
+}
+
+#[test]
+fn run_prints_outputs_gas_and_hash_and_engines_agree() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let summary = expect_status(&["run", path_str(&model), "--input", path_str(&input)], 0);
+    assert!(
+        summary.contains("[-41, -1, -10, 6, 32, -3, -6, 0, -17, 7]"),
+        "{summary}"
+    );
+    assert!(summary.contains("gas used:"), "{summary}");
+    assert!(summary.contains("hash:"), "{summary}");
+
+    let wasm = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+        ],
+        0,
+    );
+    let native = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            &format!("data={}", path_str(&input)),
+            "--json",
+            "--engine",
+            "native",
+        ],
+        0,
+    );
+    assert_eq!(wasm, native);
+    assert_eq!(wasm["status"], "ok");
+    assert_eq!(
+        wasm["outputs"][0]["data"],
+        serde_json::json!([-41, -1, -10, 6, 32, -3, -6, 0, -17, 7])
+    );
+    assert_eq!(wasm["hash"].as_str().map(str::len), Some(64));
+
+    let keccak = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--hash",
+            "keccak256",
+        ],
+        0,
+    );
+    assert_ne!(keccak["hash"], wasm["hash"]);
+    assert_eq!(keccak["gas_used"], wasm["gas_used"]);
+}
+
+#[test]
+fn estimate_equals_gas_charged_and_one_less_is_out_of_gas() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let estimate = expect_status(&["estimate", path_str(&model), "--json"], 0);
+    let estimate: Value = serde_json::from_str(estimate.trim()).expect("json");
+    let total = estimate["total_gas"].as_u64().expect("total");
+    let nodes = estimate["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 8);
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| n["gas"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        total
+    );
+    // The memory plan: parameters (5480 bytes), packed weights (4096: 2560 for the dense node,
+    // 1536 for the 6 tap entries of each of the depthwise conv2d's 8 output channels), the input (256), the arena of every node output (4096, the most node outputs
+    // alive at once), and the largest working memory of any node (2920, the depthwise conv2d's
+    // tap plane, pairings and entry offsets, output indices, flat rows and row targets; more
+    // than the 40 bytes of the output copied out).
+    assert_eq!(estimate["peak_memory_bytes"].as_u64(), Some(16848));
+    assert_eq!(estimate["arena_bytes"].as_u64(), Some(4096));
+    let text = expect_status(&["estimate", path_str(&model)], 0);
+    assert!(text.contains("peak memory: 16848 bytes\n"), "{text}");
+    assert!(text.contains("arena:       4096 bytes"), "{text}");
+
+    let ran = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(ran["gas_used"].as_u64(), Some(total));
+
+    let limit = (total - 1).to_string();
+    let starved = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--gas-limit",
+            &limit,
+        ],
+        1,
+    );
+    assert_eq!(starved["status"], "error");
+    assert_eq!(starved["error"]["code"], "OutOfGas");
+    assert_eq!(starved["error"]["code_num"], 403);
+    assert_eq!(starved["error"]["node"], "scores");
+    assert!(starved["gas_used"].as_u64() < Some(total));
+    let zero = run_json(
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+            "--gas-limit",
+            "0",
+        ],
+        1,
+    );
+    assert_eq!(zero["error"]["node"], "conv1");
+    assert_eq!(zero["gas_used"], 0);
+}
+
+#[test]
+fn build_inspect_and_canonical_run() {
+    let built = scratch("cnn.cvm");
+    expect_status(
+        &["build", path_str(&cnn_model()), "-o", path_str(&built)],
+        0,
+    );
+    assert_eq!(std::fs::read(&built).expect("written"), cnn_canonical());
+    let from_text = run_on_cnn_input(&cnn_model(), &[], 0);
+    let from_binary = run_on_cnn_input(&built, &[], 0);
+    assert_eq!(from_text, from_binary);
+
+    let inspect = expect_status(&["inspect", path_str(&built)], 0);
+    for needle in [
+        "data  shape [1, 1, 8, 8]  precision 8",
+        "conv1 = conv2d(data, conv1_weight, conv1_bias)",
+        "scores = scores  shape [1, 10]  precision 8",
+    ] {
+        assert!(
+            inspect.contains(needle),
+            "missing {needle:?} in:\n{inspect}"
+        );
+    }
+
+    let output = scratch("scores.npy");
+    expect_status(
+        &[
+            "run",
+            path_str(&built),
+            "--input",
+            path_str(&cnn_input()),
+            "--output",
+            path_str(&output),
+        ],
+        0,
+    );
+    let written =
+        cvm_formats::npy::read_npy(&std::fs::read(&output).expect("npy")).expect("valid npy");
+    assert_eq!(written.shape, [1, 10]);
+    assert_eq!(written.data, [-41, -1, -10, 6, 32, -3, -6, 0, -17, 7]);
+}
+
+#[test]
+fn version_names_the_schedules_and_the_engine_hash() {
+    let version = expect_status(&["version"], 0);
+    let schedules: Vec<String> = Schedule::ALL
+        .iter()
+        .map(|schedule| schedule.version.to_string())
+        .collect();
+    for needle in [
+        "model format version   1".to_string(),
+        format!(
+            "gas schedule versions  {} (default {})",
+            schedules.join(", "),
+            Schedule::CURRENT.version
+        ),
+        "engine ABI version     2".to_string(),
+        format!(
+            "engine.wasm sha3-256   {} ({} bytes, the pinned module)",
+            cvm_runtime::wasm::engine_wasm_sha3(),
+            cvm_runtime::wasm::ENGINE_WASM.len()
+        ),
+    ] {
+        assert!(version.contains(&needle), "{needle:?} in {version}");
+    }
+}
+
+/// `cvm estimate MODEL --json --schedule N` (exit 0).
+fn estimate_under(model: &Path, schedule: &str) -> Value {
+    run_json(
+        &[
+            "estimate",
+            path_str(model),
+            "--json",
+            "--schedule",
+            schedule,
+        ],
+        0,
+    )
+}
+
+#[test]
+fn schedule_1_gives_the_blessed_figures() {
+    // The CNN fixture's gas, blessed under schedule version 1.
+    let estimate = estimate_under(&cnn_model(), "1");
+    assert_eq!(estimate["schedule_version"], 1);
+    assert_eq!(estimate["total_gas"], 16604);
+    for engine in ["wasm", "native"] {
+        let ran = run_on_cnn_input(&cnn_model(), &["--schedule", "1", "--engine", engine], 0);
+        assert_eq!(ran["gas_used"], 16604, "{engine}");
+        assert_eq!(
+            ran["hash"], "52dfbc07a7241d32b02bfa1a1af9c6f374080bd06d78f27b5e65601297f52c89",
+            "{engine}"
+        );
+    }
+    let inspect = expect_status(&["inspect", path_str(&cnn_model()), "--schedule", "1"], 0);
+    assert!(
+        inspect.contains("total gas 16604 (schedule v1)"),
+        "{inspect}"
+    );
+}
+
+#[test]
+fn every_schedule_charges_its_estimate_on_both_engines() {
+    let model = cnn_model();
+    for schedule in Schedule::ALL {
+        let version = schedule.version.to_string();
+        let estimate = estimate_under(&model, &version);
+        assert_eq!(estimate["schedule_version"], schedule.version);
+        let total = estimate["total_gas"].as_u64().expect("total");
+        let text = expect_status(&["estimate", path_str(&model), "--schedule", &version], 0);
+        assert!(
+            text.contains(&format!("total gas:   {total} (schedule v{version})")),
+            "{text}"
+        );
+        let wasm = run_on_cnn_input(&model, &["--schedule", &version], 0);
+        let native = run_on_cnn_input(&model, &["--schedule", &version, "--engine", "native"], 0);
+        assert_eq!(wasm, native, "schedule {version}");
+        assert_eq!(wasm["gas_used"].as_u64(), Some(total), "schedule {version}");
+        // Outputs do not depend on the schedule; the gas, and so the hash, may.
+        assert_eq!(
+            wasm["outputs"][0]["data"],
+            serde_json::json!([-41, -1, -10, 6, 32, -3, -6, 0, -17, 7])
+        );
+        let starved = run_on_cnn_input(
+            &model,
+            &[
+                "--schedule",
+                &version,
+                "--gas-limit",
+                &(total - 1).to_string(),
+            ],
+            1,
+        );
+        assert_eq!(starved["error"]["code"], "OutOfGas");
+    }
+    // Without --schedule: the current schedule.
+    let default = run_json(&["estimate", path_str(&model), "--json"], 0);
+    assert_eq!(
+        default,
+        estimate_under(&model, &Schedule::CURRENT.version.to_string())
+    );
+}
+
+#[test]
+fn a_non_numeric_schedule_is_a_usage_error() {
+    let model = cnn_model();
+    let input = cnn_input();
+    for args in [
+        vec![
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--schedule",
+            "x",
+        ],
+        vec!["estimate", path_str(&model), "--schedule", "x"],
+        vec!["inspect", path_str(&model), "--schedule=-1"],
+        vec!["audit", "--schedule", "two"],
+        vec!["run", path_str(&model), "--schedule"],
+    ] {
+        let message = expect_status(&args, 2);
+        assert!(message.contains("--schedule"), "{args:?}: {message}");
+    }
+}
+
+#[test]
+fn an_undefined_schedule_is_unsupported_version_on_both_engines() {
+    let model = cnn_model();
+    let wasm = run_on_cnn_input(&model, &["--schedule", "9"], 1);
+    let native = run_on_cnn_input(&model, &["--schedule", "9", "--engine", "native"], 1);
+    assert_eq!(wasm, native);
+    assert_eq!(wasm["status"], "error");
+    assert_eq!(wasm["error"]["code"], "UnsupportedVersion");
+    assert_eq!(wasm["error"]["code_num"], 101);
+    assert_eq!(wasm["error"]["node"], Value::Null);
+    assert_eq!(wasm["gas_used"], 0);
+    let message = wasm["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("gas schedule version 9 is not defined; this engine defines versions"),
+        "{message}"
+    );
+
+    let estimate = run_json(
+        &["estimate", path_str(&model), "--json", "--schedule", "9"],
+        1,
+    );
+    assert_eq!(estimate["error"]["code"], "UnsupportedVersion");
+    assert_eq!(estimate["hash"], wasm["hash"]);
+    for command in ["inspect", "estimate"] {
+        let text = expect_status(&[command, path_str(&model), "--schedule", "9"], 1);
+        assert!(
+            text.contains("UnsupportedVersion (101)"),
+            "{command}: {text}"
+        );
+    }
+    let built = scratch("unbuilt.cvm");
+    let text = expect_status(
+        &[
+            "build",
+            path_str(&model),
+            "-o",
+            path_str(&built),
+            "--schedule",
+            "9",
+        ],
+        1,
+    );
+    assert!(text.contains("UnsupportedVersion"), "{text}");
+    let text = expect_status(&["audit", "--schedule", "9", "--engine", "native"], 2);
+    assert!(
+        text.contains("gas schedule version 9 is not defined"),
+        "{text}"
+    );
+}
+
+#[test]
+fn audit_runs_each_fixture_under_its_schedule_or_the_one_asked_for() {
+    let dir = root().join("fixtures/ops/dense");
+    let audit = |extra: &[&str]| {
+        let mut args = vec!["audit", path_str(&dir), "--json", "--engine", "both"];
+        args.extend_from_slice(extra);
+        run_json(&args, 0)
+    };
+    let own = audit(&[]);
+    let rows = own["fixtures"].as_array().expect("rows");
+    assert!(rows.len() >= 5);
+    for row in rows {
+        assert_eq!(row["pass"], true, "{row}");
+        assert_eq!(
+            (&row["schedule"], &row["blessed_schedule"]),
+            (&1.into(), &1.into())
+        );
+        assert_eq!(row["native"], row["golden"], "{row}");
+    }
+    assert_eq!(own["summary"]["schedule"], Value::Null);
+    assert_eq!(
+        audit(&["--schedule", "1"])["fixtures"]
+            .as_array()
+            .map(Vec::len),
+        Some(rows.len())
+    );
+    for schedule in Schedule::ALL
+        .iter()
+        .filter(|schedule| schedule.version != 1)
+    {
+        let version = schedule.version.to_string();
+        let other = audit(&["--schedule", &version]);
+        assert_eq!(other["summary"]["schedule"], schedule.version);
+        for row in other["fixtures"].as_array().expect("rows") {
+            // No golden hash exists under another schedule: the engines must agree.
+            assert_eq!(row["golden"], Value::Null, "{row}");
+            assert_eq!(row["schedule"], schedule.version);
+            assert_eq!(row["native"], row["wasm"], "{row}");
+            assert_eq!(row["pass"], true, "{row}");
+        }
+    }
+}
+
+/// Writes `model` canonically and runs it in both engines; returns the error JSON.
+fn rejected(model: &Model, name: &str) -> Value {
+    let path = scratch(name);
+    std::fs::write(&path, model.encode()).expect("write");
+    let wasm = run_on_cnn_input(&path, &[], 1);
+    let native = run_on_cnn_input(&path, &["--engine", "native"], 1);
+    assert_eq!(wasm, native);
+    wasm
+}
+
+fn cnn_decoded() -> Model {
+    Model::decode(&cnn_canonical()).expect("decodes")
+}
+
+#[test]
+fn canonical_model_rejections_are_deterministic_errors() {
+    let mut model = cnn_decoded();
+    model.nodes[2].op = 999;
+    let error = rejected(&model, "unknown_op.cvm");
+    assert_eq!(error["error"]["code"], "UnknownOp");
+    assert_eq!(error["error"]["node"], "relu1");
+
+    let mut model = cnn_decoded();
+    model.nodes[2].inputs.push(ValueRef::Input(0));
+    assert_eq!(
+        rejected(&model, "arity.cvm")["error"]["code"],
+        "ArityMismatch"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[1].inputs[0] = ValueRef::Node { node: 5, output: 0 };
+    let error = rejected(&model, "forward.cvm");
+    assert_eq!(error["error"]["code"], "InvalidReference");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not come before it")
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[1].inputs[0] = ValueRef::Node { node: 1, output: 0 };
+    assert_eq!(
+        rejected(&model, "cycle.cvm")["error"]["code"],
+        "InvalidReference"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[0].inputs[1] = ValueRef::Param(17);
+    assert_eq!(
+        rejected(&model, "dangling.cvm")["error"]["code"],
+        "InvalidReference"
+    );
+
+    let mut model = cnn_decoded();
+    let shift = model.nodes[1]
+        .attrs
+        .iter_mut()
+        .find(|a| a.name == "shift_bit")
+        .expect("shift_bit");
+    shift.value = AttrValue::Int(40);
+    let error = rejected(&model, "range.cvm");
+    assert_eq!(error["error"]["code"], "AttributeOutOfRange");
+    assert_eq!(error["error"]["node"], "conv1_requant");
+
+    let mut model = cnn_decoded();
+    model.params[2].shape = vec![10, 127];
+    assert_eq!(
+        rejected(&model, "param_len.cvm")["error"]["code"],
+        "InvalidParam"
+    );
+
+    let mut model = cnn_decoded();
+    model.inputs[0].precision = 0;
+    assert_eq!(
+        rejected(&model, "precision0.cvm")["error"]["code"],
+        "InvalidPrecision"
+    );
+
+    let mut model = cnn_decoded();
+    model.inputs[0].shape = vec![1 << 16, 1 << 16];
+    assert_eq!(
+        rejected(&model, "huge.cvm")["error"]["code"],
+        "LimitExceeded"
+    );
+
+    let mut model = cnn_decoded();
+    model.nodes[3].name = "relu1".into();
+    assert_eq!(
+        rejected(&model, "dup.cvm")["error"]["code"],
+        "DuplicateName"
+    );
+}
+
+#[test]
+fn truncated_and_corrupted_models_never_panic() {
+    let bytes = cnn_canonical();
+    let path = scratch("truncated.cvm");
+    // Every header offset, then a spread of offsets through the body.
+    let offsets: Vec<usize> = (0..16).chain((16..bytes.len()).step_by(97)).collect();
+    for &len in &offsets {
+        std::fs::write(&path, &bytes[..len]).expect("write");
+        let error = run_json(&["run", path_str(&path), "--json", "--engine", "native"], 1);
+        assert_eq!(
+            error["error"]["code"], "MalformedModel",
+            "truncated at {len}"
+        );
+    }
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write");
+    let error = run_json(&["run", path_str(&path), "--json"], 1);
+    assert_eq!(error["error"]["code"], "MalformedModel");
+
+    // Bit flips: each either still decodes to a model that runs or is rejected, identically on
+    // both engines, and never panics.
+    let input = cnn_input();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..6 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut corrupt = bytes.clone();
+        let bit = (state % (corrupt.len() as u64 * 8)) as usize;
+        corrupt[bit / 8] ^= 1 << (bit % 8);
+        std::fs::write(&path, &corrupt).expect("write");
+        let args = [
+            "run",
+            path_str(&path),
+            "--input",
+            path_str(&input),
+            "--json",
+        ];
+        let wasm = cvm(&args);
+        let native = cvm(&[&args[..], &["--engine", "native"]].concat());
+        assert!(
+            matches!(wasm.status.code(), Some(0..=2)),
+            "bit {bit}: {}",
+            text(&wasm.stderr)
+        );
+        assert_eq!(wasm.status.code(), native.status.code(), "bit {bit}");
+        assert_eq!(wasm.stdout, native.stdout, "bit {bit}");
+    }
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let model = cnn_model();
+    let model = path_str(&model);
+
+    // Wrong shape and out-of-precision values are deterministic (exit 1).
+    let wrong_shape = scratch("wrong_shape.npy");
+    std::fs::write(
+        &wrong_shape,
+        cvm_formats::npy::write_npy(&cvm_formats::npy::NpyArray {
+            shape: vec![1, 64],
+            data: vec![0; 64],
+        }),
+    )
+    .expect("write");
+    let error = run_json(
+        &["run", model, "--input", path_str(&wrong_shape), "--json"],
+        1,
+    );
+    assert_eq!(error["error"]["code"], "InputShape");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("input \"data\" must have shape [1, 1, 8, 8]")
+    );
+
+    let too_big = scratch("too_big.npy");
+    let mut data = vec![0; 64];
+    data[5] = 128;
+    std::fs::write(
+        &too_big,
+        cvm_formats::npy::write_npy(&cvm_formats::npy::NpyArray {
+            shape: vec![1, 1, 8, 8],
+            data,
+        }),
+    )
+    .expect("write");
+    let error = run_json(&["run", model, "--input", path_str(&too_big), "--json"], 1);
+    assert_eq!(error["error"]["code"], "InputPrecision");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("value 128 at flat index 5")
+    );
+
+    // Float tensors, missing inputs, unknown names and missing files are usage errors (exit 2).
+    let float = scratch("float.npy");
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    let padded = format!("{header:<117}\n");
+    bytes.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(padded.as_bytes());
+    bytes.extend_from_slice(&[0, 0, 0x80, 0x3f]);
+    std::fs::write(&float, bytes).expect("write");
+    let message = expect_status(&["run", model, "--input", path_str(&float)], 2);
+    assert!(
+        message.contains("'<f4' is not an integer type"),
+        "{message}"
+    );
+
+    let message = expect_status(&["run", model], 2);
+    assert!(message.contains("no value for input \"data\""), "{message}");
+    let message = expect_status(&["run", model, "--input", "label=x.npy"], 2);
+    assert!(message.contains("no input \"label\""), "{message}");
+    let message = expect_status(&["run", model, "--input", "/nonexistent/x.npy"], 2);
+    assert!(message.contains("/nonexistent/x.npy"), "{message}");
+    let message = expect_status(&["run", "/nonexistent/model.json"], 2);
+    assert!(message.contains("/nonexistent/model.json"), "{message}");
+    expect_status(&["run", model, "--gas-limit", "-5"], 2);
+    expect_status(&["run", model, "--engine", "gpu"], 2);
+    expect_status(&["frobnicate"], 2);
+}
+
+#[test]
+fn text_model_errors_name_node_and_field() {
+    let path = scratch("bad_text.json");
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(cnn_model()).expect("read")).expect("json");
+    value["nodes"][2]["op"] = "rellu".into();
+    std::fs::write(&path, value.to_string()).expect("write");
+    let message = expect_status(
+        &["run", path_str(&path), "--input", path_str(&cnn_input())],
+        2,
+    );
+    assert!(
+        message.contains("node \"relu1\", field \"op\": unknown operator \"rellu\""),
+        "{message}"
+    );
+
+    std::fs::write(&path, "{\"format\": \"cvm-text/1\", \"inputs\": [").expect("write");
+    let message = expect_status(&["estimate", path_str(&path)], 2);
+    assert!(message.contains("not valid JSON"), "{message}");
+}
+
+#[test]
+fn build_refuses_invalid_models_unless_asked() {
+    let path = scratch("invalid.json");
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(cnn_model()).expect("read")).expect("json");
+    value["nodes"][0]["attrs"]["groups"] = 3.into();
+    std::fs::write(&path, value.to_string()).expect("write");
+    let out = scratch("invalid.cvm");
+    let message = expect_status(&["build", path_str(&path), "-o", path_str(&out)], 1);
+    assert!(message.contains("ShapeMismatch"), "{message}");
+    expect_status(
+        &[
+            "build",
+            path_str(&path),
+            "-o",
+            path_str(&out),
+            "--allow-invalid",
+        ],
+        0,
+    );
+    let error = run_on_cnn_input(&out, &[], 1);
+    assert_eq!(error["error"]["code"], "ShapeMismatch");
+    assert_eq!(error["error"]["node"], "conv1");
+    assert_eq!(error["gas_used"], 0);
+}

@@ -1,0 +1,210 @@
+//! The engine inside wasmtime, in process: a model loaded once serves many runs; corrupted
+//! models are handled identically by both engines without a trap; the fuel every fixture and
+//! generated graph burns stays under a tenth of what the backstop grants for its bytes and gas.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use cvm_cli::runner::{CURRENT_SCHEDULE, EngineKind, encode_inputs, execute};
+use cvm_engine::exec::InputTensor;
+use cvm_engine::gas::Schedule;
+use cvm_engine::{ErrorCode, Model};
+use cvm_runtime::wasm::{FUEL_BASE, FUEL_PER_GAS, WasmEngine, fuel_for};
+use cvm_testgen::graphgen::{ByteSource, generate};
+
+/// The gas schedule of the session tests (the fuel test checks every schedule).
+const SCHEDULE: u32 = 1;
+
+fn cnn() -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/cnn");
+    let text = std::fs::read_to_string(root.join("model.json")).expect("model");
+    cvm_formats::text::parse_text_model(&text, &root, "cnn")
+        .expect("parses")
+        .encode()
+}
+
+fn image(seed: i32) -> InputTensor {
+    InputTensor {
+        shape: vec![1, 1, 8, 8],
+        data: (0..64).map(|i| (i * 37 + seed * 11) % 255 - 127).collect(),
+    }
+}
+
+#[test]
+fn a_loaded_model_serves_many_runs() {
+    let model = cnn();
+    let wasm = WasmEngine::new().expect("engine");
+    let mut session = wasm.session().expect("session");
+    assert!(
+        session
+            .load_with_schedule(&model, SCHEDULE)
+            .expect("load")
+            .is_none(),
+        "the CNN loads"
+    );
+    for seed in 0..5 {
+        let inputs = [image(seed)];
+        let in_session = session.run(&encode_inputs(&inputs), u64::MAX).expect("run");
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &model,
+            &inputs,
+            u64::MAX,
+            SCHEDULE,
+        )
+        .expect("native");
+        assert_eq!(in_session, native, "seed {seed}");
+        assert!(in_session.error_code().is_none());
+    }
+    // A failing run does not disturb the loaded model.
+    let wrong = [InputTensor {
+        shape: vec![1, 64],
+        data: vec![0; 64],
+    }];
+    let report = session.run(&encode_inputs(&wrong), u64::MAX).expect("run");
+    assert_eq!(report.error_code(), Some(ErrorCode::InputShape));
+    let again = session
+        .run(&encode_inputs(&[image(0)]), u64::MAX)
+        .expect("run");
+    assert!(again.error_code().is_none());
+}
+
+/// The fuel a call may burn, divided by the tenfold safety margin.
+fn tenth_of_budget(bytes: usize, gas: u64) -> u64 {
+    fuel_for(bytes, gas) / 10
+}
+
+/// Loads `model` under gas schedule `schedule` and runs it in a fresh session; checks both
+/// calls burn under a tenth of the fuel the backstop would grant for the bytes and for exactly
+/// the gas the run used. Returns the fuel burned per unit of gas by the run.
+fn check_fuel(
+    wasm: &WasmEngine,
+    name: &str,
+    model: &[u8],
+    inputs: &[InputTensor],
+    schedule: u32,
+) -> Option<u64> {
+    let mut session = wasm.session().expect("session");
+    if session
+        .load_with_schedule(model, schedule)
+        .expect("load")
+        .is_some()
+    {
+        return None;
+    }
+    let load_fuel = session.fuel_used().expect("fuel");
+    assert!(
+        load_fuel <= tenth_of_budget(model.len(), 0),
+        "{name}: load burned {load_fuel}"
+    );
+    let encoded = encode_inputs(inputs);
+    let report = session.run(&encoded, u64::MAX).expect("run");
+    let run_fuel = session.fuel_used().expect("fuel");
+    let gas = report.outcome.gas_used;
+    assert!(
+        run_fuel <= tenth_of_budget(encoded.len(), gas),
+        "{name}: run burned {run_fuel} fuel for {gas} gas and {} input bytes",
+        encoded.len()
+    );
+    Some(run_fuel.saturating_sub(FUEL_BASE.min(run_fuel)) / gas.max(1))
+}
+
+#[test]
+fn fuel_stays_within_a_tenth_of_its_budget() {
+    let wasm = WasmEngine::new().expect("engine");
+    // Under every schedule: a schedule whose gas were far cheaper in fuel than another's would
+    // let a legitimate run reach the backstop.
+    for schedule in Schedule::ALL.map(|s| s.version) {
+        let mut worst = (0u64, String::new());
+        let mut checked = 0;
+        for case in cvm_fixtures::all_cases().expect("fixtures") {
+            let prepared = cvm_cli::audit::prepare(&case).expect("case");
+            let Ok((bytes, _)) = &prepared.model else {
+                continue;
+            };
+            if let Some(per_gas) = check_fuel(&wasm, &case.name, bytes, &prepared.inputs, schedule)
+            {
+                checked += 1;
+                if per_gas > worst.0 {
+                    worst = (per_gas, case.name.clone());
+                }
+            }
+        }
+        for seed in 0u64..100 {
+            let generated = generate(&mut ByteSource::new(&seed.to_le_bytes()), 10);
+            if let Some(per_gas) = check_fuel(
+                &wasm,
+                &format!("generated {seed}"),
+                &generated.model.encode(),
+                &generated.inputs,
+                schedule,
+            ) {
+                checked += 1;
+                if per_gas > worst.0 {
+                    worst = (per_gas, format!("generated graph {seed}"));
+                }
+            }
+        }
+        eprintln!(
+            "schedule {schedule}, {checked} models: at most {} fuel per gas beyond the base ({}), against {FUEL_PER_GAS} granted",
+            worst.0, worst.1
+        );
+        assert!(checked > 200, "only {checked} models were checked");
+    }
+}
+
+#[test]
+fn corrupted_models_are_handled_identically() {
+    let bytes = cnn();
+    let wasm = WasmEngine::new().expect("engine");
+    let inputs = [image(2)];
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rejected = 0;
+    for round in 0..300 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut corrupt = bytes.clone();
+        if round % 3 == 0 {
+            corrupt.truncate((state % bytes.len() as u64) as usize);
+        } else {
+            let bit = (state % (bytes.len() as u64 * 8)) as usize;
+            corrupt[bit / 8] ^= 1 << (bit % 8);
+        }
+        let native = execute(
+            EngineKind::Native,
+            None,
+            &corrupt,
+            &inputs,
+            1 << 40,
+            CURRENT_SCHEDULE,
+        )
+        .expect("native never fails");
+        let in_wasm = execute(
+            EngineKind::Wasm,
+            Some(&wasm),
+            &corrupt,
+            &inputs,
+            1 << 40,
+            CURRENT_SCHEDULE,
+        )
+        .unwrap_or_else(|err| panic!("round {round}: wasm failed: {err}"));
+        assert_eq!(native, in_wasm, "round {round}");
+        if native.error_code().is_some() {
+            rejected += 1;
+        }
+        if Model::decode(&corrupt).is_err() {
+            assert!(
+                matches!(
+                    native.error_code(),
+                    Some(ErrorCode::MalformedModel | ErrorCode::UnsupportedVersion)
+                ),
+                "round {round}: undecodable bytes gave {:?}",
+                native.error_code()
+            );
+        }
+    }
+    assert!(
+        rejected > 100,
+        "only {rejected} of 300 corruptions were rejected"
+    );
+}

@@ -1,0 +1,370 @@
+//! Schedule version 6, the current one, stays calibrated: for one model per kernel path, the wasm
+//! fuel a node burns per unit of its version 6 gas lies within [0.5, 2] of the calibration's
+//! median, 4.90 fuel per gas (docs/gas.md, "Calibration").
+//!
+//! Fuel repeats exactly, so this test fails whenever a kernel or a usage formula changes enough
+//! to move an operator out of the band, long before anyone reruns the calibration tool. Each
+//! node's fuel is isolated as the tool does it: the model with one more copy of the node (its
+//! output unused) less the model as built, which cancels decoding the inputs and encoding the
+//! report. Its gas is the single-node run's `gas_used`. `cargo test -p cvm-cli --test
+//! gas_calibration -- --nocapture` prints the table.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use std::path::Path;
+
+use cvm_cli::runner::encode_inputs;
+use cvm_engine::exec::InputTensor;
+use cvm_runtime::wasm::WasmEngine;
+use serde_json::{Value, json};
+
+/// The schedule under test.
+const SCHEDULE: u32 = 6;
+/// Median fuel per gas of the calibration, in thousandths.
+const MEDIAN_MILLI_FUEL: u64 = 4_896;
+
+/// One node to measure: its operator, attributes, the model input and parameters it reads.
+struct Case {
+    label: &'static str,
+    op: &'static str,
+    attrs: Value,
+    /// (shape, precision, values) of the model input `x`.
+    input: (Vec<u32>, u8, Vec<i32>),
+    /// (name, shape, precision, values) of each parameter, read after `x`.
+    params: Vec<(&'static str, Vec<u32>, u8, Vec<i32>)>,
+}
+
+/// A reproducible sequence of values in [lo, hi].
+fn values(n: usize, lo: i64, hi: i64, seed: u64) -> Vec<i32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            i32::try_from(lo + (state % (hi - lo + 1) as u64) as i64).expect("fits i32")
+        })
+        .collect()
+}
+
+fn count(shape: &[u32]) -> usize {
+    shape.iter().map(|&d| d as usize).product()
+}
+
+fn int8(shape: &[u32], seed: u64) -> (Vec<u32>, u8, Vec<i32>) {
+    (shape.to_vec(), 8, values(count(shape), -127, 127, seed))
+}
+
+fn param(name: &'static str, shape: &[u32], seed: u64) -> (&'static str, Vec<u32>, u8, Vec<i32>) {
+    let (shape, precision, data) = int8(shape, seed);
+    (name, shape, precision, data)
+}
+
+fn conv2d(label: &'static str, input: &[u32], weight: &[u32], pad: i64, groups: i64) -> Case {
+    strided_conv2d(label, input, weight, pad, groups, 1)
+}
+
+fn strided_conv2d(
+    label: &'static str,
+    input: &[u32],
+    weight: &[u32],
+    pad: i64,
+    groups: i64,
+    stride: i64,
+) -> Case {
+    Case {
+        label,
+        op: "conv2d",
+        attrs: json!({
+            "channels": weight[0], "kernel_size": [weight[2], weight[3]],
+            "strides": [stride, stride],
+            "padding": [pad, pad], "dilation": [1, 1], "groups": groups,
+        }),
+        input: int8(input, 1),
+        params: vec![param("w", weight, 2), param("b", &[weight[0]], 3)],
+    }
+}
+
+fn max_pool(label: &'static str, input: &[u32], window: i64, stride: i64, pad: i64) -> Case {
+    Case {
+        label,
+        op: "max_pool2d",
+        attrs: json!({"pool_size": [window, window], "strides": [stride, stride], "padding": [pad, pad]}),
+        input: int8(input, 4),
+        params: vec![],
+    }
+}
+
+fn unary(label: &'static str, op: &'static str, input: &[u32], attrs: Value) -> Case {
+    Case {
+        label,
+        op,
+        attrs,
+        input: int8(input, 5),
+        params: vec![],
+    }
+}
+
+/// generate_proposals_v2 (Q8) over 8 × 8 positions of 4 anchors of 20 × 20 on a grid of step 3,
+/// so that most candidates overlap and the NMS runs its IoU test often.
+fn proposals() -> Case {
+    let (h, w, a) = (8u32, 8u32, 4u32);
+    let anchors = (h * w * a) as usize;
+    let one = 1 << 8;
+    let boxes: Vec<i32> = (0..anchors as i32)
+        .flat_map(|i| {
+            let (x, y) = ((i % 16) * 3 * one, (i / 16) * 3 * one);
+            [x, y, x + 20 * one, y + 20 * one]
+        })
+        .collect();
+    Case {
+        label: "generate_proposals_v2, NMS over overlapping boxes",
+        op: "generate_proposals_v2",
+        attrs: json!({"frac_bits": 8, "pre_nms_top_n": 256, "post_nms_top_n": 128}),
+        input: (vec![1, h, w, a], 32, values(anchors, 0, 255, 18)),
+        params: vec![
+            (
+                "deltas",
+                vec![1, h, w, 4 * a],
+                32,
+                values(4 * anchors, -32, 32, 19),
+            ),
+            ("im_shape", vec![1, 2], 32, vec![100 * one, 100 * one]),
+            ("anchors", vec![h, w, a, 4], 32, boxes),
+            ("variances", vec![h, w, a, 4], 32, vec![one; 4 * anchors]),
+        ],
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        conv2d(
+            "conv2d 3x3, channels-last im2col",
+            &[1, 16, 16, 16],
+            &[16, 16, 3, 3],
+            1,
+            1,
+        ),
+        conv2d(
+            "conv2d 1x1, pointwise",
+            &[1, 32, 16, 16],
+            &[32, 32, 1, 1],
+            0,
+            1,
+        ),
+        conv2d(
+            "conv2d depthwise 3x3",
+            &[1, 16, 24, 24],
+            &[16, 1, 3, 3],
+            1,
+            16,
+        ),
+        strided_conv2d(
+            "conv2d depthwise 3x3 stride 2",
+            &[1, 16, 24, 24],
+            &[16, 1, 3, 3],
+            1,
+            16,
+            2,
+        ),
+        strided_conv2d(
+            "conv2d depthwise 3x3 stride 3, plane of pairs",
+            &[1, 16, 24, 24],
+            &[16, 1, 3, 3],
+            1,
+            16,
+            3,
+        ),
+        conv2d(
+            "conv2d pad 64, checked gather",
+            &[1, 4, 2, 2],
+            &[1, 4, 3, 3],
+            64,
+            1,
+        ),
+        Case {
+            label: "dense",
+            op: "dense",
+            attrs: json!({"units": 64}),
+            input: int8(&[4, 256], 6),
+            params: vec![param("w", &[64, 256], 7), param("b", &[64], 8)],
+        },
+        max_pool(
+            "max_pool2d 2x2 stride 2, vector kernel",
+            &[1, 16, 32, 32],
+            2,
+            2,
+            0,
+        ),
+        max_pool(
+            "max_pool2d 3x3 stride 1 pad 1, vector kernel",
+            &[1, 16, 32, 32],
+            3,
+            1,
+            1,
+        ),
+        max_pool(
+            "max_pool2d 41x41 pad 40, plain loop",
+            &[1, 1, 8, 8],
+            41,
+            1,
+            40,
+        ),
+        Case {
+            label: "broadcast_add, equal shapes",
+            op: "broadcast_add",
+            attrs: json!({}),
+            input: int8(&[64, 256], 9),
+            params: vec![param("z", &[64, 256], 10)],
+        },
+        Case {
+            label: "broadcast_add, a row broadcast",
+            op: "broadcast_add",
+            attrs: json!({}),
+            input: int8(&[64, 256], 11),
+            params: vec![param("z", &[256], 12)],
+        },
+        unary("relu", "relu", &[64, 256], json!({})),
+        unary(
+            "cvm_right_shift",
+            "cvm_right_shift",
+            &[64, 256],
+            json!({"precision": 8, "shift_bit": 3}),
+        ),
+        unary("flatten", "flatten", &[1, 16, 32, 32], json!({})),
+        unary(
+            "transpose",
+            "transpose",
+            &[64, 256],
+            json!({"axes": [1, 0]}),
+        ),
+        unary("sum, last axis", "sum", &[256, 64], json!({"axis": [1]})),
+        Case {
+            label: "Exp",
+            op: "Exp",
+            attrs: json!({"frac_bits": 16}),
+            input: (vec![256], 32, values(256, -10 << 16, 10 << 16, 13)),
+            params: vec![],
+        },
+        Case {
+            label: "CINN Conv forward 3x3",
+            op: "Conv",
+            attrs: json!({
+                "conv_type": "forward", "strides": [1, 1], "paddings": [1, 1],
+                "dilations": [1, 1], "groups": 1, "frac_bits": 8,
+            }),
+            input: int8(&[1, 4, 8, 8], 14),
+            params: vec![param("w", &[4, 4, 3, 3], 15)],
+        },
+        proposals(),
+        Case {
+            label: "CINN Add",
+            op: "Add",
+            attrs: json!({"frac_bits": 16}),
+            input: (vec![64, 256], 32, values(64 * 256, -1 << 20, 1 << 20, 16)),
+            params: vec![(
+                "z",
+                vec![64, 256],
+                32,
+                values(64 * 256, -1 << 20, 1 << 20, 17),
+            )],
+        },
+    ]
+}
+
+/// The text model of `case` with `copies` copies of its node; the first one's output is the
+/// model's output.
+fn model(case: &Case, copies: usize) -> Vec<u8> {
+    let mut inputs = vec![json!("x")];
+    inputs.extend(case.params.iter().map(|p| json!(p.0)));
+    let nodes: Vec<Value> = (0..copies)
+        .map(|i| {
+            json!({
+                "name": if i == 0 { "y".to_string() } else { format!("y{i}") },
+                "op": case.op,
+                "inputs": inputs,
+                "attrs": case.attrs,
+            })
+        })
+        .collect();
+    let params: Vec<Value> = case
+        .params
+        .iter()
+        .map(|(name, shape, precision, data)| {
+            json!({"name": name, "shape": shape, "precision": precision, "data": data})
+        })
+        .collect();
+    let text = json!({
+        "format": "cvm-text/1",
+        "inputs": [{"name": "x", "shape": case.input.0, "precision": case.input.1}],
+        "params": params,
+        "nodes": nodes,
+        "outputs": ["y"],
+    });
+    cvm_formats::text::from_json(&text, Path::new("."))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.label))
+        .encode()
+}
+
+/// (fuel, gas_used) of one run of the model with `copies` copies of the node, in a fresh session.
+fn run(wasm: &WasmEngine, case: &Case, copies: usize) -> (u64, u64) {
+    let mut session = wasm.session().expect("session");
+    if let Some(report) = session
+        .load_with_schedule(&model(case, copies), SCHEDULE)
+        .expect("load")
+    {
+        panic!("{} does not load: {:?}", case.label, report.failure);
+    }
+    let inputs = [InputTensor {
+        shape: case.input.0.clone(),
+        data: case.input.2.clone(),
+    }];
+    let report = session.run(&encode_inputs(&inputs), u64::MAX).expect("run");
+    assert!(
+        report.error_code().is_none(),
+        "{} failed: {:?}",
+        case.label,
+        report.failure
+    );
+    (session.fuel_used().expect("fuel"), report.outcome.gas_used)
+}
+
+#[test]
+fn every_kernel_path_burns_fuel_in_proportion_to_its_current_gas() {
+    assert_eq!(SCHEDULE, cvm_engine::gas::Schedule::CURRENT.version);
+    let wasm = WasmEngine::new().expect("engine");
+    let mut lines = vec![
+        format!(
+            "| node | gas (v{SCHEDULE}) | fuel | fuel/gas, normalised to {} |",
+            MEDIAN_MILLI_FUEL as f64 / 1000.0
+        ),
+        "| --- | ---: | ---: | ---: |".to_string(),
+    ];
+    let mut outside = Vec::new();
+    for case in cases() {
+        let (single_fuel, gas) = run(&wasm, &case, 1);
+        let (double_fuel, double_gas) = run(&wasm, &case, 2);
+        assert_eq!(
+            double_gas,
+            2 * gas,
+            "{}: each copy pays the same gas",
+            case.label
+        );
+        let fuel = double_fuel - single_fuel;
+        // fuel / gas / median, in thousandths.
+        let normalised = fuel * 1_000_000 / (gas * MEDIAN_MILLI_FUEL);
+        lines.push(format!(
+            "| {} | {gas} | {fuel} | {}.{:03} |",
+            case.label,
+            normalised / 1000,
+            normalised % 1000
+        ));
+        if !(500..=2000).contains(&normalised) {
+            outside.push(case.label);
+        }
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert!(
+        outside.is_empty(),
+        "fuel per current gas outside [0.5, 2] of the calibration's median: {outside:?}"
+    );
+}

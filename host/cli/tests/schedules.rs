@@ -1,0 +1,239 @@
+//! The gas schedule chosen per load, natively and in wasm: an undefined version is the same
+//! `UnsupportedVersion` report with gas 0 on both engines; under every defined version both
+//! engines give the same report, the estimate names the version asked for, and a run charges
+//! exactly that schedule's static estimate. No figure of a schedule is written here. Also: the
+//! host refuses an engine module of another ABI version, or one without `cvm_load_with_schedule`.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+mod common;
+
+use common::run_both;
+use cvm_cli::audit;
+use cvm_cli::runner::encode_inputs;
+use cvm_engine::gas::Schedule;
+use cvm_engine::{ErrorCode, Report, Status};
+use cvm_runtime::wasm::{ABI_VERSION, WasmEngine};
+
+fn cnn() -> (Vec<u8>, Vec<cvm_engine::InputTensor>) {
+    let case = cvm_fixtures::all_cases()
+        .unwrap()
+        .into_iter()
+        .find(|case| case.name == "models/cnn/case")
+        .expect("the CNN case");
+    let prepared = audit::prepare(&case).unwrap();
+    let (bytes, _) = prepared.model.unwrap();
+    (bytes, prepared.inputs)
+}
+
+/// Versions no schedule has: 0, one past the newest, and the largest.
+fn undefined_versions() -> [u32; 3] {
+    let newest = Schedule::ALL.iter().map(|s| s.version).max().unwrap();
+    [0, newest + 1, u32::MAX]
+}
+
+/// The report of both engines, which must agree (so must their outcome hashes, a function of
+/// the report).
+fn both(
+    wasm: &WasmEngine,
+    model: &[u8],
+    inputs: &[cvm_engine::InputTensor],
+    gas_limit: u64,
+    schedule: u32,
+) -> Report {
+    run_both(wasm, model, inputs, gas_limit, schedule).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn undefined_versions_are_unsupported_version_on_both_engines() {
+    let wasm = WasmEngine::new().unwrap();
+    let (model, inputs) = cnn();
+    for version in undefined_versions() {
+        for bytes in [model.clone(), b"not a model".to_vec()] {
+            let report = both(&wasm, &bytes, &inputs, u64::MAX, version);
+            assert_eq!(
+                report.outcome.status,
+                Status::Error {
+                    code: ErrorCode::UnsupportedVersion.number(),
+                    node: None
+                }
+            );
+            assert_eq!(report.outcome.gas_used, 0);
+            let message = &report.failure.as_ref().unwrap().message;
+            assert!(
+                message.starts_with(&format!(
+                    "gas schedule version {version} is not defined; this engine defines versions "
+                )),
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rejected_version_leaves_no_model_loaded() {
+    let wasm = WasmEngine::new().unwrap();
+    let (model, inputs) = cnn();
+    let mut session = wasm.session().unwrap();
+    assert!(session.load_with_schedule(&model, 1).unwrap().is_none());
+    assert!(
+        session
+            .run(&encode_inputs(&inputs), u64::MAX)
+            .unwrap()
+            .error_code()
+            .is_none()
+    );
+    let rejected = session
+        .load_with_schedule(&model, 0)
+        .unwrap()
+        .expect("rejected");
+    assert_eq!(rejected.error_code(), Some(ErrorCode::UnsupportedVersion));
+    let error = session.run(&encode_inputs(&inputs), u64::MAX).unwrap_err();
+    assert!(error.to_string().contains("no model loaded"), "{error}");
+}
+
+#[test]
+fn every_schedule_charges_its_static_estimate_on_both_engines() {
+    let wasm = WasmEngine::new().unwrap();
+    let mut ran = vec![0usize; Schedule::ALL.len()];
+    for case in cvm_fixtures::all_cases().unwrap() {
+        let prepared = audit::prepare(&case).unwrap();
+        let Ok((bytes, _)) = &prepared.model else {
+            continue;
+        };
+        for (index, schedule) in Schedule::ALL.iter().enumerate() {
+            let version = schedule.version;
+            let report = both(&wasm, bytes, &prepared.inputs, prepared.gas_limit, version);
+            let Ok(model) = cvm_engine::load_with_schedule(bytes, version) else {
+                assert!(report.error_code().is_some(), "{}: {report:?}", case.name);
+                continue;
+            };
+            let estimate = model.estimate();
+            assert_eq!(estimate.schedule_version, version, "{}", case.name);
+            if report.error_code().is_none() {
+                assert_eq!(
+                    report.outcome.gas_used, estimate.total_gas,
+                    "{}: schedule {version}",
+                    case.name
+                );
+                ran[index] += 1;
+            }
+            // The session API: a model loaded under `version` charges the same.
+            let mut session = wasm.session().unwrap();
+            assert!(
+                session
+                    .load_with_schedule(bytes, version)
+                    .unwrap()
+                    .is_none()
+            );
+            let in_session = session
+                .run(&encode_inputs(&prepared.inputs), prepared.gas_limit)
+                .unwrap();
+            assert_eq!(in_session, report, "{}: schedule {version}", case.name);
+        }
+    }
+    eprintln!("successful runs per schedule: {ran:?}");
+    assert!(ran.iter().all(|&count| count > 100), "{ran:?}");
+}
+
+#[test]
+fn the_fixtures_run_under_the_schedule_they_name() {
+    // A case without a "schedule" field was blessed under version 1, whatever the current
+    // schedule is.
+    for case in cvm_fixtures::all_cases().unwrap() {
+        let text = std::fs::read_to_string(&case.path).unwrap();
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if file.get("schedule").is_none() {
+            assert_eq!(case.schedule, 1, "{}", case.name);
+        }
+        assert_eq!(audit::prepare(&case).unwrap().schedule, case.schedule);
+    }
+}
+
+/// `n` as unsigned LEB128.
+fn leb128(mut n: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            bytes.push(low);
+            return bytes;
+        }
+        bytes.push(low | 0x80);
+    }
+}
+
+/// A wasm section: id, size, contents.
+fn section(id: u8, contents: &[u8]) -> Vec<u8> {
+    [&[id][..], &leb128(contents.len()), contents].concat()
+}
+
+/// A stand-in engine module of ABI `version` with a one-page memory and the exports `names`
+/// (each from the ABI, with its signature), every function returning `version`.
+fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
+    assert!(version < 64 && names.len() < 16);
+    let signature = |name: &str| -> Vec<u8> {
+        let params: &[u8] = match name {
+            "cvm_alloc" => &[0x7f],
+            "cvm_free" | "cvm_load" => &[0x7f, 0x7f],
+            "cvm_load_with_schedule" => &[0x7f, 0x7f, 0x7f],
+            "cvm_run" => &[0x7f, 0x7f, 0x7e],
+            _ => &[],
+        };
+        [&[0x60, params.len() as u8][..], params, &[0x01, 0x7f]].concat()
+    };
+    let count = names.len() as u8;
+    let types: Vec<u8> = names.iter().flat_map(|name| signature(name)).collect();
+    let functions: Vec<u8> = (0..count).collect();
+    let mut exports = vec![count + 1, 6];
+    exports.extend_from_slice(b"memory");
+    exports.extend_from_slice(&[0x02, 0x00]);
+    for (index, name) in names.iter().enumerate() {
+        exports.push(name.len() as u8);
+        exports.extend_from_slice(name.as_bytes());
+        exports.extend_from_slice(&[0x00, index as u8]);
+    }
+    let body = [0x04, 0x00, 0x41, version, 0x0b];
+    let code: Vec<u8> = names.iter().flat_map(|_| body).collect();
+    [
+        &b"\0asm\x01\0\0\0"[..],
+        &section(1, &[&[count][..], &types].concat()),
+        &section(3, &[&[count][..], &functions].concat()),
+        &section(5, &[0x01, 0x00, 0x01]),
+        &section(7, &exports),
+        &section(10, &[&[count][..], &code].concat()),
+    ]
+    .concat()
+}
+
+/// The exports of ABI version 1.
+const ABI_1_EXPORTS: [&str; 7] = [
+    "cvm_abi_version",
+    "cvm_alloc",
+    "cvm_free",
+    "cvm_load",
+    "cvm_run",
+    "cvm_reply_ptr",
+    "cvm_reply_len",
+];
+
+#[test]
+fn the_host_refuses_other_abi_versions_and_needs_the_schedule_export() {
+    assert_eq!(ABI_VERSION, 2);
+    // An engine of ABI version 1 is refused for its version, not for the export it lacks.
+    let old = WasmEngine::from_module_bytes(&stand_in_module(1, &ABI_1_EXPORTS)).unwrap();
+    let error = old.session().err().expect("refused").to_string();
+    assert!(
+        error.contains("engine.wasm speaks ABI version 1, this host speaks 2"),
+        "{error}"
+    );
+    // Version 2 without `cvm_load_with_schedule`: the missing export is named.
+    let lacking = WasmEngine::from_module_bytes(&stand_in_module(2, &ABI_1_EXPORTS)).unwrap();
+    let error = lacking.session().err().expect("refused").to_string();
+    assert!(error.contains("cvm_load_with_schedule"), "{error}");
+    // With it, the stand-in is accepted.
+    let complete = [&ABI_1_EXPORTS[..], &["cvm_load_with_schedule"]].concat();
+    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(2, &complete)).unwrap();
+    assert!(stand_in.session().is_ok());
+    assert!(WasmEngine::new().unwrap().session().is_ok());
+}

@@ -1,0 +1,970 @@
+//! Models deployed on the Cortex chain: the CVM `symbol` + `params` pair (cvm-compat §1–§2),
+//! their conversion to the canonical model, the legacy gas of the deployed runtime (§5), and
+//! the input/output byte contract of `CVMAPIInference` (§4).
+//!
+//! Conversion is lossless and deterministic: the same two files always give the same canonical
+//! bytes (parameters keep their stored width; attributes are typed by the operator's schema and
+//! sorted). Every load failure is a deterministic [`cvm_engine::Error`] whose message names the
+//! node, entry or parameter; hosts report it as a hashed outcome like any model rejection.
+
+pub mod params;
+pub mod symbol;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use cvm_engine::attrs::AttrKind;
+use cvm_engine::exec::InputTensor;
+use cvm_engine::model::{
+    Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
+};
+use cvm_engine::outcome::OutputTensor;
+use cvm_engine::tensor::precision_bound;
+use cvm_engine::{Error, ValidatedModel, fail};
+
+use crate::error::{ReadError, read_file};
+use symbol::NodeKind;
+pub use symbol::{Postprocess, Symbol, Version};
+
+/// The name of the model input in CVM graphs.
+pub const DATA: &str = "data";
+
+/// A CVM model converted to the canonical form, with what the byte contract needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CvmModel {
+    /// The canonical model.
+    pub model: Model,
+    /// What the byte contract and legacy gas need.
+    pub meta: CvmMeta,
+}
+
+/// Properties of a CVM model beyond its canonical form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CvmMeta {
+    /// Output post-processing of the byte contract.
+    pub postprocess: Postprocess,
+    /// Gas as the deployed runtime computes it from the graph (cvm-compat §5).
+    pub legacy_gas: u64,
+    /// Precision of `data`: ≤ 8 means one byte per input element.
+    pub input_precision: u8,
+    /// Shape of `data`.
+    pub input_shape: Vec<u32>,
+    /// The graph version.
+    pub version: Version,
+    /// Declared shapes of the heads, in order.
+    pub output_shapes: Vec<Vec<u32>>,
+    /// The sizes the deployed runtime reports for the byte contract.
+    pub contract: Contract,
+}
+
+/// The sizes `CVMAPIGetInputLength`, `CVMAPIGetOutputLength`, `CVMAPIGetInputTypeSize`,
+/// `CVMAPIGetOutputTypeSize` and `CVMAPIGetStorageSize` report (cvm-compat §4), computed at
+/// load as the deployed runtime computes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contract {
+    /// Bytes of one input: elements of `data` × [`Contract::input_type_size`].
+    pub input_length: u64,
+    /// Bytes of one output, as [`encode_output`] writes them: with `argmax` one int32 per row of
+    /// each head, otherwise every element of every head × [`Contract::output_type_size`].
+    pub output_length: u64,
+    /// 1 when the precision of `data` is ≤ 8, else 4.
+    pub input_type_size: u64,
+    /// 4 with `argmax` or `detection` post-processing or when some head's precision is > 8,
+    /// else 1.
+    pub output_type_size: u64,
+    /// The deployed runtime's memory plan: for every storage id, the largest entry that uses it
+    /// (4 bytes per element), summed.
+    pub storage_size: u64,
+}
+
+/// The byte contract's sizes for a graph whose heads have the inferred `head_types`.
+fn contract(
+    graph: &Symbol,
+    input_elements: u64,
+    input_precision: u8,
+    head_types: &[&cvm_engine::TensorType],
+) -> Result<Contract, Error> {
+    let input_type_size = if input_precision <= 8 { 1 } else { 4 };
+    let wide = head_types.iter().any(|ty| ty.precision > 8);
+    let output_type_size = match graph.postprocess {
+        Postprocess::Argmax | Postprocess::Detection => 4,
+        Postprocess::None if wide => 4,
+        Postprocess::None => 1,
+    };
+    let output_length = head_types
+        .iter()
+        .map(|ty| {
+            let elements = ty.shape.elements();
+            match graph.postprocess {
+                Postprocess::Argmax => {
+                    let last = ty.dims().last().map_or(1, |&d| u64::from(d)).max(1);
+                    elements / last * output_type_size
+                }
+                _ => elements * output_type_size,
+            }
+        })
+        .sum();
+    Ok(Contract {
+        input_length: input_elements * input_type_size,
+        output_length,
+        input_type_size,
+        output_type_size,
+        storage_size: symbol::storage_size(&graph.storage_ids, &graph.shapes)?,
+    })
+}
+
+/// Reads `symbol` and `params` from a directory.
+///
+/// # Errors
+/// [`ReadError::Io`] when a file cannot be read.
+pub fn read_dir(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), ReadError> {
+    Ok((
+        read_file(&dir.join("symbol"))?,
+        read_file(&dir.join("params"))?,
+    ))
+}
+
+/// Converts a CVM model to the canonical form, performing every load check of cvm-compat
+/// §1–§2 and checking the declared shapes against the engine's shape inference.
+///
+/// # Errors
+/// A deterministic error naming the node, entry or parameter.
+pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Error> {
+    let graph = symbol::parse(symbol_bytes)?;
+    let arrays = params::parse(params_bytes)?;
+
+    // Where every entry goes in the canonical model.
+    let data_nodes: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&id| graph.nodes[id].kind == NodeKind::Variable && graph.nodes[id].name == DATA)
+        .collect();
+    let data_node = match data_nodes.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(fail!(
+                MalformedModel,
+                "symbol: no variable is named \"{DATA}\" (the model input)"
+            ));
+        }
+        _ => {
+            return Err(fail!(
+                MalformedModel,
+                "symbol: {} variables are named \"{DATA}\"",
+                data_nodes.len()
+            ));
+        }
+    };
+    let mut value_of: Vec<Option<ValueRef>> = vec![None; graph.nodes.len()];
+    let mut param_nodes = Vec::new();
+    let mut op_index = 0u32;
+    for (id, node) in graph.nodes.iter().enumerate() {
+        value_of[id] = Some(match node.kind {
+            NodeKind::Variable if id == data_node => ValueRef::Input(0),
+            NodeKind::Variable => {
+                param_nodes.push(id);
+                ValueRef::Param(param_nodes.len() as u32 - 1)
+            }
+            NodeKind::Op(_) => {
+                op_index += 1;
+                ValueRef::Node {
+                    node: op_index - 1,
+                    output: 0,
+                }
+            }
+        });
+    }
+    let reference = |(node, output): (usize, usize)| -> ValueRef {
+        match value_of[node] {
+            Some(ValueRef::Node { node, .. }) => ValueRef::Node {
+                node,
+                output: output as u8,
+            },
+            Some(other) => other,
+            None => ValueRef::Input(0),
+        }
+    };
+    let entry = |id: usize| graph.node_row_ptr[id];
+
+    // Variable names are unique (the deployed loader stops on a duplicate).
+    let mut seen = std::collections::HashSet::new();
+    for node in graph.nodes.iter().filter(|n| n.kind == NodeKind::Variable) {
+        if !seen.insert(node.name.as_str()) {
+            return Err(fail!(
+                MalformedModel,
+                "symbol: two variables are named \"{}\"",
+                node.name
+            ));
+        }
+    }
+
+    // Parameters: every variable but data has an array, with the declared shape and precision.
+    // As the deployed loader sets them one by one: an array named `data` is checked for its
+    // shape and then replaced by the input; a name given twice is checked twice, the last wins.
+    let mut by_name: HashMap<&str, &params::Array> = HashMap::new();
+    for array in &arrays {
+        if array.name == DATA {
+            let shape = &graph.shapes[entry(data_node)];
+            if !same_shape(&array.shape, shape) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "params: array \"{DATA}\" has shape {:?}, the graph declares {shape:?}",
+                    array.shape
+                ));
+            }
+            continue;
+        }
+        let Some(&id) = param_nodes
+            .iter()
+            .find(|&&id| graph.nodes[id].name == array.name)
+        else {
+            return Err(fail!(
+                MalformedModel,
+                "params: \"{}\" is not a variable of the graph",
+                array.name
+            ));
+        };
+        check_param(
+            array,
+            &graph.shapes[entry(id)],
+            graph.precisions[entry(id)] as u8,
+        )?;
+        by_name.insert(array.name.as_str(), array);
+    }
+    let names = canonical_names(&graph);
+    let mut param_decls = Vec::with_capacity(param_nodes.len());
+    for &id in &param_nodes {
+        let name = &graph.nodes[id].name;
+        let array = by_name.get(name.as_str()).ok_or_else(|| {
+            fail!(
+                MalformedModel,
+                "params: parameter \"{name}\" of the graph is missing"
+            )
+        })?;
+        let shape = &graph.shapes[entry(id)];
+        let precision = graph.precisions[entry(id)] as u8;
+        let data = match &array.data {
+            params::ArrayData::I8(values) => ParamData::I8(values.clone()),
+            params::ArrayData::I32(values) => ParamData::I32(values.clone()),
+        };
+        param_decls.push(ParamDecl {
+            name: names[id].clone(),
+            shape: shape.clone(),
+            precision,
+            data,
+        });
+    }
+
+    // Operator nodes with typed attributes.
+    let mut nodes = Vec::new();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            continue;
+        };
+        if let Some(missing) = required_attrs(op.name)
+            .iter()
+            .find(|&&name| !node.op_attrs.contains_key(name))
+        {
+            return Err(fail!(
+                MissingAttribute,
+                "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
+                node.name,
+                op.name
+            )
+            .at_node(nodes.len() as u32, &node.name, op.name));
+        }
+        if op.name == "conv2d"
+            && let Some(&(w, k)) = node.inputs.get(1)
+        {
+            let weight = &graph.shapes[entry(w) + k];
+            let int = |key: &str| match node
+                .op_attrs
+                .get(key)
+                .map(|t| parse_attr(t, Some(AttrKind::Ints)))
+            {
+                Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
+                _ => None,
+            };
+            let declared = [int("channels"), int("kernel_size")];
+            let from_weight = [
+                weight.first().map(|&c| vec![i64::from(c)]),
+                weight
+                    .get(2..4)
+                    .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
+            ];
+            for ((name, declared), actual) in ["channels", "kernel_size"]
+                .iter()
+                .zip(declared)
+                .zip(from_weight)
+            {
+                if let (Some(declared), Some(actual)) = (declared, actual)
+                    && declared != actual
+                {
+                    return Err(fail!(
+                        ShapeMismatch,
+                        "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
+                        node.name
+                    )
+                    .at_node(nodes.len() as u32, &node.name, op.name));
+                }
+            }
+        }
+        if op.name == "where"
+            && let [cond, x, ..] = node.inputs.as_slice()
+        {
+            let shape_of = |(n, k): (usize, usize)| &graph.shapes[entry(n) + k];
+            if shape_of(*cond) != shape_of(*x) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "symbol: node {id} (\"{}\"): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)",
+                    node.name,
+                    shape_of(*cond),
+                    shape_of(*x)
+                )
+                .at_node(nodes.len() as u32, &node.name, op.name));
+            }
+        }
+        let mut attrs = Vec::with_capacity(node.op_attrs.len());
+        for (key, text) in &node.op_attrs {
+            let kind = op
+                .attrs
+                .iter()
+                .find(|spec| spec.name == key)
+                .map(|spec| spec.kind);
+            let value = parse_attr(text, kind).map_err(|message| {
+                fail!(
+                    AttributeType,
+                    "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
+                    node.name
+                )
+            })?;
+            if let Some(value) = value {
+                attrs.push(Attr {
+                    name: key.clone(),
+                    value,
+                });
+            }
+        }
+        nodes.push(Node {
+            name: names[id].clone(),
+            op: op.code,
+            inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
+            attrs,
+        });
+    }
+    let outputs = graph
+        .heads
+        .iter()
+        .map(|&(node, output)| OutputDecl {
+            name: if output == 0 {
+                names[node].clone()
+            } else {
+                format!("{}:{output}", names[node])
+            },
+            value: reference((node, output)),
+        })
+        .collect();
+    let input_precision = graph.precisions[entry(data_node)] as u8;
+    let input_shape = graph.shapes[entry(data_node)].clone();
+    let model = Model {
+        inputs: vec![InputDecl {
+            name: DATA.to_string(),
+            shape: input_shape.clone(),
+            precision: input_precision,
+        }],
+        params: param_decls,
+        nodes,
+        outputs,
+    };
+
+    // The declared shape of every operator output must be the inferred one: the deployed
+    // runtime allocates by the declared shapes (cvm-compat §6: a conv2d weight that disagrees
+    // with its attributes overruns memory there).
+    let validated = ValidatedModel::from_bytes(&model.encode())?;
+    let op_ids =
+        (0..graph.nodes.len()).filter(|&id| matches!(graph.nodes[id].kind, NodeKind::Op(_)));
+    for (node, id) in validated.nodes.iter().zip(op_ids) {
+        for (output, ty) in node.output_types.iter().enumerate() {
+            let declared = &graph.shapes[entry(id) + output];
+            if declared != ty.dims() {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "symbol: node {id} (\"{}\") output {output} is declared {declared:?}, but {} computes {}",
+                    node.name,
+                    node.op.name,
+                    ty.shape
+                ));
+            }
+        }
+    }
+    let head_types = validated
+        .outputs
+        .iter()
+        .filter_map(|&(_, value)| validated.value_types.get(value))
+        .collect::<Vec<_>>();
+    let input_elements = input_shape.iter().map(|&d| u64::from(d)).product();
+    let contract = contract(&graph, input_elements, input_precision, &head_types)?;
+    Ok(CvmModel {
+        meta: CvmMeta {
+            contract,
+            legacy_gas: legacy_gas(&graph)?,
+            postprocess: graph.postprocess,
+            version: graph.version,
+            input_precision,
+            input_shape,
+            output_shapes: graph
+                .heads
+                .iter()
+                .map(|&(node, output)| graph.shapes[entry(node) + output].clone())
+                .collect(),
+        },
+        model,
+    })
+}
+
+/// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at
+/// most [`cvm_engine::limits::MAX_NAME_BYTES`] bytes where the deployed runtime asks nothing of
+/// operator names: a name that is empty, too long or already taken by a variable or an earlier
+/// node becomes `#<node id>` (with more `#` in front while that is taken too).
+fn canonical_names(graph: &Symbol) -> Vec<String> {
+    let mut taken: std::collections::HashSet<String> = graph
+        .nodes
+        .iter()
+        .filter(|node| node.kind == NodeKind::Variable)
+        .map(|node| node.name.clone())
+        .collect();
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(id, node)| {
+            if node.kind == NodeKind::Variable {
+                return node.name.clone();
+            }
+            let usable = !node.name.is_empty()
+                && node.name.len() <= cvm_engine::limits::MAX_NAME_BYTES
+                && !taken.contains(&node.name);
+            let mut name = node.name.clone();
+            if !usable {
+                name = format!("#{id}");
+                while taken.contains(&name) {
+                    name.insert(0, '#');
+                }
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
+/// Attributes without a default in the deployed runtime's parameter declarations
+/// (`include/cvm/top/nn.h`, `tensor.h`): a CVM graph must give them even where the engine's
+/// operator has a default or derives the value from the shapes.
+pub fn required_attrs(op: &str) -> &'static [&'static str] {
+    match op {
+        "dense" => &["units"],
+        "conv2d" => &["channels", "kernel_size"],
+        "max_pool2d" => &["pool_size"],
+        "upsampling" => &["scale"],
+        "cvm_lut" => &["in_dim"],
+        "cvm_clip" => &["precision"],
+        "cvm_left_shift" | "cvm_right_shift" => &["precision", "shift_bit"],
+        "clip" => &["a_max", "a_min"],
+        "repeat" => &["repeats"],
+        "expand_dims" => &["axis"],
+        "reshape" => &["shape"],
+        _ => &[],
+    }
+}
+
+fn same_shape(stored: &[i64], declared: &[u32]) -> bool {
+    stored.len() == declared.len()
+        && stored
+            .iter()
+            .zip(declared)
+            .all(|(&a, &b)| a == i64::from(b))
+}
+
+/// A parameter array's shape equals the declared one and its values lie within the precision.
+fn check_param(array: &params::Array, shape: &[u32], precision: u8) -> Result<(), Error> {
+    let name = &array.name;
+    if !same_shape(&array.shape, shape) {
+        return Err(fail!(
+            ShapeMismatch,
+            "params: parameter \"{name}\" has shape {:?}, the graph declares {shape:?}",
+            array.shape
+        ));
+    }
+    let bound = precision_bound(precision);
+    if let Some((index, value)) = array
+        .data
+        .values()
+        .iter()
+        .enumerate()
+        .find(|&(_, &v)| i64::from(v).abs() > bound)
+    {
+        return Err(fail!(
+            InvalidParam,
+            "params: parameter \"{name}\": value {value} at index {index} exceeds precision {precision}"
+        ));
+    }
+    Ok(())
+}
+
+/// Types one attribute string (cvm-compat §1): decimal integers; booleans `true/false/1/0` in
+/// any case; tuples `(1, 2)`, `[1,2]` or a bare `3`; `None` for an absent optional value.
+/// Attributes the operator does not take are kept as strings for validation to reject.
+fn parse_attr(text: &str, kind: Option<AttrKind>) -> Result<Option<AttrValue>, String> {
+    let trimmed = text.trim();
+    let integer = |s: &str| -> Result<i64, String> {
+        let s = s.trim();
+        let s = s.strip_suffix('L').unwrap_or(s);
+        s.parse::<i64>()
+            .map_err(|_| format!("\"{s}\" is not an integer"))
+    };
+    match kind {
+        None | Some(AttrKind::Str) => Ok(Some(AttrValue::Str(text.to_string()))),
+        Some(_) if trimmed == "None" => Ok(None),
+        Some(AttrKind::Int | AttrKind::Fixed) => integer(trimmed).map(|v| Some(AttrValue::Int(v))),
+        Some(AttrKind::Bool) => match trimmed.to_ascii_lowercase().as_str() {
+            "true" | "1" => Ok(Some(AttrValue::Bool(true))),
+            "false" | "0" => Ok(Some(AttrValue::Bool(false))),
+            _ => Err("not a boolean (true, false, 1, 0)".into()),
+        },
+        Some(AttrKind::Ints) => {
+            let inner = trimmed
+                .strip_prefix('(')
+                .and_then(|s| s.strip_suffix(')'))
+                .or_else(|| trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
+                .unwrap_or(trimmed);
+            let values = inner
+                .split(',')
+                .filter(|part| !part.trim().is_empty())
+                .map(integer)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(AttrValue::Ints(values)))
+        }
+    }
+}
+
+/// Gas as `CVMAPIGetGasFromGraphFile` computes it (cvm-compat §5), from declared shapes.
+///
+/// # Errors
+/// `LimitExceeded` when a node's base exceeds 2^30 or the totals exceed 2^40, as the runtime
+/// rejects them.
+pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
+    let size =
+        |entry: usize| -> u64 { graph.shapes[entry].iter().map(|&d| u64::from(d)).product() };
+    let (mut memory, mut ops) = (0u64, 0u64);
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let first = graph.node_row_ptr[id];
+        let NodeKind::Op(op) = node.kind else {
+            memory += 5 * size(first);
+            continue;
+        };
+        let input_entry = |k: usize| node.inputs.get(k).map(|&(n, o)| graph.node_row_ptr[n] + o);
+        let use_bias = node
+            .op_attrs
+            .get("use_bias")
+            .is_none_or(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+        let base = match op.name {
+            "dense" => {
+                let k = input_entry(1)
+                    .and_then(|e| graph.shapes[e].get(1).copied())
+                    .unwrap_or(0);
+                3 * u64::from(k) + u64::from(use_bias)
+            }
+            "conv2d" => {
+                let weight = input_entry(1).map_or(0, size);
+                let out_channels = input_entry(1)
+                    .and_then(|e| graph.shapes[e].first().copied())
+                    .unwrap_or(1)
+                    .max(1);
+                3 * (weight / u64::from(out_channels)) + u64::from(use_bias)
+            }
+            "max_pool2d" => {
+                let pool = node
+                    .op_attrs
+                    .get("pool_size")
+                    .and_then(|t| parse_attr(t, Some(AttrKind::Ints)).ok().flatten());
+                match pool {
+                    Some(AttrValue::Ints(values)) => {
+                        values.iter().take(2).map(|&v| v.max(0) as u64).product()
+                    }
+                    _ => 1,
+                }
+            }
+            "sum" => {
+                let input = input_entry(0).map_or(0, size);
+                input / size(first).max(1)
+            }
+            "non_max_suppression" => {
+                20 * input_entry(0)
+                    .and_then(|e| graph.shapes[e].first().copied())
+                    .map_or(0, u64::from)
+            }
+            _ => 1,
+        };
+        if base > 1 << 30 {
+            return Err(fail!(
+                LimitExceeded,
+                "legacy gas: node \"{}\" has base cost {base} > 2^30",
+                node.name
+            ));
+        }
+        ops += base * size(first);
+        if ops > 1 << 40 {
+            return Err(fail!(
+                LimitExceeded,
+                "legacy gas: operations exceed 2^40 at node \"{}\"",
+                node.name
+            ));
+        }
+        memory += 5 * (first..graph.node_row_ptr[id + 1]).map(size).sum::<u64>();
+        if memory > 1 << 40 {
+            return Err(fail!(
+                LimitExceeded,
+                "legacy gas: memory exceeds 2^40 at node \"{}\"",
+                node.name
+            ));
+        }
+    }
+    Ok(ops + memory)
+}
+
+/// Decodes the raw input bytes of `CVMAPIInference` (cvm-compat §4): one byte per element when
+/// the input precision is ≤ 8, else four (little endian, or big endian as on chain); values
+/// are clipped to the precision on entry.
+///
+/// # Errors
+/// `MalformedInput` when the byte length is wrong: the deployed runtime's `VERIFY` fails, a
+/// deterministic error of the run.
+pub fn decode_input(model: &CvmMeta, bytes: &[u8], big_endian: bool) -> Result<InputTensor, Error> {
+    let elements: usize = model.input_shape.iter().map(|&d| d as usize).product();
+    let width = if model.input_precision <= 8 { 1 } else { 4 };
+    if bytes.len() != elements * width {
+        return Err(fail!(
+            MalformedInput,
+            "CVM input must be {} bytes ({elements} elements of {width} byte(s) for precision {}), got {}",
+            elements * width,
+            model.input_precision,
+            bytes.len()
+        ));
+    }
+    let bound = precision_bound(model.input_precision);
+    let data = if width == 1 {
+        bytes
+            .iter()
+            .map(|&b| i64::from(b as i8))
+            .collect::<Vec<_>>()
+    } else {
+        bytes
+            .chunks_exact(4)
+            .map(|c| {
+                let raw = [c[0], c[1], c[2], c[3]];
+                i64::from(if big_endian {
+                    i32::from_be_bytes(raw)
+                } else {
+                    i32::from_le_bytes(raw)
+                })
+            })
+            .collect()
+    };
+    Ok(InputTensor {
+        shape: model.input_shape.clone(),
+        data: data
+            .into_iter()
+            .map(|v| v.clamp(-bound, bound) as i32)
+            .collect(),
+    })
+}
+
+/// Rows (elements over the last axis) and last-axis length of a head shape.
+fn rows_and_width(shape: &[u32]) -> (u64, u64) {
+    let width = shape.last().map_or(1, |&d| u64::from(d));
+    let size: u64 = shape.iter().map(|&d| u64::from(d)).product();
+    (size / width.max(1), width)
+}
+
+/// The conditions under which the deployed `CVMAPIInference` fails, or writes bytes its own
+/// output length does not cover, after a successful load (cvm-compat §4, §6). They depend on
+/// the head shapes alone, so they are checked before the run.
+///
+/// - `argmax`: the runtime fills `ceil(rows / width)` of a head's `rows` values; a head with
+///   more than one row and a last axis longer than 1 leaves values unwritten (undefined).
+/// - `detection`, or more than one head: a single head, or heads with unequal row counts,
+///   cannot be interleaved (the runtime's `VERIFY` fails); under `detection` the output length
+///   is `shape[-2]` of the first head times the sum of the last axes, and a first head whose
+///   row count differs from that (more than two axes, or one) makes the runtime write past or
+///   short of it (undefined).
+///
+/// # Errors
+/// `ShapeMismatch`, with a message saying which of these it is.
+pub fn check_output_contract(
+    postprocess: Postprocess,
+    output_shapes: &[Vec<u32>],
+) -> Result<(), Error> {
+    let heads: Vec<(u64, u64)> = output_shapes.iter().map(|s| rows_and_width(s)).collect();
+    match postprocess {
+        Postprocess::Argmax => {
+            if let Some((k, &(rows, width))) = heads
+                .iter()
+                .enumerate()
+                .find(|&(_, &(rows, width))| rows > 1 && width > 1)
+            {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: argmax over head {k} with {rows} rows of {width}: the deployed runtime writes only the first {} row(s), the rest is undefined behaviour",
+                    rows.div_ceil(width)
+                ));
+            }
+        }
+        _ if postprocess == Postprocess::Detection || heads.len() > 1 => {
+            if heads.len() == 1 {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: detection post-processing needs more than one head to interleave (the deployed runtime rejects a single head)"
+                ));
+            }
+            let rows: Vec<u64> = heads.iter().map(|&(rows, _)| rows).collect();
+            if rows.windows(2).any(|pair| pair[0] != pair[1]) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: heads with row counts {rows:?} cannot be interleaved"
+                ));
+            }
+            let first = &output_shapes[0];
+            let declared = match first.len() {
+                0 | 1 => 0,
+                n => u64::from(first[n - 2]),
+            };
+            if postprocess == Postprocess::Detection && declared != rows[0] {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "CVM output: detection writes {} rows but the deployed output length counts shape[-2] = {declared} rows of the first head {first:?}: undefined behaviour",
+                    rows[0]
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Encodes the model outputs as `CVMAPIInference` returns them (cvm-compat §4), for models
+/// that pass [`check_output_contract`].
+///
+/// - `argmax`: per head, one int32 per row: the index of the largest value over the last axis,
+///   comparing the values truncated to 8 bits (`int8_t(v)`) as both deployed backends do, the
+///   first index on ties;
+/// - `detection`, or more than one head: rows of all heads interleaved (row x of head 0, row x of
+///   head 1, …); int32 for detection, else by precision;
+/// - otherwise: every element, one byte each when every head's precision is ≤ 8, else int32.
+///
+/// # Errors
+/// The error of [`check_output_contract`] for the outputs' shapes.
+pub fn encode_output(
+    postprocess: Postprocess,
+    outputs: &[OutputTensor],
+    big_endian: bool,
+) -> Result<Vec<u8>, Error> {
+    let shapes: Vec<Vec<u32>> = outputs.iter().map(|t| t.shape.clone()).collect();
+    check_output_contract(postprocess, &shapes)?;
+    let push32 = |out: &mut Vec<u8>, value: i32| {
+        out.extend_from_slice(&if big_endian {
+            value.to_be_bytes()
+        } else {
+            value.to_le_bytes()
+        });
+    };
+    let narrow = outputs.iter().all(|t| t.precision <= 8);
+    let last_dim = |t: &OutputTensor| t.shape.last().map_or(1, |&d| d as usize).max(1);
+    let mut out = Vec::new();
+    match postprocess {
+        Postprocess::Argmax => {
+            for tensor in outputs {
+                for row in tensor.data.chunks_exact(last_dim(tensor)) {
+                    let mut best = 0;
+                    for (index, &value) in row.iter().enumerate() {
+                        if value as i8 > row[best] as i8 {
+                            best = index;
+                        }
+                    }
+                    push32(&mut out, best as i32);
+                }
+            }
+        }
+        _ if postprocess == Postprocess::Detection || outputs.len() > 1 => {
+            let rows = outputs[0].data.len() / last_dim(&outputs[0]);
+            let wide = postprocess == Postprocess::Detection || !narrow;
+            for row in 0..rows {
+                for tensor in outputs {
+                    let width = last_dim(tensor);
+                    for &value in &tensor.data[row * width..(row + 1) * width] {
+                        if wide {
+                            push32(&mut out, value)
+                        } else {
+                            out.push(value as i8 as u8)
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            for tensor in outputs {
+                for &value in &tensor.data {
+                    if narrow {
+                        out.push(value as i8 as u8)
+                    } else {
+                        push32(&mut out, value)
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Attribute strings of a node, for tools that write symbols.
+pub fn op_attrs_json(attrs: &BTreeMap<String, String>) -> String {
+    serde_json::Value::Object(
+        attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect(),
+    )
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_strings() {
+        let ints = Some(AttrKind::Ints);
+        assert_eq!(
+            parse_attr("(1, 2)", ints),
+            Ok(Some(AttrValue::Ints(vec![1, 2])))
+        );
+        assert_eq!(
+            parse_attr("[1,2]", ints),
+            Ok(Some(AttrValue::Ints(vec![1, 2])))
+        );
+        assert_eq!(parse_attr("3", ints), Ok(Some(AttrValue::Ints(vec![3]))));
+        assert_eq!(parse_attr("()", ints), Ok(Some(AttrValue::Ints(vec![]))));
+        assert_eq!(
+            parse_attr("(2L, -1L)", ints),
+            Ok(Some(AttrValue::Ints(vec![2, -1])))
+        );
+        assert_eq!(parse_attr("None", Some(AttrKind::Int)), Ok(None));
+        assert_eq!(
+            parse_attr("-7", Some(AttrKind::Int)),
+            Ok(Some(AttrValue::Int(-7)))
+        );
+        for (text, value) in [
+            ("True", true),
+            ("false", false),
+            ("1", true),
+            ("0", false),
+            ("TRUE", true),
+        ] {
+            assert_eq!(
+                parse_attr(text, Some(AttrKind::Bool)),
+                Ok(Some(AttrValue::Bool(value)))
+            );
+        }
+        assert!(parse_attr("yes", Some(AttrKind::Bool)).is_err());
+        assert!(parse_attr("1.5", Some(AttrKind::Int)).is_err());
+        assert!(parse_attr("(1, x)", ints).is_err());
+        assert_eq!(
+            parse_attr("NCHW", Some(AttrKind::Str)),
+            Ok(Some(AttrValue::Str("NCHW".into())))
+        );
+        assert_eq!(parse_attr("5", None), Ok(Some(AttrValue::Str("5".into()))));
+    }
+
+    fn tensor(shape: &[u32], precision: u8, data: &[i32]) -> OutputTensor {
+        OutputTensor {
+            shape: shape.to_vec(),
+            precision,
+            data: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn output_layouts() {
+        let head = tensor(&[2, 3], 8, &[1, 9, 9, -1, -2, -3]);
+        let row = tensor(&[1, 3], 8, &[1, 9, 9]);
+        // argmax: first index wins ties.
+        assert_eq!(
+            encode_output(Postprocess::Argmax, std::slice::from_ref(&row), false),
+            Ok(vec![1, 0, 0, 0])
+        );
+        assert_eq!(
+            encode_output(Postprocess::Argmax, std::slice::from_ref(&row), true),
+            Ok(vec![0, 0, 0, 1])
+        );
+        // argmax compares int8 truncations: 200 → −56 < 100, 300 → 44 > 9.
+        let wide_row = tensor(&[1, 2], 16, &[200, 100]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[wide_row], false),
+            Ok(vec![1, 0, 0, 0])
+        );
+        let wide_row = tensor(&[1, 3], 16, &[1, 300, 9]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[wide_row], false),
+            Ok(vec![1, 0, 0, 0])
+        );
+        // A column (last axis 1) fills every row.
+        let column = tensor(&[3, 1], 8, &[5, 6, 7]);
+        assert_eq!(
+            encode_output(Postprocess::Argmax, &[column], false).map(|b| b.len()),
+            Ok(12)
+        );
+        // Several rows of more than one value: the deployed runtime leaves rows unwritten.
+        let error = encode_output(Postprocess::Argmax, std::slice::from_ref(&head), false);
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|e| e.message.contains("undefined behaviour")),
+            "{error:?}"
+        );
+        // Plain, narrow: one byte per element.
+        assert_eq!(
+            encode_output(Postprocess::None, std::slice::from_ref(&head), false),
+            Ok(vec![1, 9, 9, 255, 254, 253])
+        );
+        // Two heads interleave rows.
+        let second = tensor(&[2, 1], 8, &[7, 8]);
+        assert_eq!(
+            encode_output(Postprocess::None, &[head.clone(), second.clone()], false),
+            Ok(vec![1, 9, 9, 7, 255, 254, 253, 8])
+        );
+        // Detection writes int32.
+        let detection = encode_output(Postprocess::Detection, &[head.clone(), second], true);
+        assert_eq!(detection.as_ref().map(Vec::len), Ok(32));
+        assert_eq!(
+            detection.map(|b| b[..8].to_vec()),
+            Ok(vec![0, 0, 0, 1, 0, 0, 0, 9])
+        );
+        // Wide precision: int32 per element.
+        let wide = tensor(&[1], 16, &[-2]);
+        assert_eq!(
+            encode_output(Postprocess::None, &[wide], false),
+            Ok(vec![254, 255, 255, 255])
+        );
+        // Mismatched row counts cannot be interleaved; a single detection head neither.
+        let odd = tensor(&[3, 1], 8, &[1, 2, 3]);
+        assert!(
+            encode_output(Postprocess::Detection, &[head.clone(), odd.clone()], false).is_err()
+        );
+        assert!(encode_output(Postprocess::None, &[head.clone(), odd], false).is_err());
+        assert!(encode_output(Postprocess::Detection, std::slice::from_ref(&head), false).is_err());
+        // Detection counts shape[-2] of the first head: a 3-axis head with 1 × 2 rows is not 2.
+        let deep = tensor(&[2, 1, 3], 8, &[0; 6]);
+        let rows = tensor(&[2, 1], 8, &[0; 2]);
+        assert!(
+            encode_output(Postprocess::Detection, &[deep.clone(), rows.clone()], false).is_err()
+        );
+        assert!(encode_output(Postprocess::None, &[deep, rows], false).is_ok());
+    }
+}

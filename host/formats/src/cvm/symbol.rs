@@ -1,0 +1,706 @@
+//! The CVM graph JSON (`symbol`, cvm-compat §1): parsing and every structural check the
+//! deployed loader performs, before conversion to the canonical model.
+
+use std::collections::BTreeMap;
+
+use cvm_engine::fail;
+use cvm_engine::{Error, ops};
+use serde_json::{Map, Value};
+
+/// Graph format versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `cvm_1.0.0` (the default): `dltype`, `node_row_ptr` and `arg_nodes` must be present and
+    /// agree with the graph.
+    V1_0,
+    /// `cvm_1.1.0`: `node_row_ptr` and `arg_nodes` are recomputed from the nodes.
+    V1_1,
+}
+
+/// Output post-processing of the byte contract (cvm-compat §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Postprocess {
+    /// Outputs as they are.
+    #[default]
+    None,
+    /// One int32 argmax over the last axis per row of each head.
+    Argmax,
+    /// Rows of all heads interleaved.
+    Detection,
+}
+
+impl Version {
+    /// The name the graph JSON gives it (and `CVMAPIGetVersion` reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::V1_0 => "cvm_1.0.0",
+            Version::V1_1 => "cvm_1.1.0",
+        }
+    }
+}
+
+impl Postprocess {
+    /// The name the graph JSON gives it (and `CVMAPIGetPreprocessMethod` reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            Postprocess::None => "",
+            Postprocess::Argmax => "argmax",
+            Postprocess::Detection => "detection",
+        }
+    }
+}
+
+/// What a node is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A variable (`op: "null"`): the input `data` or a parameter.
+    Variable,
+    /// An operator application; the name has its `_<digits>` suffix stripped.
+    Op(&'static ops::OpDef),
+}
+
+/// One graph node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymbolNode {
+    /// Node name.
+    pub name: String,
+    /// Variable or operator.
+    pub kind: NodeKind,
+    /// Inputs as (node id, output index).
+    pub inputs: Vec<(usize, usize)>,
+    /// Operator attributes as written (string values), from `attrs.op_attrs`.
+    pub op_attrs: BTreeMap<String, String>,
+}
+
+impl SymbolNode {
+    /// Number of outputs (entries) of the node.
+    pub fn outputs(&self) -> usize {
+        match self.kind {
+            NodeKind::Variable => 1,
+            NodeKind::Op(op) => usize::from(op.outputs),
+        }
+    }
+}
+
+/// A checked graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    /// Format version.
+    pub version: Version,
+    /// Output post-processing.
+    pub postprocess: Postprocess,
+    /// Nodes in topological order.
+    pub nodes: Vec<SymbolNode>,
+    /// Model outputs as (node id, output index).
+    pub heads: Vec<(usize, usize)>,
+    /// Declared shape of every entry (outputs of all nodes, in node order).
+    pub shapes: Vec<Vec<u32>>,
+    /// Declared precision of every entry (−1 for inferred op outputs).
+    pub precisions: Vec<i32>,
+    /// Entry id of each node's first output; one more element holds the entry count.
+    pub node_row_ptr: Vec<usize>,
+    /// Memory-plan id of every entry (`attrs.storage_id`): entries with one id share a buffer.
+    pub storage_ids: Vec<u64>,
+}
+
+fn bad(message: String) -> Error {
+    Error::new(
+        cvm_engine::ErrorCode::MalformedModel,
+        format!("symbol: {message}"),
+    )
+}
+
+fn field<'a>(object: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a Value, Error> {
+    object
+        .get(key)
+        .ok_or_else(|| bad(format!("{what}: \"{key}\" is missing")))
+}
+
+fn check_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), Error> {
+    match object.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(bad(format!(
+            "{what}: unknown key \"{key}\" (allowed: {})",
+            allowed.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn array<'a>(value: &'a Value, what: &str) -> Result<&'a Vec<Value>, Error> {
+    value
+        .as_array()
+        .ok_or_else(|| bad(format!("{what} must be a list")))
+}
+
+fn index(value: &Value, what: &str) -> Result<usize, Error> {
+    value
+        .as_u64()
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| bad(format!("{what}: {value} is not a non-negative integer")))
+}
+
+/// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`.
+fn entry(value: &Value, what: &str) -> Result<(usize, usize), Error> {
+    match array(value, what)?.as_slice() {
+        [node, output] => Ok((index(node, what)?, index(output, what)?)),
+        [node, output, version] => {
+            index(version, what)?;
+            Ok((index(node, what)?, index(output, what)?))
+        }
+        other => Err(bad(format!(
+            "{what}: an entry has 2 or 3 numbers, not {}",
+            other.len()
+        ))),
+    }
+}
+
+/// A graph attribute written as `[type_tag, list]`.
+fn typed_list<'a>(
+    attrs: &'a Map<String, Value>,
+    key: &str,
+    tag: &str,
+) -> Result<Option<&'a Vec<Value>>, Error> {
+    let Some(value) = attrs.get(key) else {
+        return Ok(None);
+    };
+    match array(value, &format!("attrs.{key}"))?.as_slice() {
+        [Value::String(found), list] if found == tag => {
+            array(list, &format!("attrs.{key}")).map(Some)
+        }
+        _ => Err(bad(format!("attrs.{key} must be [\"{tag}\", [...]]"))),
+    }
+}
+
+/// Parses and checks a graph JSON.
+///
+/// # Errors
+/// `MalformedModel` for structural problems, `UnknownOp` for an operator name the engine does
+/// not have, `LimitExceeded` for shapes past the CVM limits, `InvalidPrecision` for precisions
+/// outside −1 or 1..=32, `InvalidReference` for a graph out of topological order; every message
+/// names the node, entry or key.
+pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
+    let value: Value =
+        serde_json::from_slice(text).map_err(|err| bad(format!("not valid JSON: {err}")))?;
+    let top = value
+        .as_object()
+        .ok_or_else(|| bad("the graph must be a JSON object".into()))?;
+    check_keys(
+        top,
+        &[
+            "nodes",
+            "arg_nodes",
+            "node_row_ptr",
+            "heads",
+            "attrs",
+            "version",
+            "postprocess",
+        ],
+        "the graph",
+    )?;
+    let version = match top.get("version") {
+        None => Version::V1_0,
+        Some(Value::String(v)) if v == "cvm_1.0.0" => Version::V1_0,
+        Some(Value::String(v)) if v == "cvm_1.1.0" => Version::V1_1,
+        Some(other) => {
+            return Err(bad(format!(
+                "version {other} is not supported (cvm_1.0.0 or cvm_1.1.0)"
+            )));
+        }
+    };
+    let postprocess = match top.get("postprocess") {
+        None => Postprocess::None,
+        Some(Value::String(p)) if p.is_empty() => Postprocess::None,
+        Some(Value::String(p)) if p == "argmax" => Postprocess::Argmax,
+        Some(Value::String(p)) if p == "detection" => Postprocess::Detection,
+        Some(other) => {
+            return Err(bad(format!(
+                "postprocess {other} is not one of \"\", \"argmax\", \"detection\""
+            )));
+        }
+    };
+
+    let node_values = array(field(top, "nodes", "the graph")?, "nodes")?;
+    let mut nodes = Vec::with_capacity(node_values.len());
+    for (id, node_value) in node_values.iter().enumerate() {
+        let what = format!("node {id}");
+        let object = node_value
+            .as_object()
+            .ok_or_else(|| bad(format!("{what} must be an object")))?;
+        check_keys(
+            object,
+            &["op", "name", "inputs", "attrs", "precision"],
+            &what,
+        )?;
+        if let Some(precision) = object.get("precision")
+            && precision
+                .as_i64()
+                .and_then(|p| i32::try_from(p).ok())
+                .is_none()
+        {
+            return Err(bad(format!(
+                "{what}: \"precision\" is {precision}, not an integer"
+            )));
+        }
+        let name = field(object, "name", &what)?
+            .as_str()
+            .ok_or_else(|| bad(format!("{what}: \"name\" must be a string")))?
+            .to_string();
+        let what = format!("node {id} (\"{name}\")");
+        let inputs = array(field(object, "inputs", &what)?, &format!("{what} inputs"))?
+            .iter()
+            .map(|e| entry(e, &format!("{what} inputs")))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The deployed loader reads a node's `attrs` (variables included) as string values with
+        // `func_name` required.
+        let func = match object.get("attrs") {
+            None => None,
+            Some(Value::Object(map)) => {
+                check_keys(
+                    map,
+                    &[
+                        "func_name",
+                        "num_inputs",
+                        "num_outputs",
+                        "op_attrs",
+                        "flatten_data",
+                    ],
+                    &format!("{what} attrs"),
+                )?;
+                if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
+                    return Err(bad(format!("{what}: attrs.{key} must be a string")));
+                }
+                Some(
+                    map.get("func_name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            bad(format!("{what}: attrs.func_name (the operator) is missing"))
+                        })?,
+                )
+            }
+            Some(_) => return Err(bad(format!("{what}: \"attrs\" must be an object"))),
+        };
+        let kind = match field(object, "op", &what)?.as_str() {
+            // A variable's inputs are only checked for topological order, as deployed.
+            Some("null") => NodeKind::Variable,
+            Some("cvm_op") => {
+                let func = func.ok_or_else(|| {
+                    bad(format!("{what}: attrs.func_name (the operator) is missing"))
+                })?;
+                let op_name = strip_suffix(func);
+                // The deployed runtime registers the operators of spec 001 only (codes below
+                // 100); the engine's other operators are not CVM operators.
+                let op = cvm_op(op_name).ok_or_else(|| {
+                    fail!(
+                        UnknownOp,
+                        "symbol: {what}: operator \"{func}\" is not known"
+                    )
+                    .at_node(id as u32, &name, op_name)
+                })?;
+                NodeKind::Op(op)
+            }
+            _ => {
+                return Err(bad(format!(
+                    "{what}: \"op\" must be \"null\" or \"cvm_op\""
+                )));
+            }
+        };
+        nodes.push(SymbolNode {
+            name,
+            kind,
+            inputs,
+            op_attrs: BTreeMap::new(),
+        });
+    }
+
+    // Entries, topological order.
+    let mut node_row_ptr = Vec::with_capacity(nodes.len() + 1);
+    let mut entries = 0usize;
+    for node in &nodes {
+        node_row_ptr.push(entries);
+        entries += node.outputs();
+    }
+    node_row_ptr.push(entries);
+    // The deployed loader reads input (n, k) from entry node_row_ptr[n] + k, which must come
+    // before the node's first entry; an index past node n's outputs names a later node's entry.
+    let owner = |entry: usize| -> (usize, usize) {
+        let node = node_row_ptr.partition_point(|&first| first <= entry) - 1;
+        (node, entry - node_row_ptr[node])
+    };
+    for id in 0..nodes.len() {
+        let first = node_row_ptr[id];
+        let resolved = nodes[id]
+            .inputs
+            .iter()
+            .map(|&(input, output)| {
+                match node_row_ptr.get(input).and_then(|&row| row.checked_add(output)) {
+                    Some(entry) if entry < first => Ok(owner(entry)),
+                    _ => Err(fail!(
+                        InvalidReference,
+                        "symbol: node {id} (\"{}\") reads entry ({input}, {output}), which does not come before it: the graph is not in topological order",
+                        nodes[id].name
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        nodes[id].inputs = resolved;
+    }
+    let heads = array(field(top, "heads", "the graph")?, "heads")?
+        .iter()
+        .map(|e| entry(e, "heads"))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(
+            |(node, output)| match node_row_ptr.get(node).and_then(|&row| row.checked_add(output)) {
+                Some(entry) if entry < entries => Ok(owner(entry)),
+                _ => Err(bad(format!(
+                    "heads: entry ({node}, {output}) does not exist (the deployed runtime reads past its entries: undefined behaviour)"
+                ))),
+            },
+        )
+        .collect::<Result<Vec<_>, _>>()?;
+    if heads.is_empty() {
+        return Err(bad("heads: the graph has no outputs".into()));
+    }
+
+    // Graph attributes.
+    let attrs = field(top, "attrs", "the graph")?
+        .as_object()
+        .ok_or_else(|| bad("\"attrs\" must be an object".into()))?;
+    check_keys(
+        attrs,
+        &[
+            "shape",
+            "precision",
+            "op_attrs",
+            "storage_id",
+            "dltype",
+            "device_index",
+            "dtype",
+        ],
+        "attrs",
+    )?;
+    // `dtype` is read and ignored: a list of integers, or a number under the "list_str" tag.
+    if let Some(value) = attrs.get("dtype") {
+        let ok = match array(value, "attrs.dtype")?.as_slice() {
+            [Value::String(tag), Value::Array(list)] if tag == "list_int" => list
+                .iter()
+                .all(|v| v.as_i64().is_some_and(|v| i32::try_from(v).is_ok())),
+            [Value::String(tag), number] if tag == "list_str" => number.as_u64().is_some(),
+            _ => false,
+        };
+        if !ok {
+            return Err(bad(
+                "attrs.dtype must be [\"list_int\", [...]] or [\"list_str\", <count>]".into(),
+            ));
+        }
+    }
+    let per_entry = |key: &str, tag: &str, required: bool| -> Result<Option<&Vec<Value>>, Error> {
+        match typed_list(attrs, key, tag)? {
+            Some(list) if list.len() == entries => Ok(Some(list)),
+            Some(list) => Err(bad(format!(
+                "attrs.{key} has {} values for {entries} entries",
+                list.len()
+            ))),
+            None if required => Err(bad(format!("attrs.{key} is missing"))),
+            None => Ok(None),
+        }
+    };
+    let shapes = per_entry("shape", "list_shape", true)?
+        .unwrap_or(&Vec::new())
+        .iter()
+        .enumerate()
+        .map(|(entry_id, shape)| check_shape(shape, entry_id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let precisions = per_entry("precision", "list_int", true)?
+        .unwrap_or(&Vec::new())
+        .iter()
+        .enumerate()
+        .map(|(entry_id, p)| {
+            p.as_i64()
+                .filter(|&p| p == -1 || (1..=32).contains(&p))
+                .map(|p| p as i32)
+                .ok_or_else(|| {
+                    fail!(
+                        InvalidPrecision,
+                        "symbol: attrs.precision[{entry_id}] = {p} is not −1 or 1..=32"
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let storage_ids = per_entry("storage_id", "list_int", true)?
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|storage| {
+            storage
+                .as_i64()
+                .filter(|&s| (0..=i64::from(i32::MAX)).contains(&s))
+                .and_then(|id| u64::try_from(id).ok())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "attrs.storage_id holds {storage}, not a non-negative integer"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_storage(&nodes, &node_row_ptr, &storage_ids, &shapes)?;
+    if let Some(list) = typed_list(attrs, "device_index", "list_int")?
+        && !list.is_empty()
+    {
+        return Err(bad(format!(
+            "attrs.device_index must be empty (it has {} values)",
+            list.len()
+        )));
+    }
+    // `dltype` is checked under cvm_1.0.0 only: one "int32" per entry.
+    if version == Version::V1_0 {
+        if let Some((entry_id, other)) = per_entry("dltype", "list_str", true)?
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, t)| t.as_str() != Some("int32"))
+        {
+            return Err(bad(format!(
+                "attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported"
+            )));
+        }
+    } else if let Some(types) = typed_list(attrs, "dltype", "list_str")?
+        && types.iter().any(|t| !t.is_string())
+    {
+        return Err(bad("attrs.dltype must list strings".into()));
+    }
+    let op_attrs = typed_list(attrs, "op_attrs", "list_str")?
+        .ok_or_else(|| bad("attrs.op_attrs is missing".into()))?;
+    if op_attrs.len() != nodes.len() {
+        return Err(bad(format!(
+            "attrs.op_attrs has {} values for {} nodes",
+            op_attrs.len(),
+            nodes.len()
+        )));
+    }
+    for (id, (node, text)) in nodes.iter_mut().zip(op_attrs).enumerate() {
+        node.op_attrs = parse_op_attrs(text).map_err(|m| {
+            bad(format!(
+                "node {id} (\"{}\"): attrs.op_attrs: {m}",
+                node.name
+            ))
+        })?;
+    }
+
+    // Variables: declared precisions; version 1.0.0 cross-checks.
+    for (id, node) in nodes.iter().enumerate() {
+        if node.kind == NodeKind::Variable && precisions[node_row_ptr[id]] == -1 {
+            return Err(fail!(
+                InvalidPrecision,
+                "symbol: variable \"{}\" must declare a precision in 1..=32, not −1",
+                node.name
+            ));
+        }
+    }
+    let variables: Vec<usize> = (0..nodes.len())
+        .filter(|&id| nodes[id].kind == NodeKind::Variable)
+        .collect();
+    if version == Version::V1_0 {
+        let declared_rows = array(
+            field(top, "node_row_ptr", "the graph (cvm_1.0.0)")?,
+            "node_row_ptr",
+        )?
+        .iter()
+        .map(|v| index(v, "node_row_ptr"))
+        .collect::<Result<Vec<_>, _>>()?;
+        if declared_rows != node_row_ptr {
+            return Err(bad(format!(
+                "node_row_ptr {declared_rows:?} does not match the nodes' outputs {node_row_ptr:?}"
+            )));
+        }
+        let declared_args = array(
+            field(top, "arg_nodes", "the graph (cvm_1.0.0)")?,
+            "arg_nodes",
+        )?
+        .iter()
+        .map(|v| index(v, "arg_nodes"))
+        .collect::<Result<Vec<_>, _>>()?;
+        if declared_args != variables {
+            return Err(bad(format!(
+                "arg_nodes {declared_args:?} does not list the variables {variables:?}"
+            )));
+        }
+    }
+    Ok(Symbol {
+        version,
+        postprocess,
+        nodes,
+        heads,
+        shapes,
+        precisions,
+        node_row_ptr,
+        storage_ids,
+    })
+}
+
+/// `dense_3` → `dense`: the deployed loader skips trailing digits and, when an underscore
+/// precedes them, cuts there (`dense_` → `dense`, `_5` → the empty name; cvm-compat §1).
+fn strip_suffix(name: &str) -> &str {
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    base.strip_suffix('_').unwrap_or(name)
+}
+
+/// The operator of a CVM graph named `name`: one of the 37 operators the deployed runtime has
+/// kernels for (engine codes below 100).
+pub fn cvm_op(name: &str) -> Option<&'static ops::OpDef> {
+    ops::by_name(name).filter(|op| op.code < 100)
+}
+
+/// Operators the deployed loader lets write an output into the storage of one of their inputs,
+/// spelled as deployed (`nagetive`: `negative` never qualifies; cvm-compat §1).
+pub const IN_PLACE_OPS: [&str; 14] = [
+    "flatten",
+    "relu",
+    "expand_dims",
+    "reshape",
+    "squeeze",
+    "abs",
+    "cvm_precision",
+    "elemwise_add",
+    "elemwise_sub",
+    "nagetive",
+    "clip",
+    "cvm_clip",
+    "cvm_right_shift",
+    "cvm_left_shift",
+];
+
+/// The memory-plan checks of the deployed loader: an operator off [`IN_PLACE_OPS`] writes no
+/// output into the storage id of one of its inputs, and the storage pool (each id sized for its
+/// largest entry, four bytes per element) holds at most 2^32 bytes.
+fn check_storage(
+    nodes: &[SymbolNode],
+    node_row_ptr: &[usize],
+    storage_ids: &[u64],
+    shapes: &[Vec<u32>],
+) -> Result<(), Error> {
+    for (id, node) in nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            continue;
+        };
+        if IN_PLACE_OPS.contains(&op.name) {
+            continue;
+        }
+        for output in node_row_ptr[id]..node_row_ptr[id + 1] {
+            for &(input, index) in &node.inputs {
+                let entry = node_row_ptr[input] + index;
+                if storage_ids[entry] == storage_ids[output] {
+                    return Err(bad(format!(
+                        "node {id} (\"{}\"): operator {} writes output {} into storage id {} of its input ({input}, {index}); only {} may reuse an input's storage",
+                        node.name,
+                        op.name,
+                        output - node_row_ptr[id],
+                        storage_ids[output],
+                        IN_PLACE_OPS.join(", ")
+                    )));
+                }
+            }
+        }
+    }
+    storage_size(storage_ids, shapes).map(|_| ())
+}
+
+/// The deployed runtime's storage size (`CVMAPIGetStorageSize`): every entry needs 4 bytes per
+/// element (every entry is int32), entries with one storage id share the largest of their
+/// sizes, and the sizes of all ids are summed.
+///
+/// # Errors
+/// `LimitExceeded` above 2^32 bytes, as the deployed loader rejects it.
+pub fn storage_size(storage_ids: &[u64], shapes: &[Vec<u32>]) -> Result<u64, Error> {
+    let mut pool: BTreeMap<u64, u64> = BTreeMap::new();
+    for (storage, shape) in storage_ids.iter().zip(shapes) {
+        // Shapes are checked first: at most 2^30 elements each.
+        let bytes = 4 * shape.iter().map(|&d| u64::from(d)).product::<u64>();
+        let slot = pool.entry(*storage).or_insert(0);
+        *slot = (*slot).max(bytes);
+    }
+    let total = pool
+        .values()
+        .fold(0u64, |total, &bytes| total.saturating_add(bytes));
+    if total > 1 << 32 {
+        return Err(fail!(
+            LimitExceeded,
+            "symbol: the storage plan needs {total} bytes, more than 2^32"
+        ));
+    }
+    Ok(total)
+}
+
+/// Checks one declared shape: 1..=6 dims, each in 1..=2^24, running product ≤ 2^30.
+fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Error> {
+    let dims = array(value, &format!("attrs.shape[{entry_id}]"))?;
+    if dims.is_empty() || dims.len() > 6 {
+        return Err(fail!(
+            LimitExceeded,
+            "symbol: attrs.shape[{entry_id}] has {} dimensions, not 1..=6",
+            dims.len()
+        ));
+    }
+    let mut size = 1u64;
+    dims.iter()
+        .map(|dim| {
+            let d = dim
+                .as_u64()
+                .filter(|&d| (1..=1 << 24).contains(&d))
+                .ok_or_else(|| {
+                    fail!(
+                        LimitExceeded,
+                        "symbol: attrs.shape[{entry_id}] has dimension {dim}, not in 1..=2^24"
+                    )
+                })?;
+            size *= d;
+            if size > 1 << 30 {
+                return Err(fail!(
+                    LimitExceeded,
+                    "symbol: attrs.shape[{entry_id}] has more than 2^30 elements"
+                ));
+            }
+            Ok(d as u32)
+        })
+        .collect()
+}
+
+/// Parses one `op_attrs` string: a JSON object whose values are all strings. Keys that start
+/// and end with `__` are dropped.
+fn parse_op_attrs(value: &Value) -> Result<BTreeMap<String, String>, String> {
+    let text = value.as_str().ok_or("must be a string")?;
+    if text.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let parsed: Value =
+        serde_json::from_str(text).map_err(|err| format!("not a JSON object: {err}"))?;
+    let object = parsed.as_object().ok_or("not a JSON object")?;
+    let mut out = BTreeMap::new();
+    for (key, value) in object {
+        if key.len() >= 4 && key.starts_with("__") && key.ends_with("__") {
+            continue;
+        }
+        let text = value
+            .as_str()
+            .ok_or_else(|| format!("the value of \"{key}\" is {value}, not a string"))?;
+        out.insert(key.clone(), text.to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_are_stripped() {
+        assert_eq!(strip_suffix("dense_3"), "dense");
+        assert_eq!(strip_suffix("cvm_right_shift"), "cvm_right_shift");
+        assert_eq!(strip_suffix("cvm_right_shift_12"), "cvm_right_shift");
+        assert_eq!(strip_suffix("relu"), "relu");
+        assert_eq!(strip_suffix("_5"), "");
+        assert_eq!(strip_suffix("dense_"), "dense");
+        assert_eq!(strip_suffix("dense__3"), "dense_");
+        assert_eq!(strip_suffix("conv2d"), "conv2d");
+        assert_eq!(strip_suffix("123"), "123");
+    }
+}

@@ -1,0 +1,3 @@
+module cvm-engine/libcvm-go-test
+
+go 1.19
