@@ -73,10 +73,11 @@ fn contract_sizes_follow_the_deployed_formulas() {
     );
     assert_eq!((plain.output_length, plain.output_type_size), (3, 1));
     assert_eq!(plain.storage_size, 4 * (4 + 12 + 3 + 3 + 3 + 3));
-    // Entries sharing a storage id share the largest of their sizes: ids 0 0 1 1 0 1 give
-    // max(4, 12, 3) + max(3, 3, 3) elements.
-    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 0, 1, 1, 0, 1]]);
-    assert_eq!(sizes(&symbol).storage_size, 4 * (12 + 3));
+    // Entries sharing a storage id share the largest of their sizes: ids 0 0 1 2 2 1 (the
+    // variables share, relu0 writes in place, shift0 reuses the bias's id: every sharing the
+    // deployed loader accepts) give max(4, 12) + max(3, 3) + max(3, 3) elements.
+    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 0, 1, 2, 2, 1]]);
+    assert_eq!(sizes(&symbol).storage_size, 4 * (12 + 3 + 3));
     // Argmax: one int32 per row.
     symbol["postprocess"] = json!("argmax");
     let argmax = sizes(&symbol);
@@ -899,7 +900,7 @@ fn int8_bytes_round_trip_and_estimate_reports_legacy_gas() {
     let estimate: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(estimate["legacy_gas"], 185);
     // The digits network: 26,098,686 by GetOps worked over its symbol (docs/cvm.md).
-    let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/digits");
+    let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/digits");
     let (status, stdout, _) = cvm_cli(&["estimate", digits.to_str().unwrap(), "--json"]);
     assert_eq!(status, Some(0), "{stdout}");
     let estimate: Value = serde_json::from_str(stdout.trim()).unwrap();
