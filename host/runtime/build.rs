@@ -13,10 +13,10 @@
 //!   `/cvm`, the cargo home (registry and git sources) to `/cargo`; the standard library's paths
 //!   are already `/rustc/<commit>/…`, the same for every builder of the pinned toolchain.
 //!
-//! When the toolchain lacks the `wasm32-unknown-unknown` target (rustup adds the targets of
-//! `rust-toolchain.toml` only when it installs the toolchain itself), it is added with rustup
-//! before anything is compiled; without rustup, or if that fails, the build stops at once with
-//! the command to run. `CVM_ENGINE_WASM=<path>` uses a prebuilt module instead.
+//! When the toolchain lacks the `wasm32-unknown-unknown` target (rustup installs the targets of
+//! `rust-toolchain.toml` by itself, but not with `RUSTUP_AUTO_INSTALL=0`), it is added with
+//! rustup before the engine is compiled; without rustup, or if that fails, the build stops with
+//! one line naming the command to run. `CVM_ENGINE_WASM=<path>` uses a prebuilt module instead.
 
 use std::env;
 use std::error::Error;
