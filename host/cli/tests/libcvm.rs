@@ -18,23 +18,37 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The built library: next to this test's executable (`target/<profile>/deps`) or one up.
+/// The library, built now by the cargo running this test (`cargo test` builds a cdylib only
+/// when asked, and a library left by an earlier build may be stale): `target/<profile>/`, next
+/// to this test's `deps/` directory.
 fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    [
-        deps.join("libcvm_runtime.so"),
-        deps.join("../libcvm_runtime.so"),
-    ]
-    .into_iter()
-    .find(|path| path.exists())
-    .unwrap_or_else(|| {
-        panic!(
-            "libcvm_runtime.so is not built in {}: run `cargo build -p cvm-libcvm` (or the \
-                 whole `cargo test --workspace`) first",
-            deps.display()
-        )
-    })
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+            let target_dir = profile_dir.parent().unwrap();
+            let mut build = Command::new(env!("CARGO"));
+            build
+                .current_dir(workspace())
+                .args(["build", "--locked", "-p", "cvm-libcvm", "--target-dir"])
+                .arg(target_dir);
+            if profile_dir
+                .file_name()
+                .is_some_and(|name| name == "release")
+            {
+                build.arg("--release");
+            }
+            let status = build.status().unwrap();
+            assert!(
+                status.success(),
+                "cargo build -p cvm-libcvm failed: {status}"
+            );
+            let library = profile_dir.join("libcvm_runtime.so");
+            assert!(library.exists(), "{} was not built", library.display());
+            library
+        })
+        .clone()
 }
 
 fn scratch() -> PathBuf {
