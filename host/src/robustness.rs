@@ -8,7 +8,7 @@ use cvm_engine::exec::InputTensor;
 
 use crate::cvm;
 use crate::graphgen::{ByteSource, generate};
-use crate::runner::{CURRENT_SCHEDULE, EngineKind, execute};
+use crate::runner::{EngineKind, execute};
 use crate::text;
 use crate::wasm::WasmEngine;
 
@@ -52,7 +52,7 @@ pub fn canonical(data: &[u8]) {
         return;
     };
     let gas_limit = u64::from(u16::from_le_bytes(*limit)) * 16;
-    if let Ok(model) = cvm_engine::load(bytes)
+    if let Ok(model) = cvm_engine::load(bytes, 1)
         && let Some(inputs) = inputs_for(&model, bytes)
     {
         let report = cvm_engine::run(&model, inputs, gas_limit);
@@ -73,7 +73,7 @@ pub fn text_model(data: &[u8]) {
     };
     // Parameter files resolve against a directory that does not exist: nothing is read.
     if let Ok(model) = text::from_json(&value, Path::new("/nonexistent/cvm-fuzz")) {
-        let _ = cvm_engine::load(&model.encode());
+        let _ = cvm_engine::load(&model.encode(), 1);
     }
 }
 
@@ -87,7 +87,7 @@ pub fn cvm_import(data: &[u8]) {
     if let Ok(model) = cvm::import(symbol, params) {
         let bytes = model.model.encode();
         assert!(
-            cvm_engine::load(&bytes).is_ok(),
+            cvm_engine::load(&bytes, 1).is_ok(),
             "an imported model must validate"
         );
     }
@@ -107,7 +107,7 @@ pub fn differential(data: &[u8], wasm: &WasmEngine) {
         &bytes,
         &generated.inputs,
         1 << 32,
-        CURRENT_SCHEDULE,
+        cvm_engine::gas::Schedule::NEWEST.version,
     );
     let in_wasm = execute(
         EngineKind::Wasm,
@@ -115,7 +115,7 @@ pub fn differential(data: &[u8], wasm: &WasmEngine) {
         &bytes,
         &generated.inputs,
         1 << 32,
-        CURRENT_SCHEDULE,
+        cvm_engine::gas::Schedule::NEWEST.version,
     );
     let (native, in_wasm) = (
         native.map_err(|e| e.to_string()),

@@ -35,9 +35,6 @@ impl EngineKind {
     }
 }
 
-/// The gas schedule version a load uses when the caller names none: the engine's current one.
-pub const CURRENT_SCHEDULE: u32 = cvm_engine::gas::Schedule::CURRENT.version;
-
 /// Encodes inputs the way the ABI takes them.
 pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
     borsh::to_vec(inputs).unwrap_or_default()
@@ -86,7 +83,7 @@ pub fn execute_timed(
     match engine {
         EngineKind::Native => {
             let validated = timings.time(phase::MODEL_LOAD, || {
-                cvm_engine::load_with_schedule(model, schedule)
+                cvm_engine::load(model, schedule)
             });
             let validated = match validated {
                 Ok(validated) => validated,
@@ -108,7 +105,7 @@ pub fn execute_timed(
             };
             let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
             if let Some(report) = timings.time(phase::MODEL_LOAD, || {
-                session.load_with_schedule(model, schedule)
+                session.load(model, schedule)
             })? {
                 return Ok(report);
             }
@@ -307,5 +304,5 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 /// The engine's deterministic rejection, as a report (`UnsupportedVersion` for an undefined
 /// schedule version).
 pub fn validate_natively(bytes: &[u8], schedule: u32) -> Result<ValidatedModel, Box<Report>> {
-    cvm_engine::load_with_schedule(bytes, schedule)
+    cvm_engine::load(bytes, schedule)
 }

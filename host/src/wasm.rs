@@ -30,9 +30,9 @@ use crate::error::HostError;
 /// The engine module, built by `build.rs` from the `cvm-engine` crate.
 pub static ENGINE_WASM: &[u8] = include_bytes!(env!("CVM_ENGINE_WASM_PATH"));
 
-/// The ABI version this host speaks (see `engine/src/abi.rs`): version 2, which loads a model
-/// under a named gas schedule (`cvm_load_with_schedule`).
-pub const ABI_VERSION: u32 = 2;
+/// The ABI version this host speaks (see `engine/src/abi.rs`): version 3, whose `cvm_load`
+/// takes the gas schedule version.
+pub const ABI_VERSION: u32 = 3;
 
 /// Most linear memory the engine instance may grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
@@ -100,8 +100,7 @@ pub struct WasmEngine {
 struct Exports {
     memory: Memory,
     alloc: TypedFunc<u32, u32>,
-    load: TypedFunc<(u32, u32), u32>,
-    load_with_schedule: TypedFunc<(u32, u32, u32), u32>,
+    load: TypedFunc<(u32, u32, u32), u32>,
     run: TypedFunc<(u32, u32, u64), u32>,
     reply_ptr: TypedFunc<(), u32>,
     reply_len: TypedFunc<(), u32>,
@@ -455,7 +454,6 @@ impl Exports {
                 .ok_or_else(|| HostError::Wasm("engine.wasm exports no memory".into()))?,
             alloc: typed(instance, store, "cvm_alloc")?,
             load: typed(instance, store, "cvm_load")?,
-            load_with_schedule: typed(instance, store, "cvm_load_with_schedule")?,
             run: typed(instance, store, "cvm_run")?,
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
             reply_len: typed(instance, store, "cvm_reply_len")?,
@@ -529,41 +527,20 @@ impl WasmSession {
         Ok(())
     }
 
-    /// Loads canonical model bytes with the engine's current gas schedule (`cvm_load`).
-    /// `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected the model deterministically.
-    ///
-    /// # Errors
-    /// [`HostError::Wasm`] on a trap or fuel exhaustion.
-    pub fn load(&mut self, model: &[u8]) -> Result<Option<Report>, HostError> {
-        self.grant_fuel(fuel_for(model.len(), 0))?;
-        let (ptr, len) = self.put(model)?;
-        let status = self
-            .exports
-            .load
-            .call(&mut self.store, (ptr, len))
-            .map_err(|e| wasm_error("cvm_load", e))?;
-        self.loaded(status)
-    }
-
-    /// Loads canonical model bytes priced with gas schedule `version`
-    /// (`cvm_load_with_schedule`). `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
+    /// Loads canonical model bytes priced with gas schedule `version` (`cvm_load`). `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
     /// the model deterministically, with `UnsupportedVersion` when it defines no schedule
     /// `version`.
     ///
     /// # Errors
     /// [`HostError::Wasm`] on a trap or fuel exhaustion.
-    pub fn load_with_schedule(
-        &mut self,
-        model: &[u8],
-        version: u32,
-    ) -> Result<Option<Report>, HostError> {
+    pub fn load(&mut self, model: &[u8], version: u32) -> Result<Option<Report>, HostError> {
         self.grant_fuel(fuel_for(model.len(), 0))?;
         let (ptr, len) = self.put(model)?;
         let status = self
             .exports
-            .load_with_schedule
+            .load
             .call(&mut self.store, (ptr, len, version))
-            .map_err(|e| wasm_error("cvm_load_with_schedule", e))?;
+            .map_err(|e| wasm_error("cvm_load", e))?;
         self.loaded(status)
     }
 

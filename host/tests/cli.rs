@@ -278,7 +278,7 @@ fn version_names_the_schedules_and_the_engine_hash() {
         format!(
             "gas schedule versions  {} (default {})",
             schedules.join(", "),
-            Schedule::CURRENT.version
+            Schedule::NEWEST.version
         ),
         "engine ABI version     2".to_string(),
         "engine.wasm sha3-256".to_string(),
@@ -360,7 +360,7 @@ fn every_schedule_charges_its_estimate_on_both_engines() {
     let default = run_json(&["estimate", path_str(&model), "--json"], 0);
     assert_eq!(
         default,
-        estimate_under(&model, &Schedule::CURRENT.version.to_string())
+        estimate_under(&model, &Schedule::NEWEST.version.to_string())
     );
 }
 

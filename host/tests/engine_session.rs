@@ -7,7 +7,7 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Model};
 use cvm_host::graphgen::{ByteSource, generate};
-use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, encode_inputs, execute};
+use cvm_host::runner::{EngineKind, encode_inputs, execute};
 use cvm_host::wasm::{FUEL_BASE, FUEL_PER_GAS, WasmEngine, fuel_for};
 
 /// The gas schedule of the session tests (the fuel test checks every schedule).
@@ -35,7 +35,7 @@ fn a_loaded_model_serves_many_runs() {
     let mut session = wasm.session().expect("session");
     assert!(
         session
-            .load_with_schedule(&model, SCHEDULE)
+            .load(&model, SCHEDULE)
             .expect("load")
             .is_none(),
         "the CNN loads"
@@ -85,7 +85,7 @@ fn check_fuel(
 ) -> Option<u64> {
     let mut session = wasm.session().expect("session");
     if session
-        .load_with_schedule(model, schedule)
+        .load(model, schedule)
         .expect("load")
         .is_some()
     {
@@ -176,7 +176,7 @@ fn corrupted_models_are_handled_identically() {
             &corrupt,
             &inputs,
             1 << 40,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .expect("native never fails");
         let in_wasm = execute(
@@ -185,7 +185,7 @@ fn corrupted_models_are_handled_identically() {
             &corrupt,
             &inputs,
             1 << 40,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap_or_else(|err| panic!("round {round}: wasm failed: {err}"));
         assert_eq!(native, in_wasm, "round {round}");

@@ -9,7 +9,7 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::limits::MAX_TENSOR_ELEMENTS;
 use cvm_engine::{ErrorCode, Status};
 use cvm_host::graphgen::ByteSource;
-use cvm_host::runner::{CURRENT_SCHEDULE, EngineKind, execute};
+use cvm_host::runner::{EngineKind, execute};
 use cvm_host::wasm::WasmEngine;
 
 /// Offsets to truncate a model of `len` bytes at.
@@ -110,7 +110,7 @@ fn the_largest_tensor_runs_in_wasm_under_the_memory_cap() {
         &model,
         &inputs,
         u64::MAX,
-        CURRENT_SCHEDULE,
+        cvm_engine::gas::Schedule::NEWEST.version,
     )
     .unwrap();
     let Status::Ok { outputs } = &report.outcome.status else {

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use cvm_engine::Report;
 use cvm_host::hash::{HashAlgorithm, outcome_hash};
 use cvm_host::runner::{
-    CURRENT_SCHEDULE, EngineKind, ModelSource, encode_inputs, execute, load_model,
+    EngineKind, ModelSource, encode_inputs, execute, load_model,
 };
 use cvm_host::wasm::{
     ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key, checksum,
@@ -357,7 +357,7 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
             &model,
             &[input],
             u64::MAX,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap()
     };

@@ -11,7 +11,7 @@ use common::run_both;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Report, Status};
 use cvm_host::audit;
-use cvm_host::runner::{CURRENT_SCHEDULE, encode_inputs};
+use cvm_host::runner::{encode_inputs};
 use cvm_host::wasm::{ABI_VERSION, WasmEngine};
 
 fn cnn() -> (Vec<u8>, Vec<cvm_engine::InputTensor>) {
@@ -74,7 +74,7 @@ fn a_rejected_version_leaves_no_model_loaded() {
     let wasm = WasmEngine::new().unwrap();
     let (model, inputs) = cnn();
     let mut session = wasm.session().unwrap();
-    assert!(session.load_with_schedule(&model, 1).unwrap().is_none());
+    assert!(session.load(&model, 1).unwrap().is_none());
     assert!(
         session
             .run(&encode_inputs(&inputs), u64::MAX)
@@ -83,7 +83,7 @@ fn a_rejected_version_leaves_no_model_loaded() {
             .is_none()
     );
     let rejected = session
-        .load_with_schedule(&model, 0)
+        .load(&model, 0)
         .unwrap()
         .expect("rejected");
     assert_eq!(rejected.error_code(), Some(ErrorCode::UnsupportedVersion));
@@ -103,7 +103,7 @@ fn every_schedule_charges_its_static_estimate_on_both_engines() {
         for (index, schedule) in Schedule::ALL.iter().enumerate() {
             let version = schedule.version;
             let report = both(&wasm, bytes, &prepared.inputs, prepared.gas_limit, version);
-            let Ok(model) = cvm_engine::load_with_schedule(bytes, version) else {
+            let Ok(model) = cvm_engine::load(bytes, version) else {
                 assert!(report.error_code().is_some(), "{}: {report:?}", case.name);
                 continue;
             };
@@ -121,7 +121,7 @@ fn every_schedule_charges_its_static_estimate_on_both_engines() {
             let mut session = wasm.session().unwrap();
             assert!(
                 session
-                    .load_with_schedule(bytes, version)
+                    .load(bytes, version)
                     .unwrap()
                     .is_none()
             );
@@ -156,9 +156,9 @@ fn load_without_a_version_is_the_current_schedule() {
     let mut plain = wasm.session().unwrap();
     assert!(plain.load(&model).unwrap().is_none());
     let plain = plain.run(&encode_inputs(&inputs), u64::MAX).unwrap();
-    let named = both(&wasm, &model, &inputs, u64::MAX, CURRENT_SCHEDULE);
+    let named = both(&wasm, &model, &inputs, u64::MAX, cvm_engine::gas::Schedule::NEWEST.version);
     assert_eq!(plain, named);
-    assert_eq!(CURRENT_SCHEDULE, Schedule::CURRENT.version);
+    assert_eq!(cvm_engine::gas::Schedule::NEWEST.version, Schedule::NEWEST.version);
 }
 
 /// `n` as unsigned LEB128.

@@ -11,6 +11,7 @@ use cvm_engine::{Report, ValidatedModel};
 use cvm_host::runner::encode_inputs;
 use cvm_host::wasm::{WasmEngine, WasmSession};
 
+use super::SCHEDULE;
 use super::stats::median;
 
 /// How long to sample one engine's wall time for one model.
@@ -110,7 +111,7 @@ fn wasm_error(error: cvm_host::HostError) -> String {
 /// A fresh instance with `bytes` loaded.
 fn session(engine: &WasmEngine, bytes: &[u8]) -> Result<WasmSession, String> {
     let mut session = engine.session().map_err(wasm_error)?;
-    if let Some(report) = session.load(bytes).map_err(wasm_error)? {
+    if let Some(report) = session.load(bytes, SCHEDULE.version).map_err(wasm_error)? {
         return Err(failure(&report).unwrap_or_else(|| "engine.wasm rejects the model".into()));
     }
     Ok(session)
@@ -159,7 +160,7 @@ impl<'a> Subject<'a> {
         timing: &Timing,
     ) -> Result<Subject<'a>, String> {
         let bytes = model.encode();
-        let validated = ValidatedModel::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        let validated = ValidatedModel::from_bytes(&bytes, SCHEDULE).map_err(|e| e.to_string())?;
         let started = Instant::now();
         let native = cvm_engine::run(&validated, inputs.to_vec(), u64::MAX);
         let native_once = started.elapsed();

@@ -17,14 +17,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::broadcast::{BROADCAST_RUN_STEPS, run_count};
 use super::broadcast::{broadcast_apply, broadcast_shape};
-use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis,
-    steps, steps_v4,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, count, io_usage, resolve_axis};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -388,15 +382,11 @@ impl Operator for BnGradBiasScale {
         Ok(vec![out.clone(), out])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let elements = inputs[0].shape.elements();
-        // Version 2: two exact i128 sums per element, priced as one wide multiply-accumulate.
-        Ok(vec![
-            (Param::MultiplyAccumulate, elements),
-            (Param::ElementArith, count(&[elements, 2])?),
-            (Param::WideMultiplyAccumulate, elements),
-            steps(1400, &[])?,
-        ])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        // Exact i128 sums over every element, priced as one wide multiply-accumulate each.
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = inputs[0].shape.elements();
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -464,14 +454,11 @@ impl Operator for BnMeanVariance {
         Ok(vec![out.clone(), out])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let elements = inputs[0].shape.elements();
-        Ok(vec![
-            (Param::MultiplyAccumulate, elements),
-            (Param::ElementArith, elements),
-            (Param::WideMultiplyAccumulate, elements),
-            steps(1200, &[])?,
-        ])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        // Exact i128 sums over every element, priced as one wide multiply-accumulate each.
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = inputs[0].shape.elements();
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -581,9 +568,6 @@ impl BroadcastTo {
     }
 }
 
-/// Version 2 steps of `BroadcastTo`: a strided gather.
-const BROADCAST_TO_STEPS: ElementSteps = ElementSteps::new(480, 14);
-
 impl Operator for BroadcastTo {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.steps(inputs[0].dims())?;
@@ -591,14 +575,6 @@ impl Operator for BroadcastTo {
             self.out_shape.clone(),
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            BROADCAST_TO_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -673,16 +649,6 @@ impl Operator for Compare {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let shape = broadcast_shape(inputs[0].dims(), inputs[1].dims())?;
         Ok(vec![TensorType::new(shape, BOOL_PRECISION)])
-    }
-
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // Version 2: a comparison per element, a step of the walk per run.
-        let runs = run_count(inputs, &outputs[0]);
-        Ok(vec![
-            (Param::ElementArith, elements),
-            steps(128, &[(1, elements), (BROADCAST_RUN_STEPS, runs)])?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1315,75 +1281,6 @@ fn ceil_div(a: i64, b: i64) -> i64 {
     -(-a).div_euclid(b)
 }
 
-impl Conv {
-    /// The work of the three loops, for version 2 gas: the products they compute (taps that
-    /// fall in the padding are skipped, so only in-bounds products count), the innermost rows
-    /// they enter (each with its index set-up), and the columns those rows visit. The forward
-    /// and backward_filter loops visit every column of a window row and skip those in the
-    /// padding, which costs about as much as a product when most of the window is padding;
-    /// backward_data visits only the taps that reach the input, so it has no such columns.
-    fn loop_counts(&self, g: &ConvGeometry) -> Result<(u64, u64, u64)> {
-        let axis = |a: usize| {
-            in_bounds_taps(
-                g.out[a],
-                g.kernel[a],
-                self.strides[a],
-                self.dilations[a],
-                g.pad_before[a],
-                g.size[a],
-            )
-        };
-        let n = |v: usize| v as u64;
-        let rows_inside = axis(0);
-        let macs = count(&[
-            n(g.batch),
-            n(g.out_channels),
-            n(g.group_channels),
-            rows_inside,
-            axis(1),
-        ])?;
-        let groups = u64::from(self.groups.max(1));
-        let rows = match self.conv_type {
-            ConvType::Forward => count(&[
-                n(g.batch),
-                n(g.out_channels),
-                n(g.out[0]),
-                n(g.out[1]),
-                n(g.group_channels),
-                n(g.kernel[0]),
-            ])?,
-            ConvType::BackwardData => count(&[
-                n(g.batch),
-                n(g.channels),
-                n(g.size[0]),
-                n(g.size[1]),
-                n(g.out_channels) / groups,
-                n(g.kernel[0]),
-            ])?,
-            ConvType::BackwardFilter => count(&[
-                n(g.out_channels),
-                n(g.group_channels),
-                n(g.kernel[0]),
-                n(g.kernel[1]),
-                n(g.batch),
-                n(g.out[0]),
-            ])?,
-        };
-        let columns = match self.conv_type {
-            ConvType::BackwardData => 0,
-            ConvType::Forward | ConvType::BackwardFilter => count(&[
-                n(g.batch),
-                n(g.out_channels),
-                n(g.group_channels),
-                rows_inside,
-                n(g.out[1]),
-                n(g.kernel[1]),
-            ])?,
-        };
-        Ok((macs, rows, columns))
-    }
-}
-
 impl Operator for Conv {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (_, out) = self.plan(inputs[0].dims(), inputs[1].dims())?;
@@ -1392,45 +1289,16 @@ impl Operator for Conv {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         // Every type: (elements of y or grad_y) × ICg·KH·KW, read off the weight's shape.
-        let (products, weight) = match self.conv_type {
-            ConvType::Forward => (outputs[0].shape.elements(), inputs[1].dims()),
-            ConvType::BackwardData => (inputs[1].shape.elements(), inputs[0].dims()),
-            ConvType::BackwardFilter => (inputs[1].shape.elements(), outputs[0].dims()),
+        let (products, weight, class) = match self.conv_type {
+            ConvType::Forward => (outputs[0].shape.elements(), inputs[1].dims(), "forward"),
+            ConvType::BackwardData => (inputs[1].shape.elements(), inputs[0].dims(), "backward"),
+            ConvType::BackwardFilter => (inputs[1].shape.elements(), outputs[0].dims(), "backward"),
         };
-        let per_output: Vec<u64> = weight.iter().skip(1).map(|&d| u64::from(d)).collect();
         let mut factors = vec![products];
-        factors.extend(per_output);
-        let out_elements = outputs[0].shape.elements();
-        let (geometry, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
-        let (macs, rows, columns) = self.loop_counts(&geometry)?;
-        let mut usage = vec![
-            (Param::MultiplyAccumulate, count(&factors)?),
-            (Param::ElementArith, out_elements),
-            (Param::WideMultiplyAccumulate, macs),
-            steps(700, &[(20, columns), (30, rows), (80, out_elements)])?,
-        ];
-        if self.conv_type == ConvType::Forward {
-            // Version 4: per output one exact dot product of T = ICg·KH·KW terms (padding taps
-            // included, as zeros) and its rescale; per output position of each group its window
-            // gathered (T values), in steps alone.
-            let [kh, kw] = geometry.kernel.map(|k| k as u64);
-            let taps = count(&[geometry.group_channels as u64, kh, kw])?;
-            let windows = count(&[
-                geometry.batch as u64,
-                u64::from(self.groups),
-                geometry.out[0] as u64,
-                geometry.out[1] as u64,
-            ])?;
-            usage.push((Param::WideMultiplyAccumulateV4, 0));
-            usage.push(steps_v4(
-                0,
-                &[
-                    (175, out_elements),
-                    (1, count(&[out_elements, taps])?),
-                    (32, count(&[windows, taps])?),
-                ],
-            )?);
-        }
+        factors.extend(weight.iter().skip(1).map(|&d| u64::from(d)));
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.class = class;
+        usage.work.macs = count(&factors)?;
         Ok(usage)
     }
 
@@ -1618,20 +1486,11 @@ impl Operator for Reduce {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let input = inputs[0].shape.elements();
+        let mut usage = io_usage(inputs, outputs)?;
         if self.kind == ReduceKind::Prod {
-            // Version 2: an exact i128 product per element with its range check.
-            return Ok(vec![
-                (Param::MultiplyAccumulate, input),
-                (Param::WideMultiplyAccumulate, input),
-                steps(0, &[(47, input)])?,
-            ]);
+            usage.class = "prod";
         }
-        // Version 2: a strided walk and a step per input element, a rescale per output.
-        Ok(vec![
-            (Param::ElementArith, input),
-            steps(800, &[(18, input), (5, outputs[0].shape.elements())])?,
-        ])
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1772,23 +1631,12 @@ impl Reshape {
     }
 }
 
-/// Version 2 steps of `Reshape`: an element-by-element copy, within `output_element`.
-const CINN_RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
             self.resolve(inputs[0].dims())?,
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CINN_RESHAPE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1844,21 +1692,10 @@ impl Reverse {
     }
 }
 
-/// Version 2 steps of `Reverse`: a strided gather.
-const REVERSE_STEPS: ElementSteps = ElementSteps::new(480, 15);
-
 impl Operator for Reverse {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.reversed(inputs[0].shape.rank())?;
         Ok(vec![inputs[0].clone()])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            REVERSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1907,9 +1744,6 @@ pub const SELECT: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Select;
 
-/// Version 2 steps of `Select`: a select per element.
-const SELECT_STEPS: ElementSteps = ElementSteps::new(64, 1);
-
 impl Operator for Select {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (condition, on_true, on_false) = (&inputs[0], &inputs[1], &inputs[2]);
@@ -1926,14 +1760,6 @@ impl Operator for Select {
             shape: on_true.shape.clone(),
             precision: on_true.precision.max(on_false.precision),
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SELECT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -2028,21 +1854,10 @@ impl Slice {
     }
 }
 
-/// Version 2 steps of `Slice`: a strided gather.
-const SLICE_STEPS: ElementSteps = ElementSteps::new(480, 14);
-
 impl Operator for Slice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (out, _) = self.resolve(inputs[0].dims())?;
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SLICE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -2101,9 +1916,6 @@ impl Transpose {
     }
 }
 
-/// Version 2 steps of `Transpose`: a strided gather.
-const CINN_TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(960, 14);
-
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -2113,14 +1925,6 @@ impl Operator for Transpose {
             .map(|axis| dims[axis])
             .collect();
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CINN_TRANSPOSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -10,12 +10,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
 use super::cinn_unary::{FRAC_BITS, fixed_error, frac_bits};
-use super::{
-    Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps, steps_v4,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, Work, count, expect_rank, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -52,14 +48,8 @@ const DEFAULT_POST_NMS_TOP_N: i64 = 1000;
 /// Bytes of one index in the working memory: a `usize` on a 64-bit host (4 on wasm32).
 const INDEX_BYTES: u64 = 8;
 
-/// `element_arith` steps of decoding, clipping and filtering one box.
-const DECODE_STEPS: u64 = 32;
-
-/// Values gathered per kept anchor: its score and 4 each of delta, anchor and variance.
+/// Values read per candidate: its score and 4 each of delta, anchor and variance.
 const GATHERED_VALUES: u64 = 13;
-
-/// Values written per output row: 4 coordinates and the probability.
-const ROW_VALUES: u64 = 5;
 
 /// Row of the operator table for [`GenerateProposals`].
 pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
@@ -572,53 +562,26 @@ impl Operator for GenerateProposals {
         ])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let dims = Self::dims(inputs)?;
         let (images, anchors) = (u64::from(dims.images), dims.anchors_per_image);
         let (candidates, kept) = self.counts(anchors);
-        let sort = count(&[images, anchors, u64::from(bit_width(anchors))])?;
-        let iou_tests = count(&[images, candidates, kept])?;
-        let compares = sort
-            .checked_add(iou_tests)
+        // Every score is read for the top-k selection; each candidate's delta, anchor and
+        // variance are read and decoded with two exponentials; each candidate may be tested
+        // against every kept box.
+        let reads = count(&[images, anchors])?
+            .checked_add(count(&[images, candidates, GATHERED_VALUES])?)
             .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
-        let gathered = count(&[images, candidates, GATHERED_VALUES])?;
-        let written = count(&[images, kept, ROW_VALUES])?;
-        let copies = gathered
-            .checked_add(written)
-            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
-        Ok(vec![
-            (Param::WindowCompare, compares),
-            (
-                Param::Transcendental,
-                count(&[images, candidates, 2, super::cinn_unary::weight("Exp")])?,
-            ),
-            (
-                Param::ElementArith,
-                count(&[images, candidates, DECODE_STEPS])?,
-            ),
-            (Param::ElementCopy, copies),
-            // Version 2: per anchor its score read and the top-k selection; per candidate the
-            // decode (two exponentials), clip, filter and sort; per candidate and kept box one
-            // IoU test.
-            steps(
-                0,
-                &[
-                    (17, count(&[images, anchors])?),
-                    (6518, count(&[images, candidates])?),
-                    (29, iou_tests),
-                ],
-            )?,
-            // Version 4: the same, with the IoU test at 6 steps (its areas computed once per
-            // box, its products in 64-bit halves).
-            steps_v4(
-                0,
-                &[
-                    (17, count(&[images, anchors])?),
-                    (6518, count(&[images, candidates])?),
-                    (6, iou_tests),
-                ],
-            )?,
-        ])
+        Ok(Usage {
+            class: "",
+            work: Work {
+                reads,
+                writes: super::elements(outputs)?,
+                pairs: count(&[images, candidates, kept])?,
+                evals: count(&[images, candidates, 2])?,
+                ..Work::default()
+            },
+        })
     }
 
     /// Per image, one at a time: the anchor order (H·W·A indices), the survivors of the filter

@@ -9,11 +9,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, resolve_axis, steps, walk,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, Work, resolve_axis, walk};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -41,9 +37,6 @@ pub const FLATTEN: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Flatten;
 
-/// Version 2 steps of `flatten`: a contiguous copy: `output_element` covers it.
-const FLATTEN_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Flatten {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -62,14 +55,6 @@ impl Operator for Flatten {
             [first, rest_elements],
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            FLATTEN_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -240,23 +225,12 @@ impl Reshape {
     }
 }
 
-/// Version 2 steps of `reshape`: a contiguous copy: `output_element` covers it.
-const RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
             self.resolve(inputs[0].dims())?,
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            RESHAPE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -347,9 +321,6 @@ pub struct Repeat {
     axis: i64,
 }
 
-/// Version 2 steps of `repeat`: an element-by-element copy.
-const REPEAT_STEPS: ElementSteps = ElementSteps::new(120, 12);
-
 impl Operator for Repeat {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let mut dims = inputs[0].dims().to_vec();
@@ -363,14 +334,6 @@ impl Operator for Repeat {
             )
         })?;
         Ok(vec![TensorType::new(dims, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            REPEAT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -439,9 +402,6 @@ impl Tile {
     }
 }
 
-/// Version 2 steps of `tile`: a gather with a modulo per axis and element.
-const TILE_STEPS: ElementSteps = ElementSteps::new(440, 25);
-
 impl Operator for Tile {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (dims, reps) = self.aligned(inputs[0].dims());
@@ -454,14 +414,6 @@ impl Operator for Tile {
             })
             .collect::<Result<Vec<u32>>>()?;
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TILE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -525,10 +477,6 @@ impl Concatenate {
     }
 }
 
-/// Version 2 steps of `concatenate` per block copied (one per input and index of the axes
-/// before `axis`); the elements themselves are within `output_element`.
-const CONCATENATE_BLOCK_STEPS: u64 = 20;
-
 impl Operator for Concatenate {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let first = inputs[0].dims();
@@ -557,18 +505,6 @@ impl Operator for Concatenate {
         }
         let precision = inputs.iter().map(|t| t.precision).max().unwrap_or(1);
         Ok(vec![TensorType::new(dims, precision)])
-    }
-
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        let dims = inputs[0].dims();
-        let axis = resolve_axis("axis", self.axis, dims.len())?;
-        let outer: u64 = dims[..axis].iter().map(|&d| u64::from(d)).product();
-        let blocks = count(&[outer, inputs.len() as u64])?;
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            steps(128, &[(CONCATENATE_BLOCK_STEPS, blocks)])?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -628,9 +564,6 @@ pub struct ExpandDims {
     num_newaxis: usize,
 }
 
-/// Version 2 steps of `expand_dims`: a contiguous copy: `output_element` covers it.
-const EXPAND_DIMS_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for ExpandDims {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -639,14 +572,6 @@ impl Operator for ExpandDims {
         out.extend(core::iter::repeat_n(1, self.num_newaxis));
         out.extend_from_slice(&dims[position..]);
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            EXPAND_DIMS_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -685,9 +610,6 @@ pub struct Squeeze {
     axis: Vec<i64>,
 }
 
-/// Version 2 steps of `squeeze`: a contiguous copy: `output_element` covers it.
-const SQUEEZE_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Squeeze {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -716,14 +638,6 @@ impl Operator for Squeeze {
             .map(|(&d, _)| d)
             .collect();
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SQUEEZE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -790,9 +704,6 @@ impl Transpose {
     }
 }
 
-/// Version 2 steps of `transpose`: a strided gather.
-const TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(640, 11);
-
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -802,14 +713,6 @@ impl Operator for Transpose {
             .map(|axis| dims[axis])
             .collect::<Vec<_>>();
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TRANSPOSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -857,9 +760,6 @@ pub struct SliceLike {
     axis: Vec<i64>,
 }
 
-/// Version 2 steps of `slice_like`: a strided gather.
-const SLICE_LIKE_STEPS: ElementSteps = ElementSteps::new(270, 11);
-
 impl Operator for SliceLike {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (dims, like) = (inputs[0].dims(), inputs[1].dims());
@@ -902,14 +802,6 @@ impl Operator for SliceLike {
             out[axis] = like[axis];
         }
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SLICE_LIKE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -955,9 +847,6 @@ pub struct Take {
     axis: Option<i64>,
 }
 
-/// Version 2 steps of `take`: per index gathered: one element (no axis) or one row of the trailing axes.
-const TAKE_STEPS: ElementSteps = ElementSteps::new(80, 5);
-
 impl Operator for Take {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (data, indices) = (&inputs[0], &inputs[1]);
@@ -992,21 +881,17 @@ impl Operator for Take {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // With an axis every index gathers a row of the trailing axes of `data`.
-        let gathered = match self.axis {
-            None => elements,
-            Some(axis) => {
-                let dims = inputs[0].dims();
-                let axis = resolve_axis("axis", axis, dims.len())?;
-                let row: u64 = dims[axis + 1..].iter().map(|&d| u64::from(d)).product();
-                elements.checked_div(row).unwrap_or(0)
-            }
-        };
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TAKE_STEPS.usage(gathered)?,
-        ])
+        // Reads the indices and the gathered elements of `data`, not all of it.
+        let written = outputs[0].shape.elements();
+        let reads = inputs[1]
+            .shape
+            .elements()
+            .checked_add(written)
+            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
+        Ok(Usage {
+            class: "",
+            work: Work::io(reads, written),
+        })
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1061,9 +946,6 @@ pub const WHERE: OpDef = OpDef {
 #[derive(Debug)]
 pub struct Where;
 
-/// Version 2 steps of `where`: a select per element.
-const WHERE_STEPS: ElementSteps = ElementSteps::new(64, 1);
-
 impl Operator for Where {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (cond, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
@@ -1089,14 +971,6 @@ impl Operator for Where {
             shape: a.shape.clone(),
             precision: a.precision.max(b.precision),
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            WHERE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1238,9 +1112,6 @@ impl StridedSlice {
     }
 }
 
-/// Version 2 steps of `strided_slice`: a strided gather.
-const STRIDED_SLICE_STEPS: ElementSteps = ElementSteps::new(640, 13);
-
 impl Operator for StridedSlice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let axes = self.resolve(inputs[0].dims())?;
@@ -1248,14 +1119,6 @@ impl Operator for StridedSlice {
             axes.iter().map(|a| a.count).collect::<Vec<_>>(),
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            STRIDED_SLICE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1322,9 +1185,6 @@ pub struct CvmLut {
     in_dim: i64,
 }
 
-/// Version 2 steps of `cvm_lut`: a table lookup per element.
-const CVM_LUT_STEPS: ElementSteps = ElementSteps::new(128, 4);
-
 impl Operator for CvmLut {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (indices, table) = (&inputs[0], &inputs[1]);
@@ -1343,14 +1203,6 @@ impl Operator for CvmLut {
             shape: indices.shape.clone(),
             precision: table.precision,
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CVM_LUT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

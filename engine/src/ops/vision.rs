@@ -8,9 +8,9 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps};
+use super::{
+    Arity, Family, OpDef, Operator, Usage, count, expect_rank, io_usage, output_precision,
+};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -68,16 +68,6 @@ impl Operator for GetValidCounts {
         Ok(vec![
             TensorType::new([batches], count_precision),
             TensorType::new([batches, rows, width], data.precision.max(FILL_PRECISION)),
-        ])
-    }
-
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let dims = inputs[0].dims();
-        let rows = count(&[u64::from(dims[0]), u64::from(dims[1])])?;
-        Ok(vec![
-            (Param::ElementCopy, inputs[0].shape.elements()),
-            (Param::ElementArith, rows),
-            steps(240, &[(2, inputs[0].shape.elements())])?,
         ])
     }
 
@@ -247,16 +237,11 @@ impl Operator for NonMaxSuppression {
         }])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let dims = inputs[0].dims();
-        let pairs = count(&[u64::from(dims[0]), u64::from(dims[1]), u64::from(dims[1])])?;
-        let rows = count(&[u64::from(dims[0]), u64::from(dims[1])])?;
-        Ok(vec![
-            (Param::WindowCompare, pairs),
-            (Param::ElementCopy, inputs[0].shape.elements()),
-            // Version 2: an overlap test per pair, a sort and a copy per row.
-            steps(0, &[(22, pairs), (66, rows)])?,
-        ])
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.pairs = count(&[u64::from(dims[0]), u64::from(dims[1]), u64::from(dims[1])])?;
+        Ok(usage)
     }
 
     /// Per batch: the row order, the stable sort's buffer and the kept rows (with room for the
