@@ -695,7 +695,9 @@ fn conv_edge_geometries_agree_with_the_reference() {
             (case.n * case.oc() * oh * ow * case.icg * case.kernel[0] * case.kernel[1]) as u64;
         let forward = case.attrs("forward", "NCHW", None, frac);
         assert_eq!(
-            usage(&CONV, &forward, &[ty(&case.x_dims()), ty(&case.w_dims())]).work.macs,
+            usage(&CONV, &forward, &[ty(&case.x_dims()), ty(&case.w_dims())])
+                .work
+                .macs,
             macs
         );
     }
@@ -848,7 +850,11 @@ fn conv_spec_examples_infer_their_shapes_and_gas() {
     ] {
         let usage = usage(&CONV, attrs, &inputs);
         assert_eq!((usage.work.macs, usage.work.writes), (macs, out));
-        let class = if attrs == &forward { "forward" } else { "backward" };
+        let class = if attrs == &forward {
+            "forward"
+        } else {
+            "backward"
+        };
         assert_eq!(usage.class, class);
     }
 }

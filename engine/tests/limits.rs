@@ -86,7 +86,9 @@ fn tensor_elements() {
         )
     });
     model.outputs = output(ValueRef::Node { node: 1, output: 0 });
-    let error = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1).err().unwrap();
+    let error = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)
+        .err()
+        .unwrap();
     assert_eq!(
         (error.code, error.node),
         (ErrorCode::LimitExceeded, Some(1))

@@ -17,8 +17,8 @@ use cvm_host::error::{HostError, read_file};
 use cvm_host::hash::{HashAlgorithm, hex, outcome_hash};
 use cvm_host::inputs::{InputArg, assign, read_input};
 use cvm_host::runner::{
-    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model,
-    phase, validate_natively,
+    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model, phase,
+    validate_natively,
 };
 use cvm_host::{npy, render, wasm};
 

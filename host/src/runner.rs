@@ -82,9 +82,7 @@ pub fn execute_timed(
 ) -> Result<Report, HostError> {
     match engine {
         EngineKind::Native => {
-            let validated = timings.time(phase::MODEL_LOAD, || {
-                cvm_engine::load(model, schedule)
-            });
+            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(model, schedule));
             let validated = match validated {
                 Ok(validated) => validated,
                 Err(report) => return Ok(*report),
@@ -104,9 +102,9 @@ pub fn execute_timed(
                 }
             };
             let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
-            if let Some(report) = timings.time(phase::MODEL_LOAD, || {
-                session.load(model, schedule)
-            })? {
+            if let Some(report) =
+                timings.time(phase::MODEL_LOAD, || session.load(model, schedule))?
+            {
                 return Ok(report);
             }
             let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));

@@ -34,10 +34,7 @@ fn a_loaded_model_serves_many_runs() {
     let wasm = WasmEngine::new().expect("engine");
     let mut session = wasm.session().expect("session");
     assert!(
-        session
-            .load(&model, SCHEDULE)
-            .expect("load")
-            .is_none(),
+        session.load(&model, SCHEDULE).expect("load").is_none(),
         "the CNN loads"
     );
     for seed in 0..5 {
@@ -84,11 +81,7 @@ fn check_fuel(
     schedule: u32,
 ) -> Option<u64> {
     let mut session = wasm.session().expect("session");
-    if session
-        .load(model, schedule)
-        .expect("load")
-        .is_some()
-    {
+    if session.load(model, schedule).expect("load").is_some() {
         return None;
     }
     let load_fuel = session.fuel_used().expect("fuel");

@@ -10,9 +10,7 @@ use std::process::{Command, Output};
 
 use cvm_engine::Report;
 use cvm_host::hash::{HashAlgorithm, outcome_hash};
-use cvm_host::runner::{
-    EngineKind, ModelSource, encode_inputs, execute, load_model,
-};
+use cvm_host::runner::{EngineKind, ModelSource, encode_inputs, execute, load_model};
 use cvm_host::wasm::{
     ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key, checksum,
     config,
@@ -59,7 +57,7 @@ fn run_digits(wasm: &WasmEngine) -> Report {
         .bytes;
     let input = cvm_host::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let mut session = wasm.session().unwrap();
-    assert!(session.load(&model).unwrap().is_none());
+    assert!(session.load(&model, 1).unwrap().is_none());
     session.run(&encode_inputs(&[input]), u64::MAX).unwrap()
 }
 
@@ -126,7 +124,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_host::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07"
+        "fc1fdbad54890b84b079858789eec9b2fe5dabcee9263fe87a7c872c7a823d12"
     );
 }
 
@@ -369,7 +367,7 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
     let model = load_model(&ModelSource::from_path(&digits()))
         .unwrap()
         .bytes;
-    assert!(session.load(&model).unwrap().is_none());
+    assert!(session.load(&model, 1).unwrap().is_none());
     let input = cvm_host::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let short = session.run(&encode_inputs(&[input]), 1_000).unwrap();
     assert_eq!(
@@ -421,7 +419,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07")
+            .contains("fc1fdbad54890b84b079858789eec9b2fe5dabcee9263fe87a7c872c7a823d12")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

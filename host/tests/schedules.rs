@@ -11,7 +11,7 @@ use common::run_both;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Report, Status};
 use cvm_host::audit;
-use cvm_host::runner::{encode_inputs};
+use cvm_host::runner::encode_inputs;
 use cvm_host::wasm::{ABI_VERSION, WasmEngine};
 
 fn cnn() -> (Vec<u8>, Vec<cvm_engine::InputTensor>) {
@@ -82,10 +82,7 @@ fn a_rejected_version_leaves_no_model_loaded() {
             .error_code()
             .is_none()
     );
-    let rejected = session
-        .load(&model, 0)
-        .unwrap()
-        .expect("rejected");
+    let rejected = session.load(&model, 0).unwrap().expect("rejected");
     assert_eq!(rejected.error_code(), Some(ErrorCode::UnsupportedVersion));
     let error = session.run(&encode_inputs(&inputs), u64::MAX).unwrap_err();
     assert!(error.to_string().contains("no model loaded"), "{error}");
@@ -119,12 +116,7 @@ fn every_schedule_charges_its_static_estimate_on_both_engines() {
             }
             // The session API: a model loaded under `version` charges the same.
             let mut session = wasm.session().unwrap();
-            assert!(
-                session
-                    .load(bytes, version)
-                    .unwrap()
-                    .is_none()
-            );
+            assert!(session.load(bytes, version).unwrap().is_none());
             let in_session = session
                 .run(&encode_inputs(&prepared.inputs), prepared.gas_limit)
                 .unwrap();
@@ -147,18 +139,6 @@ fn the_fixtures_run_under_the_schedule_they_name() {
         }
         assert_eq!(audit::prepare(&case).unwrap().schedule, case.schedule);
     }
-}
-
-#[test]
-fn load_without_a_version_is_the_current_schedule() {
-    let wasm = WasmEngine::new().unwrap();
-    let (model, inputs) = cnn();
-    let mut plain = wasm.session().unwrap();
-    assert!(plain.load(&model).unwrap().is_none());
-    let plain = plain.run(&encode_inputs(&inputs), u64::MAX).unwrap();
-    let named = both(&wasm, &model, &inputs, u64::MAX, cvm_engine::gas::Schedule::NEWEST.version);
-    assert_eq!(plain, named);
-    assert_eq!(cvm_engine::gas::Schedule::NEWEST.version, Schedule::NEWEST.version);
 }
 
 /// `n` as unsigned LEB128.
@@ -187,8 +167,9 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     let signature = |name: &str| -> Vec<u8> {
         let params: &[u8] = match name {
             "cvm_alloc" => &[0x7f],
-            "cvm_free" | "cvm_load" => &[0x7f, 0x7f],
-            "cvm_load_with_schedule" => &[0x7f, 0x7f, 0x7f],
+            "cvm_free" => &[0x7f, 0x7f],
+            "cvm_load" if version < 3 => &[0x7f, 0x7f],
+            "cvm_load" => &[0x7f, 0x7f, 0x7f],
             "cvm_run" => &[0x7f, 0x7f, 0x7e],
             _ => &[],
         };
@@ -218,8 +199,8 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     .concat()
 }
 
-/// The exports of ABI version 1.
-const ABI_1_EXPORTS: [&str; 7] = [
+/// The exports of ABI versions 1 and 3 (`cvm_load` takes the schedule version from 3 on).
+const EXPORTS: [&str; 7] = [
     "cvm_abi_version",
     "cvm_alloc",
     "cvm_free",
@@ -230,22 +211,17 @@ const ABI_1_EXPORTS: [&str; 7] = [
 ];
 
 #[test]
-fn the_host_refuses_other_abi_versions_and_needs_the_schedule_export() {
-    assert_eq!(ABI_VERSION, 2);
-    // An engine of ABI version 1 is refused for its version, not for the export it lacks.
-    let old = WasmEngine::from_module_bytes(&stand_in_module(1, &ABI_1_EXPORTS)).unwrap();
+fn the_host_refuses_other_abi_versions_and_needs_the_schedule_argument() {
+    assert_eq!(ABI_VERSION, 3);
+    // An engine of ABI version 2 is refused for its version.
+    let old = WasmEngine::from_module_bytes(&stand_in_module(2, &EXPORTS)).unwrap();
     let error = old.session().err().expect("refused").to_string();
     assert!(
-        error.contains("engine.wasm speaks ABI version 1, this host speaks 2"),
+        error.contains("engine.wasm speaks ABI version 2, this host speaks 3"),
         "{error}"
     );
-    // Version 2 without `cvm_load_with_schedule`: the missing export is named.
-    let lacking = WasmEngine::from_module_bytes(&stand_in_module(2, &ABI_1_EXPORTS)).unwrap();
-    let error = lacking.session().err().expect("refused").to_string();
-    assert!(error.contains("cvm_load_with_schedule"), "{error}");
-    // With it, the stand-in is accepted.
-    let complete = [&ABI_1_EXPORTS[..], &["cvm_load_with_schedule"]].concat();
-    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(2, &complete)).unwrap();
+    // Version 3 with `cvm_load` taking the version: accepted.
+    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(3, &EXPORTS)).unwrap();
     assert!(stand_in.session().is_ok());
     assert!(WasmEngine::new().unwrap().session().is_ok());
 }

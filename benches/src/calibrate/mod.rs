@@ -181,9 +181,9 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
                     calibration.rows.push(row);
                     previous = Some(measured);
                 }
-                Ok(None) => calibration
-                    .skipped
-                    .push(context("too large, or the same model as the size below".into())),
+                Ok(None) => calibration.skipped.push(context(
+                    "too large, or the same model as the size below".into(),
+                )),
                 Err(error) => {
                     eprintln!("failed: {error}");
                     calibration.failures.push(context(error));
@@ -227,8 +227,8 @@ fn measure_size(
     eprint!("{progress} {} {size} (target {target})… ", config.label());
     let node = measure::node_cost(engine, &built.model, &built.inputs, timing)?;
     let with_copies = measure::with_copies(&built.model, node.copies);
-    let multi = ValidatedModel::from_bytes(&with_copies.encode(), SCHEDULE)
-        .map_err(|e| e.to_string())?;
+    let multi =
+        ValidatedModel::from_bytes(&with_copies.encode(), SCHEDULE).map_err(|e| e.to_string())?;
     eprintln!(
         "node: fuel {:.0}, wasm {:.0} ns ({} copies)",
         node.fuel, node.wasm_ns, node.copies

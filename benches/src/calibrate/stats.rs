@@ -19,7 +19,6 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
     values[low] + (values[high] - values[low]) * fraction
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,7 +94,6 @@ pub enum BroadcastKind {
 /// - Overflow: impossible within the inferred precisions (values never reach −2^31, so even
 ///   A / −1 fits); every result is still narrowed checked from i64.
 /// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
-/// - Gas (v1): `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Broadcast {
     kind: BroadcastKind,

@@ -80,8 +80,6 @@ impl BinaryKind {
 ///   `IntegerOverflow` (a result outside ±(2^31 − 1), a left shift that loses bits);
 ///   `DomainError` (Power of x ≤ 0 with a non-integral exponent; a shift tensor value outside
 ///   0..=31); `AttributeOutOfRange` (F outside 0..=30, `shift` outside 0..=31).
-/// - Gas (v1): `element_arith` × output elements (Power: plus `transcendental` × 16 per element, its
-///   measured weight; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnBinary {
     kind: BinaryKind,
@@ -307,7 +305,6 @@ pub const DOT: OpDef = row(155, "Dot", Arity::Exactly(2), ARITH, |attrs, _| {
 /// - Attribute: `frac_bits` F in 0..=30, default 0: the exact sum of products, rescaled by F with
 ///   one rounding (halves away from zero).
 /// - Precision: 32. Errors: `ShapeMismatch` (ranks above 2, K differs), `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × output elements · K + `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Dot {
     frac_bits: u32,
@@ -434,7 +431,7 @@ pub const CONST_SCALAR: OpDef = OpDef {
 ///   writes the real number and converts it once with `frac_bits`, rounding to nearest with
 ///   halves away from zero), `frac_bits` F in 0..=30, default 0. The name is the node's name.
 /// - Output: shape [] (one element), precision the least p with |value| ≤ 2^(p−1) − 1.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`. Gas: `element_copy` × 1.
+/// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
 #[derive(Debug)]
 pub struct ConstScalar {
     value: i32,

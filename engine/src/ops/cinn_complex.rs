@@ -352,7 +352,6 @@ pub const BN_GRAD_BIAS_SCALE: OpDef = OpDef {
 ///   halves away from zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
 /// - Errors: `ShapeMismatch` (rank < 2, input and grad shapes differ, save_mean not (C,)),
 ///   `AttributeOutOfRange`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × E + `element_arith` × 2E, E the input's element count.
 #[derive(Debug)]
 pub struct BnGradBiasScale {
     format: DataFormat,
@@ -440,7 +439,6 @@ pub const BN_MEAN_VARIANCE: OpDef = OpDef {
 /// - Rounding and overflow: both sums are exact (i128); Σ x² is rescaled once, halves away from
 ///   zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
 /// - Errors: `ShapeMismatch` (rank < 2), `AttributeOutOfRange`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × E + `element_arith` × E, E the input's element count.
 #[derive(Debug)]
 pub struct BnMeanVariance {
     format: DataFormat,
@@ -511,7 +509,6 @@ pub const BROADCAST_TO: OpDef = OpDef {
 /// - Precision: same as the input.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (entries out of range, axes not strictly
 ///   increasing), `ShapeMismatch` (len(broadcast_axes) ≠ R, a dimension neither 1 nor equal).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct BroadcastTo {
     out_shape: Vec<u32>,
@@ -639,7 +636,6 @@ pub enum CompareKind {
 /// - Output: the broadcast shape; 1 where the comparison holds, else 0. Precision 2.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind), `ShapeMismatch`.
-/// - Gas (v1): `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Compare {
     kind: CompareKind,
@@ -673,7 +669,7 @@ impl Operator for Compare {
 
 /// Row of the operator table for `Concat` (spec 002 "Concat"): the CVM `concatenate` operator
 /// ([`crate::ops::transform::Concatenate`]: M ≥ 1 inputs of equal rank agreeing outside `axis`,
-/// precision the largest of the inputs', gas `element_copy` × output elements) with the spec's
+/// precision the largest of the inputs') with the spec's
 /// default `axis` = 0 instead of 1.
 pub const CONCAT: OpDef = OpDef {
     code: 194,
@@ -773,8 +769,6 @@ pub enum PaddingAlgorithm {
 ///   (unknown strings, ranges, an `output_shape` without 4 entries), `ShapeMismatch` (ranks,
 ///   channel and group counts, an empty kernel, a dilated kernel longer than the padded input,
 ///   shapes inconsistent with `output_shape` or grad_y), `LimitExceeded`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × N·OC·OH·OW·ICg·KH·KW (every product of the convolution sum;
-///   the same count for the three types) + `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Conv {
     conv_type: ConvType,
@@ -1387,8 +1381,6 @@ pub enum ReduceKind {
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind, `dim` entries outside
 ///   [0, N) or repeated), `ShapeMismatch` (kMax / kMin over K = 0 elements with output elements
 ///   to fill), `IntegerOverflow`.
-/// - Gas (v1): kSum, kMax, kMin: `element_arith` × input elements; kProd: `multiply_accumulate` ×
-///   input elements.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,
@@ -1579,7 +1571,6 @@ pub const RESHAPE: OpDef = OpDef {
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
 ///   `ShapeMismatch` (element counts differ, −1 does not divide evenly).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reshape {
     shape: Vec<i64>,
@@ -1676,7 +1667,6 @@ pub const REVERSE: OpDef = OpDef {
 ///   Precision: the input's.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reverse {
     axis: Vec<i64>,
@@ -1740,7 +1730,6 @@ pub const SELECT: OpDef = OpDef {
 ///   `false_value[d]`. Precision: the larger of the two values'.
 /// - Overflow: none.
 /// - Errors: `ShapeMismatch`.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Select;
 
@@ -1799,7 +1788,6 @@ pub const SLICE: OpDef = OpDef {
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (lengths differ, axis out of range or
 ///   repeated, start < 0, end ≤ start, end > n_a).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Slice {
     /// (axis, start, end) with 0 ≤ start < end.
@@ -1894,7 +1882,6 @@ pub const TRANSPOSE: OpDef = OpDef {
 /// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Transpose {
     axis: Vec<i64>,

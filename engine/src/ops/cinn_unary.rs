@@ -60,7 +60,7 @@ pub fn fit(value: i64) -> Result<i32> {
 /// What a CINN unary primitive computes.
 #[derive(Clone, Copy, Debug)]
 pub enum UnaryKind {
-    /// A function of `crate::fixed` (transcendental or rounding), with its gas weight.
+    /// A function of `crate::fixed` (transcendental or rounding).
     Math(fn(i32, u32) -> FixedResult, &'static str),
     /// |x|.
     Abs,
@@ -97,8 +97,6 @@ pub enum UnaryKind {
 /// - Errors: `DomainError` (log of x ≤ 0, sqrt of x < 0, rsqrt of x ≤ 0, asin/acos outside
 ///   [−1, 1], atanh at or beyond ±1, acosh below 1), `IntegerOverflow` (a result outside
 ///   ±(2^31 − 1)), `AttributeOutOfRange` (F outside 0..=30).
-/// - Gas (v1): `element_arith` × elements, plus `transcendental` × elements × the function's weight
-///   (its measured cost relative to an add; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnUnary {
     kind: UnaryKind,

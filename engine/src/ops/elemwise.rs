@@ -66,7 +66,6 @@ pub enum UnaryKind {
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `PrecisionConstraint`
 ///   (`cvm_left_shift` with p + shift_bit > 32), `PrecisionOverflow` (`clip` bounds needing
 ///   more than 32 bits).
-/// - Gas (v1): `element_arith` × elements.
 #[derive(Debug)]
 pub struct Unary {
     kind: UnaryKind,
@@ -317,7 +316,7 @@ pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
 /// - Inputs: `A`, `B` of identical shape (no broadcasting). Attributes: none. Output: that shape.
 /// - Precision: max(pA, pB) + 1 (above 32 is `PrecisionOverflow`).
 /// - Overflow: impossible within the inferred precision; narrowing is checked.
-/// - Errors: `ShapeMismatch` if the shapes differ. Gas: `element_arith` × elements.
+/// - Errors: `ShapeMismatch` if the shapes differ.
 #[derive(Debug)]
 pub struct ElemwiseBinary {
     subtract: bool,

@@ -71,7 +71,6 @@ pub const CONV2D: OpDef = OpDef {
 /// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
 ///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `multiply_accumulate` × N·OC·OH·OW·IC·KH·KW + `element_arith` × N·OC·OH·OW.
 #[derive(Debug)]
 pub struct Conv2d {
     channels: Option<u32>,
@@ -433,7 +432,6 @@ pub const DENSE: OpDef = OpDef {
 ///   the bias addition is checked.
 /// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `multiply_accumulate` × M·N·K + `element_arith` × M·N.
 #[derive(Debug)]
 pub struct Dense {
     units: Option<u32>,
@@ -579,7 +577,7 @@ pub const RELU: OpDef = OpDef {
 /// Rectified linear unit (spec 001 "relu"): `Y = max(0, X)`.
 ///
 /// - Input: `X` of any shape. Output: same shape and precision.
-/// - Errors: none beyond arity. Gas: `element_arith` × elements.
+/// - Errors: none beyond arity.
 #[derive(Debug)]
 pub struct Relu;
 
@@ -624,7 +622,6 @@ pub const MAX_POOL2D: OpDef = OpDef {
 /// - Precision: same as X.
 /// - Errors: `MissingAttribute` (`pool_size`), `ShapeMismatch` (rank, an input height or width
 ///   of 0), `AttributeOutOfRange`.
-/// - Gas (v1): `window_compare` × N·C·OH·OW·PSH·PSW.
 #[derive(Debug)]
 pub struct MaxPool2d {
     pool_size: [u32; 2],
@@ -785,7 +782,7 @@ pub const UPSAMPLING: OpDef = OpDef {
 /// - Attributes: `scale` in [1, 4096) (required); `layout` "NCHW"; `method` "NEAREST_NEIGHBOR".
 /// - Output: (N, C, H·scale, W·scale). Precision: same as X.
 /// - Errors: `ShapeMismatch` (rank), `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`
-///   (output too large). Gas: `element_copy` × output elements.
+///   (output too large).
 #[derive(Debug)]
 pub struct Upsampling {
     scale: u32,

@@ -125,11 +125,10 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///   `BadParam` (H, W or A is 0, even when N = 0; N = 0 gives empty outputs and batch size 0),
 ///   `AttributeOutOfRange` (an attribute outside its range), `LimitExceeded` (N·post_nms_top_n
 ///   rows above 2^32 − 1), `PrecisionOverflow` (N·post_nms_top_n ≥ 2^31).
-/// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case:
-///   `window_compare` × N·(H·W·A·bits(H·W·A) + k·m) (the top-k sort and the IoU tests of at
-///   most m kept boxes against k candidates), `transcendental` × N·k·2·w (two exponentials per box,
-///   of the weight w of CINN `Exp`), `element_arith` × N·k·32 (decode, clip, filter), `element_copy` ×
-///   N·(13·k + 5·m) (gathering and writing rows).
+/// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case: reads
+///   N·H·W·A + 13·N·k (every score; each candidate's score, delta, anchor and variance), the
+///   outputs' elements written, N·k·m candidate pairs (IoU tests of at most m kept boxes against
+///   k candidates), 2·N·k transcendental evaluations (two exponentials per box).
 #[derive(Debug)]
 pub struct GenerateProposals {
     frac_bits: u32,

@@ -71,7 +71,6 @@ pub enum ReduceKind {
 /// - Errors: `AttributeOutOfRange` (axis outside [−N, N), duplicate axes), `ShapeMismatch`
 ///   (`max` over an axis of size 0 that leaves output elements without any input element),
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `element_arith` × input elements.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,

@@ -33,7 +33,6 @@ pub const FLATTEN: OpDef = OpDef {
 ///   order, which is what the spec's `flatten_index` formula states. The spec writes `Y` with a
 ///   single index; the 2-D shape is the deployed runtime's and what `dense` consumes (docs/ops.md).
 /// - Precision: same as X. Errors: `ShapeMismatch` for a rank-0 input.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Flatten;
 
@@ -90,7 +89,6 @@ pub const RESHAPE: OpDef = OpDef {
 ///   without two entries or with a split that does not divide, a cursor past the input rank);
 ///   `ShapeMismatch` when the element counts differ or a −1 cannot be inferred (the other
 ///   dimensions multiply to 0 or do not divide the element count).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reshape {
     target: Vec<i64>,
@@ -314,7 +312,6 @@ pub const REPEAT: OpDef = OpDef {
 ///   `repeats` ≥ 1 (required).
 /// - Output: X's shape with n_axis · repeats on `axis`. Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (output too large).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Repeat {
     repeats: u32,
@@ -383,7 +380,6 @@ pub const TILE: OpDef = OpDef {
 /// - Input: `X` of rank N. Attribute: `reps` (required, M ≥ 1 entries in [1, 4096)).
 /// - Output: rank K, dims SX_i · SR_i. Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`.
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Tile {
     reps: Vec<u32>,
@@ -464,7 +460,6 @@ pub const CONCATENATE: OpDef = OpDef {
 /// - Precision: the maximum of the inputs'.
 /// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ),
 ///   `LimitExceeded` (the joined axis exceeds 2^32 − 1).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Concatenate {
     axis: i64,
@@ -557,7 +552,6 @@ pub const EXPAND_DIMS: OpDef = OpDef {
 /// - Output: X's shape with `num_newaxis` ones inserted before position `axis`; data unchanged.
 ///   Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (rank above 8).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct ExpandDims {
     axis: i64,
@@ -604,7 +598,6 @@ pub const SQUEEZE: OpDef = OpDef {
 ///   gives; the deployed runtime returns (1,)); data unchanged. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (axis out of range), `ShapeMismatch` (an axis whose length
 ///   is not 1).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Squeeze {
     axis: Vec<i64>,
@@ -668,7 +661,6 @@ pub const TRANSPOSE: OpDef = OpDef {
 ///   [−N, N).
 /// - Output: dims n_{real_axes_i}. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (wrong length, out of range, not a permutation).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Transpose {
     axes: Vec<i64>,
@@ -754,7 +746,6 @@ pub const SLICE_LIKE: OpDef = OpDef {
 ///   The listed axes form a set (spec 001): a repeated axis counts once.
 /// - Errors: `AttributeOutOfRange` (axis out of range or past shape_like's rank),
 ///   `ShapeMismatch` (ranks differ without `axis`, m_j > n_j).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct SliceLike {
     axis: Vec<i64>,
@@ -841,7 +832,6 @@ pub const TAKE: OpDef = OpDef {
 /// - Precision: same as X.
 /// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (taking from an empty axis or tensor),
 ///   `LimitExceeded` (rank above 8).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Take {
     axis: Option<i64>,
@@ -942,7 +932,7 @@ pub const WHERE: OpDef = OpDef {
 /// - Output: `Y[d] = A[d]` where the condition is non-zero, else `B[d]`.
 /// - Precision: max(pA, pB) (the deployed runtime uses the condition's, which is unsound;
 ///   cvm-compat §3).
-/// - Errors: `ShapeMismatch`. Gas: `element_copy` × elements.
+/// - Errors: `ShapeMismatch`.
 #[derive(Debug)]
 pub struct Where;
 
@@ -1057,7 +1047,6 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 /// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (more entries than N, a stride of 0 or of
 ///   magnitude above 2^31 − 1, an empty range).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct StridedSlice {
     begin: Vec<i64>,
@@ -1179,7 +1168,6 @@ pub const CVM_LUT: OpDef = OpDef {
 /// - Output: the indices' shape. Precision: the table's (cvm-compat §3).
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (`in_dim` ≠ table size), `ShapeMismatch`
 ///   (empty table with indices to look up).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct CvmLut {
     in_dim: i64,

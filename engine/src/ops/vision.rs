@@ -46,7 +46,7 @@ pub const GET_VALID_COUNTS: OpDef = OpDef {
 /// - Precision: `valid_count` nprec(N·K) as cvm-compat §3 states; `Y` max(p, 2) (2 holds the
 ///   −1 fill; cvm-compat gives p).
 /// - Errors: `ShapeMismatch` (rank, K outside 2..=32), `AttributeOutOfRange`
-///   (`score_threshold` outside int32). Gas: `element_copy` × B·N·K + `element_arith` × B·N.
+///   (`score_threshold` outside int32).
 #[derive(Debug)]
 pub struct GetValidCounts {
     score_threshold: i32,
@@ -138,8 +138,6 @@ pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
 ///   ≤ 0 has IoU 0.
 /// - Precision: max(pX, 2) (2 holds the −1 fill; cvm-compat gives pX).
 /// - Errors: `ShapeMismatch` (ranks, K ≠ 6, batch sizes differ), `AttributeOutOfRange`.
-/// - Gas (v1): `window_compare` × B·N·N (the pairwise IoU tests, worst case) + `element_copy` ×
-///   B·N·6.
 #[derive(Debug)]
 pub struct NonMaxSuppression {
     iou_threshold: i64,
