@@ -124,7 +124,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_host::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "fc1fdbad54890b84b079858789eec9b2fe5dabcee9263fe87a7c872c7a823d12"
+        "110e7e8a6b9f07f231bba805ecb71d7491ed5a7f4d87c705f2ecdda440e6ccba"
     );
 }
 
@@ -419,7 +419,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("fc1fdbad54890b84b079858789eec9b2fe5dabcee9263fe87a7c872c7a823d12")
+            .contains("110e7e8a6b9f07f231bba805ecb71d7491ed5a7f4d87c705f2ecdda440e6ccba")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

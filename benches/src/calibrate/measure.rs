@@ -70,14 +70,6 @@ pub struct NodeCost {
     pub native_ns: f64,
 }
 
-impl NodeCost {
-    /// The single-node run's fuel beyond its node: decoding and checking inputs, encoding the
-    /// report, crossing the wasm boundary.
-    pub fn overhead_fuel(&self) -> f64 {
-        self.single.fuel as f64 - self.fuel
-    }
-}
-
 /// `model` (one node, whose outputs are the model's) with `copies` more copies of its node:
 /// same operands and attributes, outputs unused, so each is dead right after it runs and the
 /// copies take turns in the same arena elements.

@@ -67,6 +67,8 @@ pub struct Row {
     pub gas: u64,
     /// The gas of the whole single-node run (run gas included) and of the run with the copies.
     pub run_gas: (u64, u64),
+    /// Elements of the single-node run's inputs, outputs and arena (what run gas prices).
+    pub run_elements: [u64; 3],
     /// The measurements and the node's cost by difference.
     pub node: NodeCost,
 }
@@ -240,6 +242,15 @@ fn measure_size(
         usage,
         gas: validated.nodes[0].gas,
         run_gas: (validated.total_gas, multi.total_gas),
+        run_elements: [
+            built.inputs.iter().map(|t| t.data.len() as u64).sum(),
+            validated
+                .outputs
+                .iter()
+                .map(|&(_, id)| validated.value_types[id].shape.elements())
+                .sum(),
+            validated.arena_bytes / 4,
+        ],
         node,
     };
     let measured = Previous {
@@ -361,6 +372,36 @@ pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
         .collect()
 }
 
+/// The run gas the measurements propose, in the schedule's units: the wasm time of a run beyond
+/// its node (single-node run less the node), converted to gas at the median node ns per gas.
+/// The base is the median over the rows whose run handles fewer than 4096 elements; the rate per
+/// element (inputs, outputs and arena alike, in hundredths) is the median of the rest over the
+/// elements of the other rows.
+pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, u64) {
+    let overhead = |row: &Row| (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas;
+    let elements = |row: &Row| row.run_elements.iter().sum::<u64>() as f64;
+    let mut small: Vec<f64> = rows
+        .iter()
+        .filter(|row| elements(row) < 4096.0)
+        .map(overhead)
+        .collect();
+    let base = stats::median(&mut small);
+    let mut per_element: Vec<f64> = rows
+        .iter()
+        .filter(|row| elements(row) >= 4096.0)
+        .map(|row| 100.0 * (overhead(row) - base).max(0.0) / elements(row))
+        .collect();
+    let rate = stats::median(&mut per_element);
+    let whole = |v: f64| {
+        if v.is_finite() {
+            v.round().max(0.0) as u64
+        } else {
+            0
+        }
+    };
+    (whole(base), whole(rate))
+}
+
 fn rates_text(r: &Rates) -> String {
     format!(
         "[{:>5}, {:>5}, {:>5}, {:>4}, {:>5}, {:>6}]",
@@ -415,6 +456,15 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
         ratios.medians[1],
         ratios.medians[2],
         ratios.medians[3],
+    );
+    let (base, per_element) = proposed_run(rows, ratios.medians[1]);
+    let run = SCHEDULE.run;
+    let _ = writeln!(
+        out,
+        "Run gas: base {} gas, per input, output and arena element {}, {} and {} hundredths; \
+         proposed from the runs' time beyond their node: base {base} gas, {per_element} \
+         hundredths per element.\n",
+        run.base, run.input, run.output, run.arena
     );
     let _ = writeln!(
         out,
