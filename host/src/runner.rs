@@ -1,8 +1,8 @@
 //! Running a model natively or in wasm behind one interface, and loading models from files.
 //!
 //! Both paths feed the same canonical model bytes, the same gas schedule version and the same
-//! borsh-encoded inputs to the same engine code (`cvm_engine::load_with_schedule` +
-//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load_with_schedule`).
+//! borsh-encoded inputs to the same engine code (`cvm_engine::load` +
+//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -356,7 +356,7 @@ fn every_schedule_charges_its_estimate_on_both_engines() {
         );
         assert_eq!(starved["error"]["code"], "OutOfGas");
     }
-    // Without --schedule: the current schedule.
+    // Without --schedule: the newest schedule.
     let default = run_json(&["estimate", path_str(&model), "--json"], 0);
     assert_eq!(
         default,

@@ -2,7 +2,7 @@
 //! `UnsupportedVersion` report with gas 0 on both engines; under every defined version both
 //! engines give the same report, the estimate names the version asked for, and a run charges
 //! exactly that schedule's static estimate. No figure of a schedule is written here. Also: the
-//! host refuses an engine module of another ABI version, or one without `cvm_load_with_schedule`.
+//! host refuses an engine module of another ABI version.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 mod common;
