@@ -203,21 +203,22 @@ fn peak_memory() {
     assert_eq!(verdict(&model).err(), Some(ErrorCode::MemoryLimit));
 }
 
-/// Elements of the input the relu nodes of [`relus`] read: small enough that the inputs, the
-/// arena and the output copy fit the memory limit, large enough that 2^40 gas takes fewer than
+/// Elements of the input the nodes of [`erfs`] read: small enough that the inputs, the arena and
+/// the output copy fit the memory limit, large enough that 2^40 gas takes fewer than
 /// `MAX_NODES` nodes.
-const RELU_ELEMENTS: u64 = 1 << 24;
+const ELEMENTS: u64 = 1 << 24;
 
-/// `relus` relu nodes over x of [`RELU_ELEMENTS`] elements, the last one the output.
-fn relus(relus: u32) -> Model {
+/// `nodes` CINN `Erf` nodes (a dear operator, so that 2^40 gas takes few nodes) over x of
+/// [`ELEMENTS`] elements, the last one the output.
+fn erfs(nodes: u32) -> Model {
     Model {
-        inputs: vec![input("x", vec![RELU_ELEMENTS as u32])],
+        inputs: vec![input("x", vec![ELEMENTS as u32])],
         params: Vec::new(),
-        nodes: (0..relus)
-            .map(|i| node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]))
+        nodes: (0..nodes)
+            .map(|i| node(format!("e{i}"), "Erf", vec![ValueRef::Input(0)]))
             .collect(),
         outputs: output(ValueRef::Node {
-            node: relus - 1,
+            node: nodes - 1,
             output: 0,
         }),
     }
@@ -225,17 +226,17 @@ fn relus(relus: u32) -> Model {
 
 #[test]
 fn gas_per_run() {
-    // From two relus on, each adds the same gas (the arena stays at two buffers): the most relus
+    // From two nodes on, each adds the same gas (the arena stays at two buffers): the most nodes
     // within the limit validate, one more is LimitExceeded.
-    let two = verdict(&relus(2)).unwrap();
+    let two = verdict(&erfs(2)).unwrap();
     let each = two.nodes[1].gas;
     let most = 2 + (MAX_GAS_PER_RUN - two.total_gas) / each;
-    let within = verdict(&relus(most as u32)).unwrap();
+    let within = verdict(&erfs(most as u32)).unwrap();
     assert_eq!(within.total_gas, two.total_gas + (most - 2) * each);
     assert!(within.total_gas <= MAX_GAS_PER_RUN);
     assert!(within.total_gas + each > MAX_GAS_PER_RUN);
     assert!(within.peak_memory_bytes <= MAX_PEAK_MEMORY_BYTES);
-    let past = relus(most as u32 + 1);
+    let past = erfs(most as u32 + 1);
     assert_eq!(verdict(&past).err(), Some(ErrorCode::LimitExceeded));
 }
 

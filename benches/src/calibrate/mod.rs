@@ -446,7 +446,11 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
          - Medians: node {:.3} fuel/gas and {:.3} ns/gas in wasm; whole runs {:.3} ns/gas \
          (single node) and {:.3} ns/gas (with copies).\n",
         SCHEDULE.version,
-        if cfg!(debug_assertions) { "" } else { " --release" },
+        if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        },
         options.command,
         machine(),
         rows.len(),
