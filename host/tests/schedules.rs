@@ -61,7 +61,7 @@ fn undefined_versions_are_unsupported_version_on_both_engines() {
             let message = &report.failure.as_ref().unwrap().message;
             assert!(
                 message.starts_with(&format!(
-                    "gas schedule version {version} is not defined; this engine defines versions "
+                    "gas schedule version {version} is not defined; this engine defines version"
                 )),
                 "{message}"
             );
