@@ -367,7 +367,7 @@ mod tests {
             work: Work::io(writes, writes),
         };
         let rate = Schedule::V1.rates("relu", "").map_or(0, |r| r.write);
-        assert!(rate > 0 && rate % RATE_SCALE != 0);
+        assert!(rate > 0 && !rate.is_multiple_of(RATE_SCALE));
         let base = Schedule::V1.node_base;
         assert_eq!(Schedule::V1.node_gas("relu", &relu(0)), Some(Ok(base)));
         // Hundredths are summed, then rounded up once.
