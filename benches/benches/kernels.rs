@@ -19,7 +19,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use cvm_benches::{BenchModel, GraphBuilder, attr, check, int8_values, loaded_session, pair, work};
 use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
-use cvm_engine::gas::Param;
+use cvm_engine::gas::Work;
 use cvm_engine::model::AttrValue;
 use cvm_engine::tensor::{Tensor, TensorMut};
 use cvm_runtime::wasm::WasmEngine;
@@ -141,7 +141,7 @@ fn max_pool(name: &'static str, pool: u32, padding: u32) -> Kernel {
 }
 
 /// Times `kernel` four ways (see the file comment); throughput in counts of `param`.
-fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, kernel: &Kernel, param: Param) {
+fn bench_kernel(c: &mut Criterion, wasm: &WasmEngine, kernel: &Kernel, param: fn(&Work) -> u64) {
     let bench = &kernel.one;
     let checked = check(bench).unwrap_or_else(|message| panic!("{message}"));
     let count = work(&checked.model, param);
@@ -230,7 +230,7 @@ fn conv2d(c: &mut Criterion) {
         ),
     ];
     for bench in &shapes {
-        bench_kernel(c, &wasm, bench, Param::MultiplyAccumulate);
+        bench_kernel(c, &wasm, bench, |work| work.macs);
     }
 }
 
@@ -241,7 +241,7 @@ fn dense_kernels(c: &mut Criterion) {
         dense("dense_1152to256", 1, 1152, 256),
         dense("dense_512to512_m8", 8, 512, 512),
     ] {
-        bench_kernel(c, &wasm, &bench, Param::MultiplyAccumulate);
+        bench_kernel(c, &wasm, &bench, |work| work.macs);
     }
 }
 
@@ -251,13 +251,13 @@ fn other_kernels(c: &mut Criterion) {
         c,
         &wasm,
         &max_pool("max_pool2d_2x2_64_32x32", 2, 0),
-        Param::WindowCompare,
+        |work| work.taps,
     );
     bench_kernel(
         c,
         &wasm,
         &max_pool("max_pool2d_3x3_pad1_64_32x32", 3, 1),
-        Param::WindowCompare,
+        |work| work.taps,
     );
     let shape = [1, 64, 32, 32];
     bench_kernel(
@@ -271,7 +271,7 @@ fn other_kernels(c: &mut Criterion) {
             vec![],
             &shape,
         ),
-        Param::ElementArith,
+        |work| work.writes,
     );
     bench_kernel(
         c,
@@ -284,7 +284,7 @@ fn other_kernels(c: &mut Criterion) {
             vec![],
             &shape,
         ),
-        Param::ElementArith,
+        |work| work.writes,
     );
     bench_kernel(
         c,
@@ -297,7 +297,7 @@ fn other_kernels(c: &mut Criterion) {
             vec![attr("axis", AttrValue::Ints(vec![1]))],
             &[1, 32, 32],
         ),
-        Param::ElementArith,
+        |work| work.writes,
     );
     bench_kernel(
         c,
@@ -310,7 +310,7 @@ fn other_kernels(c: &mut Criterion) {
             vec![attr("axis", AttrValue::Ints(vec![2, 3]))],
             &[1, 64],
         ),
-        Param::ElementArith,
+        |work| work.writes,
     );
 }
 

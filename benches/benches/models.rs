@@ -53,7 +53,7 @@ fn model_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
     if bench.name == "cnn" {
         group.bench_function("native_load_and_run", |b| {
             b.iter(|| {
-                let validated = cvm_engine::load(&bench.bytes).expect("valid model");
+                let validated = cvm_engine::load(&bench.bytes, 1).expect("valid model");
                 cvm_engine::run(&validated, bench.inputs.clone(), u64::MAX)
             })
         });

@@ -66,12 +66,7 @@ fn startup(c: &mut Criterion) {
             let engine = WasmEngine::with_cache(&cache.0).expect("engine");
             assert_eq!(engine.origin(), ModuleOrigin::Cached);
             let mut session = engine.session().expect("instance");
-            assert!(
-                session
-                    .load_with_schedule(&model, cvm_engine::gas::Schedule::CURRENT.version)
-                    .expect("load")
-                    .is_none()
-            );
+            assert!(session.load(&model, 1).expect("load").is_none());
             session.run(&encoded, u64::MAX).expect("run")
         })
     });

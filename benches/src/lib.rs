@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use cvm_cli::HostError;
 use cvm_cli::runner::encode_inputs;
 use cvm_engine::exec::InputTensor;
-use cvm_engine::gas::Param;
+use cvm_engine::gas::Work;
 use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
 };
@@ -502,26 +502,18 @@ pub fn mobilenet() -> BenchModel {
     }
 }
 
-/// Multiply-accumulates of one run: the `multiply_accumulate` counts of every node's usage
-/// (conv2d, dense, CINN `Dot`).
+/// Multiply-accumulates of one run as the gas schedule counts them: every node's `macs`
+/// (conv2d, dense, CINN `Dot`; 8-bit reductions rounded up to the vector width).
 pub fn multiply_accumulates(model: &ValidatedModel) -> u64 {
-    work(model, Param::MultiplyAccumulate)
+    work(model, |work| work.macs)
 }
 
-/// The total count of one gas parameter over every node's usage (before pricing).
-pub fn work(model: &ValidatedModel, param: Param) -> u64 {
+/// The total of one count of every node's work (before pricing).
+pub fn work(model: &ValidatedModel, count: fn(&Work) -> u64) -> u64 {
     model
         .nodes
         .iter()
-        .map(|node| {
-            model.usage_of(node).map_or(0, |usage| {
-                usage
-                    .iter()
-                    .filter(|(counted, _)| *counted == param)
-                    .map(|&(_, count)| count)
-                    .sum()
-            })
-        })
+        .map(|node| model.usage_of(node).map_or(0, |usage| count(&usage.work)))
         .sum()
 }
 
@@ -544,7 +536,7 @@ pub struct Checked {
 /// # Errors
 /// A message naming the model and what went wrong.
 pub fn check(bench: &BenchModel) -> Result<Checked, String> {
-    let model = cvm_engine::load(&bench.bytes)
+    let model = cvm_engine::load(&bench.bytes, 1)
         .map_err(|report| format!("{}: the model does not load: {report:?}", bench.name))?;
     let report = cvm_engine::run(&model, bench.inputs.clone(), u64::MAX);
     if !matches!(report.outcome.status, Status::Ok { .. }) {
@@ -577,7 +569,7 @@ pub fn loaded_session(
     let name = bench.name;
     let mut session = engine.session().map_err(|e| format!("{name}: {e}"))?;
     if let Some(report) = session
-        .load_with_schedule(&bench.bytes, cvm_engine::gas::Schedule::CURRENT.version)
+        .load(&bench.bytes, 1)
         .map_err(|e| format!("{name}: {e}"))?
     {
         return Err(format!("{name}: engine.wasm rejects the model: {report:?}"));

@@ -2,14 +2,14 @@
 //!
 //! Protocol (all integers are wasm `i32`/`i64`; buffers are borsh bytes):
 //! 1. `cvm_alloc(len) -> ptr` reserves `len` bytes in the module's memory (0 if it cannot);
-//!    the host writes a request there. `cvm_load`, `cvm_load_with_schedule` and `cvm_run` take
+//!    the host writes a request there. `cvm_load` and `cvm_run` take
 //!    ownership of that buffer and free it; `cvm_free(ptr, len)` frees one that was never
 //!    handed over.
-//! 2. `cvm_load_with_schedule(ptr, len, version) -> status` decodes and validates canonical
+//! 2. `cvm_load(ptr, len, version) -> status` decodes and validates canonical
 //!    model bytes, pricing them with gas schedule `version`, and keeps the model for any number
 //!    of runs. Status 0: loaded. Status 1: rejected; the reply holds the failure [`Report`]
-//!    (`UnsupportedVersion` with gas 0 when the engine defines no schedule `version`).
-//!    `cvm_load(ptr, len) -> status` does the same with the current schedule.
+//!    (`UnsupportedVersion` with gas 0 when the engine defines no schedule `version`). There
+//!    is no default version.
 //! 3. `cvm_run(ptr, len, gas_limit) -> status` runs the loaded model on inputs (borsh
 //!    `Vec<InputTensor>`). The reply holds the [`Report`]. Status 0: a report was produced;
 //!    status 1: no model is loaded.
@@ -36,9 +36,9 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
-/// Version of this export protocol; a host refuses modules of another version. Version 2 added
-/// `cvm_load_with_schedule`.
-pub const ABI_VERSION: u32 = 2;
+/// Version of this export protocol; a host refuses modules of another version. Version 3: the
+/// gas schedule version is a required argument of `cvm_load`.
+pub const ABI_VERSION: u32 = 3;
 
 struct State {
     model: Option<ValidatedModel>,
@@ -93,8 +93,7 @@ pub extern "C" fn cvm_alloc(len: u32) -> u32 {
     }
 }
 
-/// Frees a buffer from `cvm_alloc` that was not handed to `cvm_load`, `cvm_load_with_schedule`
-/// or `cvm_run`.
+/// Frees a buffer from `cvm_alloc` that was not handed to `cvm_load` or `cvm_run`.
 ///
 /// # Safety
 /// `ptr` and `len` must come from one `cvm_alloc(len)` call and not have been freed.
@@ -106,28 +105,16 @@ pub unsafe extern "C" fn cvm_free(ptr: u32, len: u32) {
     }
 }
 
-/// Loads canonical model bytes with the current gas schedule; 0 when loaded, 1 when rejected
-/// (reply holds the report).
-///
-/// # Safety
-/// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cvm_load(ptr: u32, len: u32) -> u32 {
-    // SAFETY: forwarded contract.
-    let bytes = unsafe { take_buffer(ptr, len) };
-    keep_loaded(bytes, crate::load)
-}
-
 /// Loads canonical model bytes with gas schedule `version`; 0 when loaded, 1 when rejected
 /// (reply holds the report; `UnsupportedVersion` when no schedule `version` is defined).
 ///
 /// # Safety
 /// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cvm_load_with_schedule(ptr: u32, len: u32, version: u32) -> u32 {
+pub unsafe extern "C" fn cvm_load(ptr: u32, len: u32, version: u32) -> u32 {
     // SAFETY: forwarded contract.
     let bytes = unsafe { take_buffer(ptr, len) };
-    keep_loaded(bytes, |bytes| crate::load_with_schedule(bytes, version))
+    keep_loaded(bytes, |bytes| crate::load(bytes, version))
 }
 
 /// Drops any loaded model, loads `bytes` with `load` and keeps the result: 0 when loaded, 1

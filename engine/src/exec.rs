@@ -9,9 +9,10 @@
 //! share no element with its inputs or each other is checked, not assumed: a plan that broke
 //! it would fail the run as an engine bug. The model outputs are copied out at the end.
 //!
-//! Architecture Invariant: gas is charged before work, from the static per-node figures of
-//! validation, so a complete run charges exactly `ValidatedModel::total_gas`, and a run whose
-//! limit is below that stops with `OutOfGas` at the first node it cannot pay for.
+//! Architecture Invariant: gas is charged before work, from the static figures of validation:
+//! the run's own gas (`ValidatedModel::run_gas`) once the inputs are checked, then each node's
+//! before it runs, so a complete run charges exactly `ValidatedModel::total_gas`, and a run
+//! whose limit is below that stops with `OutOfGas` at the first charge it cannot pay.
 //!
 //! [`run_unmetered`] drives the same executor with a meter that charges nothing, so benchmarks
 //! can measure what metering costs.
@@ -102,7 +103,8 @@ pub fn run_unmetered(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Report
 /// How the executor pays for a node before running it. Generic rather than dynamic, so the
 /// unmetered executor carries no trace of the charging code.
 trait Meter {
-    /// Pays `gas` for the next node, or fails (without node attribution; the caller adds it).
+    /// Pays `gas` for the run or its next node, or fails (without node attribution; the caller
+    /// adds it).
     fn charge(&mut self, gas: u64) -> Result<()>;
 }
 
@@ -122,7 +124,7 @@ impl Meter for GasMeter {
             .ok_or_else(|| {
                 fail!(
                     OutOfGas,
-                    "the node costs {gas} gas; {} of the limit {limit} remain",
+                    "the next charge is {gas} gas; {} of the limit {limit} remain",
                     limit.saturating_sub(self.used)
                 )
             })?;
@@ -380,6 +382,7 @@ fn execute<M: Meter>(
     meter: &mut M,
 ) -> Result<Vec<(String, Tensor)>> {
     let inputs = check_inputs(model, inputs)?;
+    meter.charge(model.run_gas)?;
     let no_arena = || {
         fail!(
             MemoryLimit,
@@ -535,7 +538,7 @@ mod tests {
         }
     }
 
-    /// `relu(relu(x))` on four values: two nodes of 104 gas each.
+    /// `relu(relu(x))` on four values.
     fn two_relus() -> ValidatedModel {
         let model = model_over_x(
             &[
@@ -548,7 +551,7 @@ mod tests {
             ],
             &[("y", ValueRef::Node { node: 1, output: 0 })],
         );
-        ValidatedModel::from_bytes(&model.encode()).unwrap()
+        ValidatedModel::from_bytes(&model.encode(), &cvm_gas::Schedule::V1).unwrap()
     }
 
     fn input() -> Vec<InputTensor> {
@@ -574,9 +577,19 @@ mod tests {
     }
 
     #[test]
-    fn metered_runs_stop_at_the_first_node_they_cannot_pay_for() {
+    fn metered_runs_stop_at_the_first_charge_they_cannot_pay() {
         let model = two_relus();
-        let first = model.nodes[0].gas;
+        // The run's own gas comes first, without a node; then each node's.
+        let report = run(&model, input(), model.run_gas - 1);
+        assert_eq!(report.outcome.gas_used, 0);
+        assert_eq!(
+            report.outcome.status,
+            Status::Error {
+                code: crate::ErrorCode::OutOfGas.number(),
+                node: None
+            }
+        );
+        let first = model.run_gas + model.nodes[0].gas;
         let report = run(&model, input(), first);
         assert_eq!(report.outcome.gas_used, first);
         assert_eq!(
@@ -668,7 +681,7 @@ mod tests {
                 ("f again", at(5)),
             ],
         );
-        let model = ValidatedModel::from_bytes(&model.encode()).unwrap();
+        let model = ValidatedModel::from_bytes(&model.encode(), &cvm_gas::Schedule::V1).unwrap();
         // Six values of 16 bytes, in fewer: the plan makes them share elements.
         assert!(model.arena_bytes < 6 * 16, "{}", model.arena_bytes);
         let outputs = outputs_of(run(&model, input(), u64::MAX));
@@ -791,7 +804,7 @@ mod tests {
         let (mut arena_bytes, mut output_bytes) = (0u64, 0u64);
         for seed in 0..200 {
             let (model, inputs) = random_model(seed);
-            let model = ValidatedModel::from_bytes(&model.encode())
+            let model = ValidatedModel::from_bytes(&model.encode(), &cvm_gas::Schedule::V1)
                 .unwrap_or_else(|error| panic!("seed {seed}: {error:?}"));
             let expected = run_separately(&model, inputs.clone());
             let report = run(&model, inputs, u64::MAX);

@@ -3,8 +3,7 @@
 //! `#![no_std]` + `alloc`, integer arithmetic only. The same code runs natively and as
 //! `engine.wasm` inside a host (see the `cvm-runtime` crate). A request flows:
 //! bytes → [`Model::decode`] → [`validate::validate`] → [`ValidatedModel`] (types, gas under
-//! the requested schedule and the memory plan known; [`load`] uses the current schedule,
-//! [`load_with_schedule`] a named version) → [`exec::run`] with inputs and a gas limit →
+//! the schedule version the caller names, which [`load`] requires) → [`exec::run`] with inputs and a gas limit →
 //! [`Report`], whose [`Outcome`] is the part every node must agree on.
 //!
 //! Code map: [`model`] (canonical format), [`attrs`] (attribute schemas), [`ops`] (the operator
@@ -58,8 +57,10 @@ pub struct Estimate {
     pub schedule_version: u32,
     /// Per node: name, operator and gas.
     pub nodes: Vec<NodeEstimate>,
-    /// Gas of a complete run.
+    /// Gas of a complete run: `run_gas` plus every node's gas.
     pub total_gas: u64,
+    /// Gas a run costs beyond its nodes ([`ValidatedModel::run_gas`]).
+    pub run_gas: u64,
     /// Peak bytes of tensor data a run holds ([`ValidatedModel::peak_memory_bytes`]).
     pub peak_memory_bytes: u64,
     /// Bytes of the arena holding every node output ([`ValidatedModel::arena_bytes`]).
@@ -92,35 +93,25 @@ impl ValidatedModel {
                 })
                 .collect(),
             total_gas: self.total_gas,
+            run_gas: self.run_gas,
             peak_memory_bytes: self.peak_memory_bytes,
             arena_bytes: self.arena_bytes,
         }
     }
 }
 
-/// Loads canonical model bytes: decode and validate, pricing with the current gas schedule
-/// ([`gas::Schedule::CURRENT`]). A load failure is a [`Report`] with gas 0.
-///
-/// # Errors
-/// The failure report, ready to be hashed like any outcome.
-pub fn load(bytes: &[u8]) -> core::result::Result<ValidatedModel, Box<Report>> {
-    ValidatedModel::from_bytes(bytes).map_err(|error| Box::new(Report::failure(error, 0)))
-}
-
 /// Loads canonical model bytes under gas schedule `version`: decode and validate, pricing every
-/// node with that schedule. A validator replaying a block passes the version the block was
-/// charged under. A load failure, an undefined version included, is a [`Report`] with gas 0.
+/// node with that schedule. There is no default: a validator replaying a block passes the
+/// version the block was charged under. A load failure, an undefined version included, is a
+/// [`Report`] with gas 0.
 ///
 /// # Errors
 /// The failure report, ready to be hashed like any outcome: [`ErrorCode::UnsupportedVersion`]
 /// when this engine defines no schedule `version` (checked before the bytes are decoded), else
 /// any decoding or validation error.
-pub fn load_with_schedule(
-    bytes: &[u8],
-    version: u32,
-) -> core::result::Result<ValidatedModel, Box<Report>> {
+pub fn load(bytes: &[u8], version: u32) -> core::result::Result<ValidatedModel, Box<Report>> {
     schedule_by_version(version)
-        .and_then(|schedule| ValidatedModel::from_bytes_with_schedule(bytes, schedule))
+        .and_then(|schedule| ValidatedModel::from_bytes(bytes, schedule))
         .map_err(|error| Box::new(Report::failure(error, 0)))
 }
 
@@ -141,7 +132,7 @@ pub fn schedule_by_version(version: u32) -> Result<&'static gas::Schedule> {
 
 /// "versions 1 and 2" (or "version 1", "versions 1, 2 and 3"): the versions of
 /// [`gas::Schedule::ALL`], for messages.
-fn defined_schedule_versions() -> String {
+pub fn defined_schedule_versions() -> String {
     let versions: Vec<String> = gas::Schedule::ALL
         .iter()
         .map(|schedule| alloc::format!("{}", schedule.version))

@@ -21,7 +21,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
-use cvm_gas::{Param, Schedule};
+use cvm_gas::Schedule;
 
 use crate::attrs::Attrs;
 use crate::error::{Error, Result};
@@ -79,8 +79,11 @@ pub struct ValidatedModel {
     pub outputs: Vec<(String, ValueId)>,
     /// Type of every value, by value id.
     pub value_types: Vec<TensorType>,
-    /// Gas of a complete run: the sum of every node's gas.
+    /// Gas of a complete run: `run_gas` plus every node's gas.
     pub total_gas: u64,
+    /// Gas a run costs beyond its nodes (decoding inputs, copying outputs, the arena), charged
+    /// once the inputs are checked, before the first node ([`Schedule::run_gas`]).
+    pub run_gas: u64,
     /// Peak bytes of tensor data a run holds: parameters, packed weights and the caller's
     /// inputs (for the whole run), the arena, and the larger of the largest working memory of
     /// any node (`scratch_bytes`) and the model outputs copied out of the arena at the end.
@@ -97,9 +100,8 @@ pub struct ValidatedModel {
     pub schedule: &'static Schedule,
 }
 
-/// The whole usage of a node: its operator's own, plus `node_base` 1 and `output_element` ×
-/// the elements of all its outputs. Validation prices it; it carries the counts of every
-/// schedule version.
+/// The usage of a node: its operator's work and price class
+/// ([`crate::ops::Operator::usage`]).
 ///
 /// # Errors
 /// `LimitExceeded` if a count overflows `u64`.
@@ -108,42 +110,33 @@ pub fn node_usage(
     inputs: &[TensorType],
     outputs: &[TensorType],
 ) -> Result<Usage> {
-    let mut usage = operator.usage(inputs, outputs)?;
-    // Version 3 counts steps as version 2 does, version 4 steps and wide multiply-accumulates as
-    // version 3, version 5 steps and multiply-accumulate groups as version 4, and version 6
-    // steps as version 5, except where the operator reports its own.
-    for (from, to) in [
-        (Param::Step, Param::StepV3),
-        (Param::StepV3, Param::StepV4),
-        (
-            Param::WideMultiplyAccumulate,
-            Param::WideMultiplyAccumulateV4,
-        ),
-        (Param::StepV4, Param::StepV5),
-        (Param::MacGroup, Param::MacGroupV5),
-        (Param::StepV5, Param::StepV6),
-    ] {
-        if !usage.iter().any(|&(param, _)| param == to) {
-            let steps = usage
-                .iter()
-                .filter(|&&(param, _)| param == from)
-                .try_fold(0u64, |total, &(_, count)| total.checked_add(count))
-                .ok_or_else(|| fail!(LimitExceeded, "step count overflows"))?;
-            usage.push((to, steps));
-        }
-    }
-    let out_elements = outputs
-        .iter()
-        .try_fold(0u64, |acc, ty| acc.checked_add(ty.shape.elements()))
-        .ok_or_else(|| fail!(LimitExceeded, "output element count overflows"))?;
-    usage.push((Param::NodeBase, 1));
-    usage.push((Param::OutputElement, out_elements));
-    Ok(usage)
+    operator.usage(inputs, outputs)
+}
+
+/// The gas of one application of `op` doing `usage` under `schedule`.
+///
+/// # Errors
+/// `LimitExceeded` if the gas overflows `u64`; `UnknownOp` if the schedule prices no
+/// such class (a schedule that does not price every operator of the engine is rejected by the
+/// tests, so this is never reached).
+pub fn node_gas(schedule: &Schedule, op: &OpDef, usage: &Usage) -> Result<u64> {
+    schedule
+        .node_gas(op.name, usage)
+        .ok_or_else(|| {
+            fail!(
+                UnknownOp,
+                "gas schedule {} has no price for {} ({})",
+                schedule.version,
+                op.name,
+                usage.class
+            )
+        })?
+        .map_err(|_| fail!(LimitExceeded, "the node's gas overflows 64 bits"))
 }
 
 impl ValidatedModel {
-    /// The whole usage of `node` ([`node_usage`]), recomputed from the types validation
-    /// accepted: what its gas prices under any schedule.
+    /// The usage of `node` ([`node_usage`]), recomputed from the types validation accepted:
+    /// what its gas prices.
     ///
     /// # Errors
     /// `LimitExceeded` if a count overflows `u64` (never for a node validation accepted).
@@ -156,23 +149,11 @@ impl ValidatedModel {
         node_usage(node.operator.as_ref(), &inputs, &node.output_types)
     }
 
-    /// Decodes and validates canonical model bytes with the current gas schedule
-    /// ([`Schedule::CURRENT`]).
-    ///
-    /// # Errors
-    /// Any decoding (1xx) or validation (2xx) error; node errors carry the node index.
-    pub fn from_bytes(bytes: &[u8]) -> Result<ValidatedModel> {
-        ValidatedModel::from_bytes_with_schedule(bytes, Schedule::CURRENT)
-    }
-
     /// Decodes and validates canonical model bytes, pricing every node with `schedule`.
     ///
     /// # Errors
-    /// As [`ValidatedModel::from_bytes`].
-    pub fn from_bytes_with_schedule(
-        bytes: &[u8],
-        schedule: &'static Schedule,
-    ) -> Result<ValidatedModel> {
+    /// Any decoding (1xx) or validation (2xx) error; node errors carry the node index.
+    pub fn from_bytes(bytes: &[u8], schedule: &'static Schedule) -> Result<ValidatedModel> {
         validate(Model::decode(bytes)?, schedule)
     }
 
@@ -415,9 +396,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
             }
             let scratch_bytes = operator.scratch_bytes(&input_types)?;
             let usage = node_usage(operator.as_ref(), &input_types, &output_types)?;
-            let gas = schedule
-                .price(&usage)
-                .map_err(|_| fail!(LimitExceeded, "the node's gas overflows 64 bits"))?;
+            let gas = node_gas(schedule, op, &usage)?;
             Ok(ValidatedNode {
                 name: String::new(),
                 op,
@@ -442,14 +421,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
             name: node.name,
             ..validated
         });
-    }
-
-    if total_gas > limits::MAX_GAS_PER_RUN {
-        return Err(fail!(
-            LimitExceeded,
-            "the model costs {total_gas} gas, more than the {} one run may cost",
-            limits::MAX_GAS_PER_RUN
-        ));
     }
 
     let mut validated_outputs = Vec::with_capacity(outputs.len());
@@ -488,6 +459,31 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         n_leading,
         packed_bytes,
     )?;
+    let elements_of = |ids: &[ValueId]| {
+        ids.iter().try_fold(0u64, |total, &id| {
+            total.checked_add(value_types[id].shape.elements())
+        })
+    };
+    let input_ids: Vec<ValueId> = (0..n_inputs).collect();
+    let output_ids: Vec<ValueId> = validated_outputs.iter().map(|&(_, id)| id).collect();
+    let run_gas = elements_of(&input_ids)
+        .zip(elements_of(&output_ids))
+        .and_then(|(inputs, outputs)| {
+            schedule
+                .run_gas(inputs, outputs, memory.arena_bytes / 4)
+                .ok()
+        })
+        .ok_or_else(|| fail!(LimitExceeded, "the run's gas overflows 64 bits"))?;
+    let total_gas = total_gas
+        .checked_add(run_gas)
+        .filter(|&total| total <= limits::MAX_GAS_PER_RUN)
+        .ok_or_else(|| {
+            fail!(
+                LimitExceeded,
+                "the model costs more than the {} gas one run may cost",
+                limits::MAX_GAS_PER_RUN
+            )
+        })?;
     Ok(ValidatedModel {
         inputs: validated_inputs,
         params: decoded_params,
@@ -495,6 +491,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         outputs: validated_outputs,
         value_types,
         total_gas,
+        run_gas,
         peak_memory_bytes: memory.peak_bytes,
         arena_bytes: memory.arena_bytes,
         arena_offsets: memory.arena_offsets,

@@ -24,7 +24,7 @@ use cvm_engine::ops::cinn_complex::{
 };
 use cvm_engine::ops::{Arity, OpDef, Operator};
 use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorRef, TensorType};
-use cvm_gas::{Param, Schedule};
+use cvm_gas::{Usage, Work};
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -112,26 +112,10 @@ fn infer(
     prepare(def, attrs, inputs).map(|(_, types)| types)
 }
 
-/// Every count of the usage, for both schedule versions.
-fn usage_all(
-    def: &OpDef,
-    attrs: &[(&'static str, AttrValue)],
-    inputs: &[TensorType],
-) -> Vec<(Param, u64)> {
+/// The gas usage of one application: work and price class.
+fn usage(def: &OpDef, attrs: &[(&'static str, AttrValue)], inputs: &[TensorType]) -> Usage {
     let (operator, types) = prepare(def, attrs, inputs).unwrap();
     operator.usage(inputs, &types).unwrap()
-}
-
-/// The counts that schedule version 1 prices (ids 0–6), which these tests pin.
-fn usage(
-    def: &OpDef,
-    attrs: &[(&'static str, AttrValue)],
-    inputs: &[TensorType],
-) -> Vec<(Param, u64)> {
-    usage_all(def, attrs, inputs)
-        .into_iter()
-        .filter(|&(param, _)| Schedule::V1.cost(param) > 0)
-        .collect()
 }
 
 /// Builds, infers, allocates and runs.
@@ -711,8 +695,10 @@ fn conv_edge_geometries_agree_with_the_reference() {
             (case.n * case.oc() * oh * ow * case.icg * case.kernel[0] * case.kernel[1]) as u64;
         let forward = case.attrs("forward", "NCHW", None, frac);
         assert_eq!(
-            usage(&CONV, &forward, &[ty(&case.x_dims()), ty(&case.w_dims())])[0],
-            (Param::MultiplyAccumulate, macs)
+            usage(&CONV, &forward, &[ty(&case.x_dims()), ty(&case.w_dims())])
+                .work
+                .macs,
+            macs
         );
     }
     assert!(
@@ -862,27 +848,14 @@ fn conv_spec_examples_infer_their_shapes_and_gas() {
         (&data, [w.clone(), gy.clone()], 16 * 16 * 28 * 28),
         (&filter, [x.clone(), gy.clone()], 32 * 16 * 9),
     ] {
-        assert_eq!(
-            usage(&CONV, attrs, &inputs),
-            [
-                (Param::MultiplyAccumulate, macs),
-                (Param::ElementArith, out)
-            ]
-        );
-    }
-    // Version 2 counts only the products whose taps fall inside the input: along each axis
-    // 28·3 − 2 = 82 of the 84 (position, tap) pairs, the same for the three types.
-    let inside = 16 * 32 * 16 * 82 * 82;
-    for (attrs, inputs) in [
-        (&forward, [x.clone(), w.clone()]),
-        (&data, [w.clone(), gy.clone()]),
-        (&filter, [x.clone(), gy.clone()]),
-    ] {
-        let all = usage_all(&CONV, attrs, &inputs);
-        assert!(
-            all.contains(&(Param::WideMultiplyAccumulate, inside)),
-            "{all:?}"
-        );
+        let usage = usage(&CONV, attrs, &inputs);
+        assert_eq!((usage.work.macs, usage.work.writes), (macs, out));
+        let class = if attrs == &forward {
+            "forward"
+        } else {
+            "backward"
+        };
+        assert_eq!(usage.class, class);
     }
 }
 
@@ -1231,11 +1204,23 @@ fn bn_hand_examples() {
             &[],
             &[ty(&[2, 2, 1, 2]), ty(&[2, 2, 1, 2]), ty(&[2])]
         ),
-        [(Param::MultiplyAccumulate, 8), (Param::ElementArith, 16)]
+        Usage {
+            class: "",
+            work: Work {
+                macs: 8,
+                ..Work::io(18, 4)
+            }
+        }
     );
     assert_eq!(
         usage(&BN_MEAN_VARIANCE, &[], &[ty(&[2, 2, 1, 2])]),
-        [(Param::MultiplyAccumulate, 8), (Param::ElementArith, 8)]
+        Usage {
+            class: "",
+            work: Work {
+                macs: 8,
+                ..Work::io(8, 4)
+            }
+        }
     );
 }
 
@@ -1776,13 +1761,11 @@ fn reduce_spec_cases() {
     let y = apply1(&REDUCE, &[("kind", text("kMax"))], &[&p]);
     assert_eq!((y.data.as_slice(), y.precision), (&[31][..], 6));
     assert_eq!(
-        usage(&REDUCE, &[("kind", text("kProd"))], &[ty(&[3, 4])]),
-        [(Param::MultiplyAccumulate, 12)]
+        usage(&REDUCE, &[("kind", text("kProd"))], &[ty(&[3, 4])]).class,
+        "prod"
     );
-    assert_eq!(
-        usage(&REDUCE, &[("kind", text("kSum"))], &[ty(&[3, 4])]),
-        [(Param::ElementArith, 12)]
-    );
+    let sum = usage(&REDUCE, &[("kind", text("kSum"))], &[ty(&[3, 4])]);
+    assert_eq!((sum.class, sum.work.reads), ("", 12));
 }
 
 #[test]
@@ -2264,8 +2247,8 @@ fn data_movement_keeps_precision_and_charges_copies() {
         let out = infer(def, &attrs, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out[0].precision, 11, "{}", def.name);
         assert_eq!(
-            usage(def, &attrs, std::slice::from_ref(&x)),
-            [(Param::ElementCopy, out[0].shape.elements())],
+            usage(def, &attrs, std::slice::from_ref(&x)).work,
+            Work::io(x.shape.elements(), out[0].shape.elements()),
             "{}",
             def.name
         );

@@ -35,7 +35,7 @@ fn output(value: ValueRef) -> Vec<OutputDecl> {
 
 /// Validates under schedule version 1, whose prices `model_with_gas` builds on.
 fn verdict(model: &Model) -> Result<ValidatedModel, ErrorCode> {
-    ValidatedModel::from_bytes_with_schedule(&model.encode(), &Schedule::V1).map_err(|e| e.code)
+    ValidatedModel::from_bytes(&model.encode(), &Schedule::V1).map_err(|e| e.code)
 }
 
 /// One relu over an input of `shape`.
@@ -86,7 +86,9 @@ fn tensor_elements() {
         )
     });
     model.outputs = output(ValueRef::Node { node: 1, output: 0 });
-    let error = ValidatedModel::from_bytes(&model.encode()).err().unwrap();
+    let error = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)
+        .err()
+        .unwrap();
     assert_eq!(
         (error.code, error.node),
         (ErrorCode::LimitExceeded, Some(1))
@@ -201,67 +203,40 @@ fn peak_memory() {
     assert_eq!(verdict(&model).err(), Some(ErrorCode::MemoryLimit));
 }
 
-/// Elements of the input the relu nodes of [`model_with_gas`] read: small enough that the
-/// inputs, the arena and the output copy fit the memory limit, large enough that 2^40 gas
-/// takes fewer than `MAX_NODES` nodes.
-const RELU_ELEMENTS: u64 = 1 << 24;
+/// Elements of the input the nodes of [`erfs`] read: small enough that the inputs, the arena and
+/// the output copy fit the memory limit, large enough that 2^40 gas takes fewer than
+/// `MAX_NODES` nodes.
+const ELEMENTS: u64 = 1 << 24;
 
-/// A model whose static gas under schedule version 1 is exactly `target` (≥ a few hundred): `sum`
-/// nodes over inputs y_i (101 + k_i gas each) first, then relu nodes over x of
-/// [`RELU_ELEMENTS`] elements (100 + 2 · 2^24 gas each).
-fn model_with_gas(target: u64) -> Model {
-    let full = 100 + 2 * RELU_ELEMENTS;
-    let mut relus = target / full;
-    let mut rest = target - relus * full;
-    if rest < 101 {
-        relus -= 1;
-        rest += full;
-    }
-    let mut sizes = Vec::new();
-    while rest > 0 {
-        let mut part = rest.min(101 + MAX_TENSOR_ELEMENTS);
-        if rest - part > 0 && rest - part < 101 {
-            part = rest - 101;
-        }
-        sizes.push(part - 101);
-        rest -= part;
-    }
-    let mut model = Model {
-        inputs: vec![input("x", vec![RELU_ELEMENTS as u32])],
+/// `nodes` CINN `Erf` nodes (a dear operator, so that 2^40 gas takes few nodes) over x of
+/// [`ELEMENTS`] elements, the last one the output.
+fn erfs(nodes: u32) -> Model {
+    Model {
+        inputs: vec![input("x", vec![ELEMENTS as u32])],
         params: Vec::new(),
-        nodes: Vec::new(),
-        outputs: Vec::new(),
-    };
-    for (i, &k) in sizes.iter().enumerate() {
-        // Precision 1: a sum over 2^26 values then needs 1 + bits(2^26) = 28 bits.
-        model.inputs.push(InputDecl {
-            precision: 1,
-            ..input(&format!("y{i}"), vec![k as u32])
-        });
-        model.nodes.push(node(
-            format!("s{i}"),
-            "sum",
-            vec![ValueRef::Input(i as u32 + 1)],
-        ));
+        nodes: (0..nodes)
+            .map(|i| node(format!("e{i}"), "Erf", vec![ValueRef::Input(0)]))
+            .collect(),
+        outputs: output(ValueRef::Node {
+            node: nodes - 1,
+            output: 0,
+        }),
     }
-    for i in 0..relus {
-        model
-            .nodes
-            .push(node(format!("r{i}"), "relu", vec![ValueRef::Input(0)]));
-    }
-    model.outputs = output(ValueRef::Node {
-        node: model.nodes.len() as u32 - 1,
-        output: 0,
-    });
-    model
 }
 
 #[test]
 fn gas_per_run() {
-    let exactly = verdict(&model_with_gas(MAX_GAS_PER_RUN)).unwrap();
-    assert_eq!(exactly.total_gas, MAX_GAS_PER_RUN);
-    assert!(exactly.peak_memory_bytes <= MAX_PEAK_MEMORY_BYTES);
-    let past = model_with_gas(MAX_GAS_PER_RUN + 1);
+    // From two nodes on, each adds the same gas (the arena stays at two buffers): the most nodes
+    // within the limit validate, one more is LimitExceeded.
+    let two = verdict(&erfs(2)).unwrap();
+    let each = two.nodes[1].gas;
+    let most = 2 + (MAX_GAS_PER_RUN - two.total_gas) / each;
+    let within = verdict(&erfs(most as u32)).unwrap();
+    assert_eq!(within.total_gas, two.total_gas + (most - 2) * each);
+    assert!(within.total_gas <= MAX_GAS_PER_RUN);
+    assert!(within.total_gas + each > MAX_GAS_PER_RUN);
+    assert!(within.peak_memory_bytes <= MAX_PEAK_MEMORY_BYTES);
+    let past = erfs(most as u32 + 1);
     assert_eq!(verdict(&past).err(), Some(ErrorCode::LimitExceeded));
 }
 

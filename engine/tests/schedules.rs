@@ -1,5 +1,5 @@
-//! Choosing the gas schedule per load: `load_with_schedule` prices a model under the version it
-//! names, reports that version in the estimate, and charges exactly the estimate when it runs;
+//! Choosing the gas schedule per load: `load` prices a model under the version it names (there
+//! is no default), reports that version in the estimate, and charges exactly the estimate when it runs;
 //! a version the engine does not define is `UnsupportedVersion` with gas 0, whatever the bytes.
 //! Nothing here pins the numbers of a schedule: every figure is compared with the schedule's own
 //! price of the node's usage.
@@ -192,7 +192,10 @@ fn priced_here(model: &ValidatedModel, schedule: &Schedule) -> Vec<u64> {
     model
         .nodes
         .iter()
-        .map(|node| schedule.price(&model.usage_of(node).unwrap()).unwrap())
+        .map(|node| {
+            let usage = model.usage_of(node).unwrap();
+            schedule.node_gas(node.op.name, &usage).unwrap().unwrap()
+        })
         .collect()
 }
 
@@ -208,10 +211,10 @@ fn undefined_versions_are_unsupported_version_with_gas_0() {
     } else {
         format!("versions {} and {last}", rest.join(", "))
     };
-    for version in undefined_versions().into_iter().chain([7]) {
+    for version in undefined_versions().into_iter().chain([2, 7]) {
         // Checked before the bytes: garbage and a valid model give the same report.
         for bytes in [model(), b"not a model".to_vec(), Vec::new()] {
-            let report = *cvm_engine::load_with_schedule(&bytes, version).unwrap_err();
+            let report = *cvm_engine::load(&bytes, version).unwrap_err();
             assert_eq!(
                 report.outcome.status,
                 Status::Error {
@@ -238,17 +241,19 @@ fn undefined_versions_are_unsupported_version_with_gas_0() {
 #[test]
 fn each_schedule_prices_the_model_and_charges_its_estimate() {
     let bytes = model();
-    let mut totals = Vec::new();
     for schedule in Schedule::ALL {
         let version = schedule.version;
         assert_eq!(cvm_engine::schedule_by_version(version).unwrap(), schedule);
-        let model = cvm_engine::load_with_schedule(&bytes, version).unwrap();
+        let model = cvm_engine::load(&bytes, version).unwrap();
         assert_eq!(model.schedule, schedule);
         let estimate = model.estimate();
         assert_eq!(estimate.schedule_version, version);
         let gas: Vec<u64> = estimate.nodes.iter().map(|node| node.gas).collect();
         assert_eq!(gas, priced_here(&model, schedule), "schedule {version}");
-        assert_eq!(estimate.total_gas, gas.iter().sum::<u64>());
+        assert_eq!(
+            estimate.total_gas,
+            estimate.run_gas + gas.iter().sum::<u64>()
+        );
 
         let report = cvm_engine::run(&model, inputs(), u64::MAX);
         assert!(
@@ -259,25 +264,9 @@ fn each_schedule_prices_the_model_and_charges_its_estimate() {
         let starved = cvm_engine::run(&model, inputs(), estimate.total_gas - 1);
         assert_eq!(starved.error_code(), Some(ErrorCode::OutOfGas));
 
-        let direct = ValidatedModel::from_bytes_with_schedule(&bytes, schedule).unwrap();
+        let direct = ValidatedModel::from_bytes(&bytes, schedule).unwrap();
         assert_eq!(direct.estimate(), estimate);
-        totals.push(estimate.total_gas);
     }
-    // The schedules price this model differently, so a load under the wrong one would show.
-    totals.sort_unstable();
-    totals.dedup();
-    assert_eq!(totals.len(), Schedule::ALL.len(), "{totals:?}");
-}
-
-#[test]
-fn load_without_a_version_uses_the_current_schedule() {
-    let bytes = model();
-    let current = cvm_engine::load(&bytes).unwrap().estimate();
-    assert_eq!(current.schedule_version, Schedule::CURRENT.version);
-    let named = cvm_engine::load_with_schedule(&bytes, Schedule::CURRENT.version).unwrap();
-    assert_eq!(named.estimate(), current);
-    let from_bytes = ValidatedModel::from_bytes(&bytes).unwrap();
-    assert_eq!(from_bytes.estimate(), current);
 }
 
 #[test]
@@ -286,7 +275,7 @@ fn load_failures_other_than_the_version_are_the_same_under_every_schedule() {
     truncated.truncate(truncated.len() / 2);
     let reports: Vec<_> = Schedule::ALL
         .iter()
-        .map(|s| *cvm_engine::load_with_schedule(&truncated, s.version).unwrap_err())
+        .map(|s| *cvm_engine::load(&truncated, s.version).unwrap_err())
         .collect();
     assert_eq!(reports[0].error_code(), Some(ErrorCode::MalformedModel));
     assert!(reports.iter().all(|report| report == &reports[0]));

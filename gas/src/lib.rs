@@ -1,148 +1,119 @@
-//! The gas schedule of the CVM engine: named, versioned cost parameters and the pricing function.
+//! The gas schedule of the CVM engine: what a node and a run cost, from shapes and attributes.
 //!
-//! Operators describe the work they will do as a [`Usage`]: a count of abstract work units for
-//! each [`Param`] (multiply-accumulates, element copies, window comparisons, ...). The counts
-//! depend only on shapes and attributes, never on tensor values, so the price of a whole model is
-//! known before it runs. [`Schedule::price`] turns a usage into gas with checked arithmetic.
+//! An operator describes the work one application does as [`Work`]: counts of abstract units —
+//! multiply-accumulates, elements read and written, window taps, candidate pairs, transcendental
+//! evaluations — that depend only on shapes and attributes, never on tensor values or on how a
+//! kernel lays out its work, so a faster kernel never changes a price. It also names its price
+//! class: the operator, or a shape class defined by its attributes (`conv2d` is `dense`,
+//! `pointwise`, `depthwise` or `grouped`). A [`Schedule`] prices the work with one table of
+//! [`Rates`] per class, plus a fixed `node_base` per node; [`Schedule::run_gas`] prices what a
+//! run costs beyond its nodes (decoding inputs, copying outputs, the arena's memory).
 //!
-//! Every operator reports the counts of every schedule version side by side; a schedule prices
-//! the parameters it uses and gives the others cost 0. Version 1 uses ids 0–6; version 2 keeps
-//! `node_base` and `output_element` and replaces the rest with ids 7–9, whose counts follow the
-//! kernels that really run (see `docs/gas.md`); version 3 prices the same as version 2 but
-//! counts its steps as id 10, which follows the kernels made faster after version 2; versions 4,
-//! 5 and 6 do the same with ids 11–12, 13–14 and 15.
+//! Rates are in hundredths of gas per unit, and a node's or a run's hundredths are rounded up to
+//! whole gas. One gas is about five wasm instructions (`docs/gas.md`).
 //!
-//! Architecture Invariant: parameter ids ([`Param`] discriminants), the counts an operator reports
-//! for them, and the numbers of a published schedule version never change. A new price list is a
-//! new [`Schedule`] with a new version.
+//! Architecture Invariant: a published schedule never changes. A new price list is a new
+//! [`Schedule`] with a new version beside the frozen ones, and loading always names the version.
 #![no_std]
 
-/// A named cost parameter of the schedule. The discriminant is the parameter's frozen id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u16)]
-pub enum Param {
-    /// Fixed cost of dispatching one node: attribute lookups, setting up its operand and output
-    /// views.
-    NodeBase = 0,
-    /// Per element of every output tensor of a node (memory traffic and zero-fill).
-    OutputElement = 1,
-    /// Per element moved without arithmetic (flatten, reshape, transpose, slicing, ...).
-    ElementCopy = 2,
-    /// Per element of a simple arithmetic or comparison step (add, clip, shift, relu, ...).
-    ElementArith = 3,
-    /// Per integer multiply-accumulate (conv2d, dense).
-    MultiplyAccumulate = 4,
-    /// Per element visited in a pooling window, and per pairwise box comparison of
-    /// `non_max_suppression`.
-    WindowCompare = 5,
-    /// Per element and unit of weight of a fixed-point transcendental function (CINN `Exp`,
-    /// `Sin`, …); each function's weight is its measured cost relative to an add.
-    Transcendental = 6,
-    /// One step of scalar work, about five wasm instructions. Each operator's formula states how
-    /// many steps an element (or a window, a row, a pair of boxes) costs it, from the measured
-    /// cost of the kernel that runs; a fixed number of steps covers its set-up.
-    Step = 7,
-    /// Sixteen 8-bit multiply-accumulates done as one vector step: conv2d and dense count
-    /// ⌈K/16⌉ groups per output element for a reduction of length K.
-    MacGroup = 8,
-    /// One exact multiply-accumulate of 32-bit operands into an `i128` sum (CINN `Conv`, `Dot`,
-    /// `Reduce` kProd and the batch-norm primitives).
-    WideMultiplyAccumulate = 9,
-    /// One step as version 3 counts it: the [`Param::Step`] count, except for the operators whose
-    /// kernels became faster after version 2 (the depthwise conv2d kernel, the vector max_pool2d
-    /// kernel, `cvm_clip`, `cvm_left_shift`, `cvm_right_shift`), which count their steps anew.
-    StepV3 = 10,
-    /// One step as version 4 counts it: the [`Param::StepV3`] count, except for
-    /// `generate_proposals_v2`, whose IoU test became faster after version 3 and which counts
-    /// its steps anew.
-    StepV4 = 11,
-    /// One exact wide multiply-accumulate as version 4 counts it: the
-    /// [`Param::WideMultiplyAccumulate`] count, except for CINN `Dot` and forward `Conv`, whose
-    /// exact dot products became vector loops after version 3 and which count their work in
-    /// [`Param::StepV4`] instead.
-    WideMultiplyAccumulateV4 = 12,
-    /// One step as version 5 counts it: the [`Param::StepV4`] count, except for `conv2d`, whose
-    /// depthwise and pointwise kernels became faster after version 4 and which counts its steps
-    /// anew.
-    StepV5 = 13,
-    /// Sixteen 8-bit multiply-accumulates as version 5 counts them: the [`Param::MacGroup`]
-    /// count, except for `conv2d`, whose pointwise kernel counts its work in
-    /// [`Param::StepV5`] instead.
-    MacGroupV5 = 14,
-    /// One step as version 6 counts it: the [`Param::StepV5`] count, except for `conv2d` on the
-    /// shapes of its 3 × 3 stride-2 depthwise kernel, added after version 5, which count their
-    /// steps anew.
-    StepV6 = 15,
+/// Hundredths of gas per gas: rates are in hundredths, totals are rounded up to whole gas.
+pub const RATE_SCALE: u64 = 100;
+
+/// Abstract work of one application of an operator. Each count is a published function of the
+/// operator's shapes and attributes (`docs/gas.md` lists them per operator).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Multiply-accumulates. For the 8-bit reductions of `conv2d` (every class but depthwise)
+    /// and `dense`, a reduction of length K counts ⌈K/16⌉ × 16 (the vector width).
+    pub macs: u64,
+    /// Elements read from the operands.
+    pub reads: u64,
+    /// Elements written to the outputs.
+    pub writes: u64,
+    /// Window taps: (output element, window position) pairs of a pooling window.
+    pub taps: u64,
+    /// Candidate pairs: pairs of boxes an overlap test may compare.
+    pub pairs: u64,
+    /// Transcendental evaluations (one per element of a CINN math function, two per decoded
+    /// proposal).
+    pub evals: u64,
 }
 
-impl Param {
-    /// Every parameter, in id order.
-    pub const ALL: [Param; 16] = [
-        Param::NodeBase,
-        Param::OutputElement,
-        Param::ElementCopy,
-        Param::ElementArith,
-        Param::MultiplyAccumulate,
-        Param::WindowCompare,
-        Param::Transcendental,
-        Param::Step,
-        Param::MacGroup,
-        Param::WideMultiplyAccumulate,
-        Param::StepV3,
-        Param::StepV4,
-        Param::WideMultiplyAccumulateV4,
-        Param::StepV5,
-        Param::MacGroupV5,
-        Param::StepV6,
-    ];
-
-    /// Number of parameters in the schedule.
-    pub const COUNT: usize = Self::ALL.len();
-
-    /// The frozen numeric id of the parameter.
-    pub const fn id(self) -> u16 {
-        self as u16
-    }
-
-    /// The parameter with frozen id `id`, if there is one.
-    pub fn from_id(id: u16) -> Option<Param> {
-        Self::ALL.iter().copied().find(|param| param.id() == id)
-    }
-
-    /// The parameter's name as written in `docs/gas.md`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Param::NodeBase => "node_base",
-            Param::OutputElement => "output_element",
-            Param::ElementCopy => "element_copy",
-            Param::ElementArith => "element_arith",
-            Param::MultiplyAccumulate => "multiply_accumulate",
-            Param::WindowCompare => "window_compare",
-            Param::Transcendental => "transcendental",
-            Param::Step => "step",
-            Param::MacGroup => "mac_group",
-            Param::WideMultiplyAccumulate => "wide_multiply_accumulate",
-            Param::StepV3 => "step_v3",
-            Param::StepV4 => "step_v4",
-            Param::WideMultiplyAccumulateV4 => "wide_multiply_accumulate_v4",
-            Param::StepV5 => "step_v5",
-            Param::MacGroupV5 => "mac_group_v5",
-            Param::StepV6 => "step_v6",
+impl Work {
+    /// Reads `reads` elements and writes `writes`, and nothing else.
+    pub const fn io(reads: u64, writes: u64) -> Work {
+        Work {
+            macs: 0,
+            reads,
+            writes,
+            taps: 0,
+            pairs: 0,
+            evals: 0,
         }
     }
 }
 
-/// How much work of each kind one node does: `(parameter, count)` pairs.
-///
-/// A parameter may appear more than once; the counts add up.
-pub type Usage<'a> = &'a [(Param, u64)];
+/// The work of a node and the class that prices it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    /// The shape class of the operator ("" for an operator priced as one class).
+    pub class: &'static str,
+    /// The work.
+    pub work: Work,
+}
 
-/// A price list: the gas charged per unit of every [`Param`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Hundredths of gas per unit of each kind of [`Work`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rates {
+    /// Per multiply-accumulate.
+    pub mac: u64,
+    /// Per element read.
+    pub read: u64,
+    /// Per element written.
+    pub write: u64,
+    /// Per window tap.
+    pub tap: u64,
+    /// Per candidate pair.
+    pub pair: u64,
+    /// Per transcendental evaluation.
+    pub eval: u64,
+}
+
+/// One row of a schedule's table: the rates of an operator's class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Operator name.
+    pub op: &'static str,
+    /// Shape class ("" when the operator has one).
+    pub class: &'static str,
+    /// Its rates.
+    pub rates: Rates,
+}
+
+/// Hundredths of gas per element of what every run does beyond its nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunRates {
+    /// Gas of every run (whole gas): crossing into the engine, setting up, encoding the report.
+    pub base: u64,
+    /// Per element of the inputs: decoding and checking them.
+    pub input: u64,
+    /// Per element of the outputs: copying them out and encoding them.
+    pub output: u64,
+    /// Per element (4 bytes) of the arena: growing the memory and touching it first.
+    pub arena: u64,
+}
+
+/// A price list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {
-    /// The schedule version. Outcome gas figures are only comparable under the same version.
+    /// The schedule version. Gas figures are only comparable under the same version.
     pub version: u32,
-    costs: [u64; Param::COUNT],
+    /// Gas of every node (whole gas): dispatch, operand and output views, attribute lookups.
+    pub node_base: u64,
+    /// What a run costs beyond its nodes.
+    pub run: RunRates,
+    /// The rates of every operator and class.
+    pub table: &'static [Row],
 }
 
 /// Gas arithmetic overflowed `u64`. Only reachable through absurd shapes, which validation
@@ -150,167 +121,155 @@ pub struct Schedule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GasOverflow;
 
+const fn row(op: &'static str, class: &'static str, r: [u64; 6]) -> Row {
+    Row {
+        op,
+        class,
+        rates: Rates {
+            mac: r[0],
+            read: r[1],
+            write: r[2],
+            tap: r[3],
+            pair: r[4],
+            eval: r[5],
+        },
+    }
+}
+
+/// The table of schedule version 1, in hundredths of gas per unit. Columns: multiply-accumulate,
+/// element read, element written, window tap, candidate pair, transcendental evaluation.
+#[rustfmt::skip]
+const V1_TABLE: &[Row] = &[
+    //  operator                 class          mac  read  write  tap  pair   eval
+    row("sum",                   "",          [    0,    64,   128,     0,     0,     0]),
+    row("max",                   "",          [    0,    68,   136,     0,     0,     0]),
+    row("broadcast_add",         "",          [    0,     0,   160,     0,     0,     0]),
+    row("broadcast_sub",         "",          [    0,     0,   167,     0,     0,     0]),
+    row("broadcast_mul",         "",          [    0,     0,   280,     0,     0,     0]),
+    row("broadcast_div",         "",          [    0,     0,  1438,     0,     0,     0]),
+    row("broadcast_max",         "",          [    0,     0,   163,     0,     0,     0]),
+    row("broadcast_greater",     "",          [    0,     0,   173,     0,     0,     0]),
+    row("conv2d",                "dense",     [   45,     0,   949,     0,     0,     0]),
+    row("conv2d",                "pointwise", [   24,     0,   503,     0,     0,     0]),
+    row("conv2d",                "depthwise", [   46,     0,   464,     0,     0,     0]),
+    row("conv2d",                "grouped",   [ 40,    0,  400,   0,    0,     0]),
+    row("dense",                 "",          [   17,     0,  1670,     0,     0,     0]),
+    row("relu",                  "",          [    0,     0,    76,     0,     0,     0]),
+    row("max_pool2d",            "",          [    0,   418,   836,   167,     0,     0]),
+    row("upsampling",            "",          [    0,     0,  1328,     0,     0,     0]),
+    row("abs",                   "",          [    0,     0,   929,     0,     0,     0]),
+    row("cvm_precision",         "",          [    0,     0,   422,     0,     0,     0]),
+    row("elemwise_add",          "",          [    0,     0,   506,     0,     0,     0]),
+    row("elemwise_sub",          "",          [    0,     0,   811,     0,     0,     0]),
+    row("negative",              "",          [    0,     0,   437,     0,     0,     0]),
+    row("clip",                  "",          [    0,     0,    97,     0,     0,     0]),
+    row("cvm_clip",              "",          [    0,     0,   109,     0,     0,     0]),
+    row("cvm_left_shift",        "",          [    0,     0,   115,     0,     0,     0]),
+    row("cvm_right_shift",       "",          [    0,     0,   131,     0,     0,     0]),
+    row("repeat",                "",          [    0,     0,   980,     0,     0,     0]),
+    row("tile",                  "",          [    0,     0,  2306,     0,     0,     0]),
+    row("flatten",               "",          [    0,     0,    79,     0,     0,     0]),
+    row("concatenate",           "",          [    0,     0,   724,     0,     0,     0]),
+    row("expand_dims",           "",          [    0,     0,    76,     0,     0,     0]),
+    row("reshape",               "",          [    0,     0,    83,     0,     0,     0]),
+    row("squeeze",               "",          [    0,     0,    79,     0,     0,     0]),
+    row("transpose",             "",          [    0,     0,  2004,     0,     0,     0]),
+    row("strided_slice",         "",          [    0,     0,  1706,     0,     0,     0]),
+    row("slice_like",            "",          [    0,     0,  1014,     0,     0,     0]),
+    row("take",                  "",          [    0,     0,   427,     0,     0,     0]),
+    row("cvm_lut",               "",          [    0,     0,   465,     0,     0,     0]),
+    row("where",                 "",          [    0,     0,   354,     0,     0,     0]),
+    row("get_valid_counts",      "",          [    0,   478,   319,     0,     0,     0]),
+    row("non_max_suppression",   "",          [    0,   910,   165,     0,  1819,     0]),
+    row("Abs",                   "",          [    0,     0,   680,     0,     0,     0]),
+    row("Acos",                  "",          [    0,     0,   146,     0,     0, 248287]),
+    row("Acosh",                 "",          [    0,     0,   209,     0,     0, 384540]),
+    row("Asin",                  "",          [    0,     0,   143,     0,     0, 245795]),
+    row("Asinh",                 "",          [    0,     0,   221,     0,     0, 418680]),
+    row("Atan",                  "",          [    0,     0,   178,     0,     0, 191037]),
+    row("Atanh",                 "",          [    0,     0,   198,     0,     0, 330642]),
+    row("BitwiseNot",            "",          [    0,     0,   628,     0,     0,     0]),
+    row("Ceil",                  "",          [    0,     0,   181,     0,     0,  1358]),
+    row("Cos",                   "",          [    0,     0,   145,     0,     0, 132776]),
+    row("Cosh",                  "",          [    0,     0,   205,     0,     0, 308220]),
+    row("Erf",                   "",          [    0,     0,   222,     0,     0, 529689]),
+    row("Exp",                   "",          [    0,     0,   202,     0,     0, 260704]),
+    row("Floor",                 "",          [    0,     0,   158,     0,     0,  1183]),
+    row("Identity",              "",          [    0,     0,   804,     0,     0,     0]),
+    row("IsFinite",              "",          [    0,     0,   896,     0,     0,     0]),
+    row("IsInf",                 "",          [    0,     0,   513,     0,     0,     0]),
+    row("IsNan",                 "",          [    0,     0,   495,     0,     0,     0]),
+    row("Log",                   "",          [    0,     0,   145,     0,     0, 205248]),
+    row("Log10",                 "",          [    0,     0,   181,     0,     0, 259548]),
+    row("Log2",                  "",          [    0,     0,   177,     0,     0, 248938]),
+    row("LogicalNot",            "",          [    0,     0,   944,     0,     0,     0]),
+    row("Negative",              "",          [    0,     0,   673,     0,     0,     0]),
+    row("Round",                 "",          [    0,     0,   243,     0,     0,  1822]),
+    row("Rsqrt",                 "",          [    0,     0,   187,     0,     0, 15986]),
+    row("Sign",                  "",          [    0,     0,  2914,     0,     0,     0]),
+    row("Sin",                   "",          [    0,     0,   138,     0,     0, 132000]),
+    row("Sinh",                  "",          [    0,     0,   159,     0,     0, 266856]),
+    row("Sqrt",                  "",          [    0,     0,   242,     0,     0,  6169]),
+    row("Tan",                   "",          [    0,     0,   126,     0,     0, 273236]),
+    row("Tanh",                  "",          [    0,     0,   191,     0,     0, 310609]),
+    row("Trunc",                 "",          [    0,     0,   242,     0,     0,  1813]),
+    row("Add",                   "",          [    0,     0,  2327,     0,     0,     0]),
+    row("BitwiseAnd",            "",          [    0,     0,  1874,     0,     0,     0]),
+    row("BitwiseOr",             "",          [    0,     0,  1882,     0,     0,     0]),
+    row("BitwiseXor",            "",          [    0,     0,  2866,     0,     0,     0]),
+    row("Div",                   "",          [    0,     0, 11005,     0,     0,     0]),
+    row("Dot",                   "",          [  153,     0,  3068,     0,     0,     0]),
+    row("FloorDiv",              "",          [    0,     0,  5578,     0,     0,     0]),
+    row("FloorMod",              "",          [    0,     0,  2998,     0,     0,     0]),
+    row("LeftShift",             "",          [    0,     0,  1760,     0,     0,     0]),
+    row("LogicalAnd",            "",          [    0,     0,  1639,     0,     0,     0]),
+    row("LogicalOr",             "",          [    0,     0,  1568,     0,     0,     0]),
+    row("LogicalXor",            "",          [    0,     0,  1453,     0,     0,     0]),
+    row("Max",                   "",          [    0,     0,  1647,     0,     0,     0]),
+    row("Min",                   "",          [    0,     0,  2181,     0,     0,     0]),
+    row("Mod",                   "",          [    0,     0,  2360,     0,     0,     0]),
+    row("Mul",                   "",          [    0,     0,  5653,     0,     0,     0]),
+    row("Power",                 "",          [    0,     0,   165,     0,     0, 445852]),
+    row("RightShift",            "",          [    0,     0,  1676,     0,     0,     0]),
+    row("Sub",                   "",          [    0,     0,  2139,     0,     0,     0]),
+    row("ConstScalar",           "",          [    0,     0,   200,     0,     0,     0]),
+    row("BnGradBiasScale",       "",          [ 2969,     0,   186,     0,     0,     0]),
+    row("BnMeanVariance",        "",          [ 2142,     0,   134,     0,     0,     0]),
+    row("BroadcastTo",           "",          [    0,     0,  1232,     0,     0,     0]),
+    row("Compare",               "",          [    0,     0,   258,     0,     0,     0]),
+    row("Concat",                "",          [    0,     0,   102,     0,     0,     0]),
+    row("Conv",                  "forward",   [  323,     0, 19056,     0,     0,     0]),
+    row("Conv",                  "backward",  [ 3650,     0,  9353,     0,     0,     0]),
+    row("Reduce",                "",          [    0,  1306,   481,     0,     0,     0]),
+    row("Reduce",                "prod",      [    0,  8023,   198,     0,     0,     0]),
+    row("Reshape",               "",          [    0,     0,   105,     0,     0,     0]),
+    row("Reverse",               "",          [    0,     0,  1243,     0,     0,     0]),
+    row("Select",                "",          [    0,     0,   238,     0,     0,     0]),
+    row("Slice",                 "",          [    0,     0,  1931,     0,     0,     0]),
+    row("Transpose",             "",          [    0,     0,  1268,     0,     0,     0]),
+    row("generate_proposals_v2", "",          [    0,  1214,   143,     0,   429, 235737]),
+];
+
 impl Schedule {
-    /// Schedule version 1: the first published price list (see `docs/gas.md`).
+    /// Schedule version 1 (`docs/gas.md`; its calibration is in `docs/gas-calibration.md`).
     pub const V1: Schedule = Schedule {
         version: 1,
-        costs: [
-            100, // node_base
-            1,   // output_element
-            1,   // element_copy
-            1,   // element_arith
-            2,   // multiply_accumulate
-            1,   // window_compare
-            16,  // transcendental
-            0,   // step
-            0,   // mac_group
-            0,   // wide_multiply_accumulate
-            0,   // step_v3
-            0,   // step_v4
-            0,   // wide_multiply_accumulate_v4
-            0,   // step_v5
-            0,   // mac_group_v5
-            0,   // step_v6
-        ],
-    };
-
-    /// Schedule version 2: calibrated against the measured cost of every operator (see
-    /// `docs/gas.md`, "Calibration"). One unit of gas is about five wasm instructions.
-    pub const V2: Schedule = Schedule {
-        version: 2,
-        costs: [
-            400, // node_base
-            2,   // output_element
-            0,   // element_copy
-            0,   // element_arith
-            0,   // multiply_accumulate
-            0,   // window_compare
-            0,   // transcendental
-            1,   // step
-            3,   // mac_group
-            32,  // wide_multiply_accumulate
-            0,   // step_v3
-            0,   // step_v4
-            0,   // wide_multiply_accumulate_v4
-            0,   // step_v5
-            0,   // mac_group_v5
-            0,   // step_v6
-        ],
-    };
-
-    /// Schedule version 3: the prices of version 2, with steps counted after the kernels made
-    /// faster since ([`Param::StepV3`]); recalibrated (see `docs/gas.md`, "Calibration").
-    pub const V3: Schedule = Schedule {
-        version: 3,
-        costs: [
-            400, // node_base
-            2,   // output_element
-            0,   // element_copy
-            0,   // element_arith
-            0,   // multiply_accumulate
-            0,   // window_compare
-            0,   // transcendental
-            0,   // step
-            3,   // mac_group
-            32,  // wide_multiply_accumulate
-            1,   // step_v3
-            0,   // step_v4
-            0,   // wide_multiply_accumulate_v4
-            0,   // step_v5
-            0,   // mac_group_v5
-            0,   // step_v6
-        ],
-    };
-
-    /// Schedule version 4: the prices of version 3, with steps and wide multiply-accumulates
-    /// counted after the IoU test of `generate_proposals_v2` and the exact dot products of CINN
-    /// `Dot` and forward `Conv` became faster ([`Param::StepV4`],
-    /// [`Param::WideMultiplyAccumulateV4`]); recalibrated (see `docs/gas.md`, "Calibration").
-    pub const V4: Schedule = Schedule {
-        version: 4,
-        costs: [
-            400, // node_base
-            2,   // output_element
-            0,   // element_copy
-            0,   // element_arith
-            0,   // multiply_accumulate
-            0,   // window_compare
-            0,   // transcendental
-            0,   // step
-            3,   // mac_group
-            0,   // wide_multiply_accumulate
-            0,   // step_v3
-            1,   // step_v4
-            32,  // wide_multiply_accumulate_v4
-            0,   // step_v5
-            0,   // mac_group_v5
-            0,   // step_v6
-        ],
-    };
-
-    /// Schedule version 5: the prices of version 4, with steps and multiply-accumulate groups
-    /// counted after the depthwise and pointwise conv2d kernels became faster
-    /// ([`Param::StepV5`], [`Param::MacGroupV5`]); recalibrated (see `docs/gas.md`,
-    /// "Calibration").
-    pub const V5: Schedule = Schedule {
-        version: 5,
-        costs: [
-            400, // node_base
-            2,   // output_element
-            0,   // element_copy
-            0,   // element_arith
-            0,   // multiply_accumulate
-            0,   // window_compare
-            0,   // transcendental
-            0,   // step
-            0,   // mac_group
-            0,   // wide_multiply_accumulate
-            0,   // step_v3
-            0,   // step_v4
-            32,  // wide_multiply_accumulate_v4
-            1,   // step_v5
-            3,   // mac_group_v5
-            0,   // step_v6
-        ],
-    };
-
-    /// Schedule version 6: the prices of version 5, with steps counted after the 3 × 3 stride-2
-    /// depthwise conv2d kernel was added ([`Param::StepV6`]); calibrated (see `docs/gas.md`,
-    /// "Calibration").
-    pub const V6: Schedule = Schedule {
-        version: 6,
-        costs: [
-            400, // node_base
-            2,   // output_element
-            0,   // element_copy
-            0,   // element_arith
-            0,   // multiply_accumulate
-            0,   // window_compare
-            0,   // transcendental
-            0,   // step
-            0,   // mac_group
-            0,   // wide_multiply_accumulate
-            0,   // step_v3
-            0,   // step_v4
-            32,  // wide_multiply_accumulate_v4
-            0,   // step_v5
-            3,   // mac_group_v5
-            1,   // step_v6
-        ],
+        node_base: 400,
+        run: RunRates {
+            base: 24000,
+            input: 650,
+            output: 650,
+            arena: 650,
+        },
+        table: V1_TABLE,
     };
 
     /// Every published schedule, oldest first.
-    pub const ALL: [&'static Schedule; 6] = [
-        &Self::V1,
-        &Self::V2,
-        &Self::V3,
-        &Self::V4,
-        &Self::V5,
-        &Self::V6,
-    ];
+    pub const ALL: [&'static Schedule; 1] = [&Self::V1];
 
-    /// The schedule the engine uses when a caller names none: the calibrated version 6.
-    pub const CURRENT: &'static Schedule = &Self::V6;
+    /// The newest schedule: what the command line uses when it is given no version. The library
+    /// never defaults; every load names its version.
+    pub const NEWEST: &'static Schedule = &Self::V1;
 
     /// The schedule with version `version`, if it exists.
     pub fn by_version(version: u32) -> Option<&'static Schedule> {
@@ -320,22 +279,61 @@ impl Schedule {
             .find(|schedule| schedule.version == version)
     }
 
-    /// Gas per unit of `param`.
-    pub const fn cost(&self, param: Param) -> u64 {
-        self.costs[param as usize]
+    /// The rates of operator `op` in class `class`, if the table has them.
+    pub fn rates(&self, op: &str, class: &str) -> Option<Rates> {
+        self.table
+            .iter()
+            .find(|row| row.op == op && row.class == class)
+            .map(|row| row.rates)
     }
 
-    /// The gas of `usage`: Σ count × cost(param), in checked `u64` arithmetic.
+    /// The gas of one application of `op` doing `usage`: `node_base` plus the work priced at the
+    /// rates of its class, rounded up to whole gas; `None` when the table has no such class.
     ///
     /// # Errors
-    /// [`GasOverflow`] if any product or the sum exceeds `u64::MAX`.
-    pub fn price(&self, usage: Usage<'_>) -> Result<u64, GasOverflow> {
-        usage.iter().try_fold(0u64, |total, &(param, count)| {
+    /// [`GasOverflow`] if the arithmetic exceeds `u64`.
+    pub fn node_gas(&self, op: &str, usage: &Usage) -> Option<Result<u64, GasOverflow>> {
+        let rates = self.rates(op, usage.class)?;
+        let work = usage.work;
+        Some(self.whole(
+            self.node_base,
+            &[
+                (work.macs, rates.mac),
+                (work.reads, rates.read),
+                (work.writes, rates.write),
+                (work.taps, rates.tap),
+                (work.pairs, rates.pair),
+                (work.evals, rates.eval),
+            ],
+        ))
+    }
+
+    /// The gas a run costs beyond its nodes, for inputs of `inputs` elements in all, outputs of
+    /// `outputs` elements and an arena of `arena` elements.
+    ///
+    /// # Errors
+    /// [`GasOverflow`] if the arithmetic exceeds `u64`.
+    pub fn run_gas(&self, inputs: u64, outputs: u64, arena: u64) -> Result<u64, GasOverflow> {
+        self.whole(
+            self.run.base,
+            &[
+                (inputs, self.run.input),
+                (outputs, self.run.output),
+                (arena, self.run.arena),
+            ],
+        )
+    }
+
+    /// `base` + ⌈Σ count × rate / [`RATE_SCALE`]⌉, in checked arithmetic.
+    fn whole(&self, base: u64, terms: &[(u64, u64)]) -> Result<u64, GasOverflow> {
+        let hundredths = terms.iter().try_fold(0u64, |total, &(count, rate)| {
             count
-                .checked_mul(self.cost(param))
-                .and_then(|gas| total.checked_add(gas))
+                .checked_mul(rate)
+                .and_then(|part| total.checked_add(part))
                 .ok_or(GasOverflow)
-        })
+        })?;
+        base.checked_add(hundredths.div_ceil(RATE_SCALE))
+            .ok_or(GasOverflow)
     }
 }
 
@@ -344,133 +342,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn param_ids_are_frozen() {
-        let expected: [(Param, u16, &str); Param::COUNT] = [
-            (Param::NodeBase, 0, "node_base"),
-            (Param::OutputElement, 1, "output_element"),
-            (Param::ElementCopy, 2, "element_copy"),
-            (Param::ElementArith, 3, "element_arith"),
-            (Param::MultiplyAccumulate, 4, "multiply_accumulate"),
-            (Param::WindowCompare, 5, "window_compare"),
-            (Param::Transcendental, 6, "transcendental"),
-            (Param::Step, 7, "step"),
-            (Param::MacGroup, 8, "mac_group"),
-            (Param::WideMultiplyAccumulate, 9, "wide_multiply_accumulate"),
-            (Param::StepV3, 10, "step_v3"),
-            (Param::StepV4, 11, "step_v4"),
-            (
-                Param::WideMultiplyAccumulateV4,
-                12,
-                "wide_multiply_accumulate_v4",
-            ),
-            (Param::StepV5, 13, "step_v5"),
-            (Param::MacGroupV5, 14, "mac_group_v5"),
-            (Param::StepV6, 15, "step_v6"),
-        ];
-        for (param, id, name) in expected {
-            assert_eq!(param.id(), id);
-            assert_eq!(param.name(), name);
-            assert_eq!(Param::from_id(id), Some(param));
-        }
-        assert_eq!(Param::from_id(Param::COUNT as u16), None);
-    }
-
-    /// `schedule` is version `version` with `costs` (in parameter id order), and found by it.
-    fn assert_frozen(schedule: &Schedule, version: u32, costs: [u64; Param::COUNT]) {
-        assert_eq!(Param::ALL.map(|param| schedule.cost(param)), costs);
-        assert_eq!(schedule.version, version);
-        assert_eq!(Schedule::by_version(version), Some(schedule));
-    }
-
-    #[test]
-    fn published_numbers_are_frozen() {
-        let published: [(&Schedule, u32, [u64; Param::COUNT]); 6] = [
-            (
-                &Schedule::V1,
-                1,
-                [100, 1, 1, 1, 2, 1, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            ),
-            (
-                &Schedule::V2,
-                2,
-                [400, 2, 0, 0, 0, 0, 0, 1, 3, 32, 0, 0, 0, 0, 0, 0],
-            ),
-            (
-                &Schedule::V3,
-                3,
-                [400, 2, 0, 0, 0, 0, 0, 0, 3, 32, 1, 0, 0, 0, 0, 0],
-            ),
-            (
-                &Schedule::V4,
-                4,
-                [400, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 1, 32, 0, 0, 0],
-            ),
-            (
-                &Schedule::V5,
-                5,
-                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 3, 0],
-            ),
-            (
-                &Schedule::V6,
-                6,
-                [400, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 3, 1],
-            ),
-        ];
-        for (schedule, version, costs) in published {
-            assert_frozen(schedule, version, costs);
-        }
+    fn versions_are_found_and_rows_are_unique() {
+        assert_eq!(Schedule::by_version(1), Some(&Schedule::V1));
         assert_eq!(Schedule::by_version(0), None);
-        assert_eq!(Schedule::by_version(7), None);
-        assert_eq!(Schedule::CURRENT, &Schedule::V6);
+        assert_eq!(Schedule::by_version(2), None);
+        for schedule in Schedule::ALL {
+            for (i, a) in schedule.table.iter().enumerate() {
+                for b in &schedule.table[i + 1..] {
+                    assert!(
+                        (a.op, a.class) != (b.op, b.class),
+                        "{} {} twice",
+                        a.op,
+                        a.class
+                    );
+                }
+            }
+        }
     }
 
     #[test]
-    fn each_schedule_prices_only_its_own_counts() {
-        // Each version ignores the counts of the others, so one usage list carrying all of
-        // them is priced correctly by each.
-        let usage = [
-            (Param::NodeBase, 1),
-            (Param::OutputElement, 10),
-            (Param::ElementArith, 10),
-            (Param::Step, 30),
-            (Param::MacGroup, 5),
-            (Param::WideMultiplyAccumulate, 2),
-            (Param::StepV3, 7),
-            (Param::StepV4, 6),
-            (Param::WideMultiplyAccumulateV4, 1),
-            (Param::StepV5, 4),
-            (Param::MacGroupV5, 2),
-            (Param::StepV6, 5),
-        ];
-        assert_eq!(Schedule::V1.price(&usage), Ok(100 + 10 + 10));
-        assert_eq!(Schedule::V2.price(&usage), Ok(400 + 20 + 30 + 15 + 64));
-        assert_eq!(Schedule::V3.price(&usage), Ok(400 + 20 + 7 + 15 + 64));
-        assert_eq!(Schedule::V4.price(&usage), Ok(400 + 20 + 6 + 15 + 32));
-        assert_eq!(Schedule::V5.price(&usage), Ok(400 + 20 + 32 + 4 + 6));
-        assert_eq!(Schedule::V6.price(&usage), Ok(400 + 20 + 32 + 5 + 6));
-    }
-
-    #[test]
-    fn price_sums_products() {
-        let usage = [
-            (Param::NodeBase, 1),
-            (Param::MultiplyAccumulate, 10),
-            (Param::OutputElement, 3),
-            (Param::MultiplyAccumulate, 1),
-        ];
-        assert_eq!(Schedule::V1.price(&usage), Ok(100 + 22 + 3));
-        assert_eq!(Schedule::V1.price(&[]), Ok(0));
-    }
-
-    #[test]
-    fn price_overflow_is_an_error() {
+    fn prices_round_up_and_overflow_is_reported() {
+        let relu = |writes| Usage {
+            class: "",
+            work: Work::io(writes, writes),
+        };
+        let rate = Schedule::V1.rates("relu", "").map_or(0, |r| r.write);
+        assert!(rate > 0 && !rate.is_multiple_of(RATE_SCALE));
+        let base = Schedule::V1.node_base;
+        assert_eq!(Schedule::V1.node_gas("relu", &relu(0)), Some(Ok(base)));
+        // Hundredths are summed, then rounded up once.
         assert_eq!(
-            Schedule::V1.price(&[(Param::MultiplyAccumulate, u64::MAX / 2 + 1)]),
-            Err(GasOverflow)
+            Schedule::V1.node_gas("relu", &relu(1)),
+            Some(Ok(base + rate.div_ceil(RATE_SCALE)))
         );
         assert_eq!(
-            Schedule::V1.price(&[(Param::ElementCopy, u64::MAX), (Param::ElementCopy, 1)]),
-            Err(GasOverflow)
+            Schedule::V1.node_gas("relu", &relu(100)),
+            Some(Ok(base + rate))
+        );
+        assert_eq!(
+            Schedule::V1.node_gas("relu", &relu(u64::MAX)),
+            Some(Err(GasOverflow))
+        );
+        assert_eq!(Schedule::V1.node_gas("no_such_op", &relu(1)), None);
+        let run = Schedule::V1.run;
+        assert_eq!(Schedule::V1.run_gas(0, 0, 0), Ok(run.base));
+        assert_eq!(
+            Schedule::V1.run_gas(100, 100, 100),
+            Ok(run.base + run.input + run.output + run.arena)
         );
     }
 }

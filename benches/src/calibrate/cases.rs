@@ -763,7 +763,7 @@ fn fixture_proposals() -> Result<Built, String> {
 }
 
 /// The CINN unary primitives: ranges in Q16 inside each function's domain, where it computes
-/// rather than saturates (those of `host/cli/tests/gas_weights.rs`, but for `Tan`), and whether it
+/// rather than saturates, and whether it
 /// takes `frac_bits`.
 const CINN_UNARY: &[(&str, i64, i64, bool)] = &[
     ("Abs", -1000 * ONE, 1000 * ONE, true),

@@ -11,6 +11,7 @@ use cvm_engine::model::{Model, Node};
 use cvm_engine::{Report, ValidatedModel};
 use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
+use super::SCHEDULE;
 use super::stats::median;
 
 /// How long to sample one engine's wall time for one model.
@@ -69,14 +70,6 @@ pub struct NodeCost {
     pub native_ns: f64,
 }
 
-impl NodeCost {
-    /// The single-node run's fuel beyond its node: decoding and checking inputs, encoding the
-    /// report, crossing the wasm boundary.
-    pub fn overhead_fuel(&self) -> f64 {
-        self.single.fuel as f64 - self.fuel
-    }
-}
-
 /// `model` (one node, whose outputs are the model's) with `copies` more copies of its node:
 /// same operands and attributes, outputs unused, so each is dead right after it runs and the
 /// copies take turns in the same arena elements.
@@ -110,10 +103,7 @@ fn wasm_error(error: cvm_runtime::NodeError) -> String {
 /// A fresh instance with `bytes` loaded.
 fn session(engine: &WasmEngine, bytes: &[u8]) -> Result<WasmSession, String> {
     let mut session = engine.session().map_err(wasm_error)?;
-    if let Some(report) = session
-        .load_with_schedule(bytes, cvm_engine::gas::Schedule::CURRENT.version)
-        .map_err(wasm_error)?
-    {
+    if let Some(report) = session.load(bytes, SCHEDULE.version).map_err(wasm_error)? {
         return Err(failure(&report).unwrap_or_else(|| "engine.wasm rejects the model".into()));
     }
     Ok(session)
@@ -162,7 +152,7 @@ impl<'a> Subject<'a> {
         timing: &Timing,
     ) -> Result<Subject<'a>, String> {
         let bytes = model.encode();
-        let validated = ValidatedModel::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        let validated = ValidatedModel::from_bytes(&bytes, SCHEDULE).map_err(|e| e.to_string())?;
         let started = Instant::now();
         let native = cvm_engine::run(&validated, inputs.to_vec(), u64::MAX);
         let native_once = started.elapsed();

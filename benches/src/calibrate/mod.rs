@@ -1,25 +1,27 @@
 //! The gas calibration tool: measures every operator over a spread of shapes, relates the
-//! measured cost of each node to its gas, and proposes schedule costs. The method is described
-//! in the binary's documentation (`src/bin/calibrate.rs`).
+//! measured cost of each node (and of each whole run) to its gas, proposes the rates of every
+//! row of the schedule's table, and writes the result to a generated file. The method is
+//! described in the binary's documentation (`src/bin/calibrate.rs`).
 
 pub mod cases;
 pub mod cli;
-pub mod fit;
-pub mod json;
 pub mod measure;
-pub mod report;
 pub mod stats;
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use cvm_engine::ValidatedModel;
-use cvm_engine::gas::{Param, Schedule};
+use cvm_engine::gas::{Rates, Schedule, Usage, Work};
 use cvm_runtime::wasm::WasmEngine;
 
 use cases::{Built, CLASSES, Class, Config};
-use cli::{Measure, Options};
-use fit::{PARAMS, Point};
+use cli::Options;
 use measure::{NodeCost, Timing};
+
+/// The schedule the tool evaluates: the newest.
+pub const SCHEDULE: &Schedule = Schedule::NEWEST;
 
 /// Most fuel the single-node run of a case may burn: a class whose predicted fuel exceeds it is
 /// shrunk (halving its target) or, when it would no longer exceed the class below, skipped.
@@ -45,23 +47,28 @@ const QUICK_TIMING: Timing = Timing {
     copies_fuel: 1 << 28,
 };
 
-/// One measured operator, configuration and shape class.
+/// The fairness band: measured cost per gas within [0.5, 2] × the median.
+pub fn in_band(normalised: f64) -> bool {
+    (0.5..=2.0).contains(&normalised)
+}
+
+/// One measured operator, configuration and size class.
 #[derive(Clone, Debug)]
 pub struct Row {
     /// Operator name.
     pub op: &'static str,
     /// Configuration ("" when the operator has one).
     pub config: &'static str,
-    /// Shape class.
-    pub class: &'static str,
-    /// Target the model was built for (after any shrinking for the fuel cap).
-    pub target: u64,
-    /// Shapes of the node's operands.
-    pub operand_shapes: Vec<Vec<u32>>,
-    /// Output shapes.
-    pub output_shapes: Vec<Vec<u32>>,
-    /// The node's usage: count per parameter (node_base and output_element included).
-    pub usage: [u64; PARAMS],
+    /// Size class (tiny, small, medium, large, or a fixed case's name).
+    pub size: &'static str,
+    /// The node's usage: its price class and work.
+    pub usage: Usage,
+    /// The node's gas.
+    pub gas: u64,
+    /// The gas of the whole single-node run (run gas included) and of the run with the copies.
+    pub run_gas: (u64, u64),
+    /// Elements of the single-node run's inputs, outputs and arena (what run gas prices).
+    pub run_elements: [u64; 3],
     /// The measurements and the node's cost by difference.
     pub node: NodeCost,
 }
@@ -71,107 +78,42 @@ impl Row {
     pub fn label(&self) -> String {
         cases::label(self.op, self.config)
     }
-
-    /// The node's measured cost in `measure`, when positive (a wall-time difference lost in
-    /// noise may not be).
-    pub fn cost(&self, measure: Measure) -> Option<f64> {
-        let value = match measure {
-            Measure::Fuel => self.node.fuel,
-            Measure::Wasm => self.node.wasm_ns,
-            Measure::Native => self.node.native_ns,
-        };
-        (value > 0.0).then_some(value)
-    }
-
-    /// Usage counts as floats, for the fit.
-    pub fn usage_f64(&self) -> [f64; PARAMS] {
-        self.usage.map(|c| c as f64)
-    }
 }
 
-/// Gas of `usage` under `costs`, in `u128` (no overflow for any count the engine accepts).
-pub fn price(usage: &[u64; PARAMS], costs: &[u64; PARAMS]) -> u128 {
-    usage
-        .iter()
-        .zip(costs)
-        .map(|(&u, &c)| u128::from(u) * u128::from(c))
-        .sum()
-}
-
-/// The node's usage as validation prices it ([`ValidatedModel::usage_of`]), as an array by
-/// parameter id; checked against the gas validation charged.
-fn usage_of(model: &ValidatedModel) -> Result<[u64; PARAMS], String> {
-    let node = model
-        .nodes
-        .first()
-        .ok_or("the calibration model has no node")?;
-    let mut usage = [0u64; PARAMS];
-    for (param, count) in model.usage_of(node).map_err(|e| e.to_string())? {
-        usage[param.id() as usize] += count;
-    }
-    let engine_costs = cli::costs_of(model.schedule);
-    if price(&usage, &engine_costs) != u128::from(node.gas) {
-        return Err(format!(
-            "the recomputed usage prices at {} gas, validation charged {}",
-            price(&usage, &engine_costs),
-            node.gas
-        ));
-    }
-    Ok(usage)
-}
-
-/// A case ready to measure.
-struct Prepared {
-    built: Built,
-    validated: ValidatedModel,
-    usage: [u64; PARAMS],
-    /// Gas under schedule v1: the work proxy used to predict fuel between classes.
-    work: u128,
-}
-
-/// Builds and validates the case of `config` at `class`/`target`, and computes its usage.
+/// Builds and validates the case of `config` at `size`/`target`, and gives its node's usage and
+/// gas.
 ///
 /// # Errors
 /// If the model does not build or validate: a bug of the case builders.
 pub fn prepare_case(
     config: &Config,
-    class: &str,
+    size: &str,
     target: u64,
-) -> Result<(Built, ValidatedModel, [u64; PARAMS]), String> {
+) -> Result<(Built, ValidatedModel, Usage), String> {
     let built = config.build(target)?;
-    let bytes = built.model.encode();
-    let validated = ValidatedModel::from_bytes(&bytes).map_err(|e| {
-        format!(
-            "{} {class}: the model does not validate: {e}",
-            config.label()
-        )
-    })?;
-    let usage = usage_of(&validated).map_err(|e| format!("{} {class}: {e}", config.label()))?;
+    let context = |e: String| format!("{} {size}: {e}", config.label());
+    let validated = ValidatedModel::from_bytes(&built.model.encode(), SCHEDULE)
+        .map_err(|e| context(format!("the model does not validate: {e}")))?;
+    let node = validated
+        .nodes
+        .first()
+        .ok_or_else(|| context("the calibration model has no node".into()))?;
+    let usage = validated
+        .usage_of(node)
+        .map_err(|e| context(e.to_string()))?;
     Ok((built, validated, usage))
-}
-
-fn prepare(config: &Config, class: &str, target: u64) -> Result<Prepared, String> {
-    let (built, validated, usage) = prepare_case(config, class, target)?;
-    let work = price(&usage, &cli::costs_of(&Schedule::V1));
-    Ok(Prepared {
-        built,
-        validated,
-        usage,
-        work,
-    })
 }
 
 /// The class measured last for a configuration.
 struct Previous {
     target: u64,
-    /// Gas under schedule v1.
-    work: u128,
+    gas: u64,
     /// Fuel of the single-node run.
     fuel: u64,
-    usage: [u64; PARAMS],
+    work: Work,
 }
 
-/// The classes measured: all four, or tiny to medium under `--quick`.
+/// The size classes measured: all four, or tiny to medium under `--quick`.
 pub fn classes(quick: bool) -> &'static [Class] {
     if quick { &CLASSES[..3] } else { &CLASSES }
 }
@@ -182,8 +124,7 @@ pub struct Calibration {
     pub rows: Vec<Row>,
     /// Classes not measured, and why.
     pub skipped: Vec<String>,
-    /// Cases that failed to build, validate or run (the configuration's larger classes are not
-    /// attempted).
+    /// Cases that failed to build, validate or run.
     pub failures: Vec<String>,
     /// Wall time of the whole measurement.
     pub elapsed: Duration,
@@ -205,22 +146,20 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
                 .is_none_or(|ops| ops.iter().any(|op| op == c.op))
         })
         .collect();
-    let timing = if options.quick {
-        QUICK_TIMING
+    let (timing, cap) = if options.quick {
+        (QUICK_TIMING, QUICK_FUEL_CAP)
     } else {
-        FULL_TIMING
-    };
-    let cap = if options.quick {
-        QUICK_FUEL_CAP
-    } else {
-        FUEL_CAP
+        (FULL_TIMING, FUEL_CAP)
     };
     let engine = WasmEngine::new().map_err(|e| e.to_string())?;
-    let mut rows = Vec::new();
-    let mut skipped = Vec::new();
-    let mut failures = Vec::new();
+    let mut calibration = Calibration {
+        rows: Vec::new(),
+        skipped: Vec::new(),
+        failures: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
     for (index, config) in configs.iter().enumerate() {
-        let measured_classes: Vec<(&'static str, u64)> = match config.fixed_class {
+        let sizes: Vec<(&'static str, u64)> = match config.fixed_class {
             Some(name) => vec![(name, 0)],
             None => classes(options.quick)
                 .iter()
@@ -228,365 +167,421 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
                 .collect(),
         };
         let mut previous: Option<Previous> = None;
-        for (class, target) in measured_classes {
+        for (size, target) in sizes {
             let progress = format!("[{:>3}/{}]", index + 1, configs.len());
-            let context = |e: String| format!("{} {class}: {e}", config.label());
-            match measure_class(
+            let context = |e: String| format!("{} {size}: {e}", config.label());
+            match measure_size(
                 &engine,
                 config,
-                class,
-                target,
+                (size, target),
                 previous.as_ref(),
                 cap,
                 &timing,
                 &progress,
             ) {
-                Ok(Measured::Row(row, measured)) => {
-                    rows.push(*row);
+                Ok(Some((row, measured))) => {
+                    calibration.rows.push(row);
                     previous = Some(measured);
                 }
-                Ok(Measured::Skipped(why)) => skipped.push(context(why)),
+                Ok(None) => calibration.skipped.push(context(
+                    "too large, or the same model as the size below".into(),
+                )),
                 Err(error) => {
-                    // The larger classes of this configuration would fail the same way.
                     eprintln!("failed: {error}");
-                    failures.push(context(error));
+                    calibration.failures.push(context(error));
                     break;
                 }
             }
         }
     }
-    Ok(Calibration {
-        rows,
-        skipped,
-        failures,
-        elapsed: started.elapsed(),
-    })
+    calibration.elapsed = started.elapsed();
+    Ok(calibration)
 }
 
-/// What measuring one class gave.
-enum Measured {
-    /// A row, and what the next class predicts its fuel from.
-    Row(Box<Row>, Previous),
-    /// Not measured, and why.
-    Skipped(String),
-}
-
-/// Builds the case of `config` at `class` (shrinking it below the fuel cap, predicted from the
-/// class measured `below`) and measures it.
+/// Builds the case of `config` at `size` (shrinking it below the fuel cap, predicted from the
+/// size measured `below`) and measures it; `None` when it is skipped.
 ///
 /// # Errors
 /// The case does not build, validate or run, or the engines disagree.
-#[allow(clippy::too_many_arguments)]
-fn measure_class(
+fn measure_size(
     engine: &WasmEngine,
     config: &Config,
-    class: &'static str,
-    mut target: u64,
+    (size, mut target): (&'static str, u64),
     below: Option<&Previous>,
     cap: u64,
     timing: &Timing,
     progress: &str,
-) -> Result<Measured, String> {
-    let mut prepared = prepare(config, class, target)?;
+) -> Result<Option<(Row, Previous)>, String> {
+    let mut prepared = prepare_case(config, size, target)?;
     if let Some(below) = below {
-        // Fuel grows about as the class's gas under v1 does.
-        let predict = |work: u128| below.fuel as f64 * work as f64 / below.work as f64;
-        while predict(prepared.work) > cap as f64 && target / 2 > below.target {
+        // Fuel grows about as gas does.
+        let predict = |gas: u64| below.fuel as f64 * gas as f64 / below.gas.max(1) as f64;
+        let gas = |p: &(Built, ValidatedModel, Usage)| p.1.nodes[0].gas;
+        while predict(gas(&prepared)) > cap as f64 && target / 2 > below.target {
             target /= 2;
-            prepared = prepare(config, class, target)?;
+            prepared = prepare_case(config, size, target)?;
         }
-        if prepared.usage == below.usage {
-            return Ok(Measured::Skipped(
-                "the same model as the class below".into(),
-            ));
-        }
-        if predict(prepared.work) > cap as f64 {
-            return Ok(Measured::Skipped(format!(
-                "a run would burn more than {cap} fuel"
-            )));
+        if prepared.2.work == below.work || predict(gas(&prepared)) > cap as f64 {
+            return Ok(None);
         }
     }
-    eprint!("{progress} {} {class} (target {target})… ", config.label());
-    let node = measure::node_cost(
-        engine,
-        &prepared.built.model,
-        &prepared.built.inputs,
-        timing,
-    )?;
-    let validated = &prepared.validated;
+    let (built, validated, usage) = prepared;
+    eprint!("{progress} {} {size} (target {target})… ", config.label());
+    let node = measure::node_cost(engine, &built.model, &built.inputs, timing)?;
+    let with_copies = measure::with_copies(&built.model, node.copies);
+    let multi =
+        ValidatedModel::from_bytes(&with_copies.encode(), SCHEDULE).map_err(|e| e.to_string())?;
+    eprintln!(
+        "node: fuel {:.0}, wasm {:.0} ns ({} copies)",
+        node.fuel, node.wasm_ns, node.copies
+    );
     let row = Row {
         op: config.op,
         config: config.name,
-        class,
-        target,
-        operand_shapes: validated.nodes[0]
-            .inputs
-            .iter()
-            .map(|&id| validated.value_types[id].dims().to_vec())
-            .collect(),
-        output_shapes: validated.nodes[0]
-            .output_types
-            .iter()
-            .map(|t| t.dims().to_vec())
-            .collect(),
-        usage: prepared.usage,
+        size,
+        usage,
+        gas: validated.nodes[0].gas,
+        run_gas: (validated.total_gas, multi.total_gas),
+        run_elements: [
+            built.inputs.iter().map(|t| t.data.len() as u64).sum(),
+            validated
+                .outputs
+                .iter()
+                .map(|&(_, id)| validated.value_types[id].shape.elements())
+                .sum(),
+            validated.arena_bytes / 4,
+        ],
         node,
     };
-    eprintln!(
-        "node: fuel {:.0}, wasm {:.0} ns, native {:.0} ns ({} copies)",
-        row.node.fuel, row.node.wasm_ns, row.node.native_ns, row.node.copies
-    );
     let measured = Previous {
         target,
-        work: prepared.work,
+        gas: row.gas,
         fuel: row.node.single.fuel,
-        usage: row.usage,
+        work: row.usage.work,
     };
-    Ok(Measured::Row(Box::new(row), measured))
+    Ok(Some((row, measured)))
 }
 
-/// Measured cost per gas of every row under one price list, for each measure.
-#[derive(Clone, Debug)]
-pub struct Evaluation {
-    /// How the price list is named.
-    pub label: String,
-    /// The costs, per parameter in id order.
-    pub costs: [u64; PARAMS],
-    /// Gas of every row.
-    pub gas: Vec<u128>,
-    /// Fuel per gas of every row (None where the node's cost is not positive).
-    pub fuel: Vec<Option<f64>>,
-    /// Wasm ns per gas.
-    pub wasm: Vec<Option<f64>>,
-    /// Native ns per gas.
-    pub native: Vec<Option<f64>>,
-    /// Spread of each ratio (fuel, wasm, native).
-    pub spreads: [fit::Spread; 3],
+/// Cost per gas of every row, normalised to the median over all rows.
+pub struct Ratios {
+    /// Per row: node fuel per gas, node wasm time per gas, whole single-node run and whole run
+    /// with the copies (wasm time per gas), each normalised to its median.
+    pub rows: Vec<[Option<f64>; 4]>,
+    /// The medians: fuel per gas and ns per gas of nodes, ns per gas of whole runs.
+    pub medians: [f64; 4],
 }
 
-impl Evaluation {
-    /// Prices every row under `costs` and relates it to the measured costs.
-    pub fn new(rows: &[Row], costs: [u64; PARAMS], label: String) -> Evaluation {
-        let gas: Vec<u128> = rows.iter().map(|r| price(&r.usage, &costs)).collect();
-        let ratios = |measure: Measure| -> Vec<Option<f64>> {
-            rows.iter()
-                .zip(&gas)
-                .map(|(row, &g)| row.cost(measure).filter(|_| g > 0).map(|c| c / g as f64))
-                .collect()
-        };
-        let (fuel, wasm, native) = (
-            ratios(Measure::Fuel),
-            ratios(Measure::Wasm),
-            ratios(Measure::Native),
-        );
-        let spread_of = |values: &[Option<f64>]| {
-            fit::spread(&values.iter().flatten().copied().collect::<Vec<_>>())
-        };
-        let spreads = [spread_of(&fuel), spread_of(&wasm), spread_of(&native)];
-        Evaluation {
-            label,
-            costs,
-            gas,
-            fuel,
-            wasm,
-            native,
-            spreads,
-        }
-    }
-
-    /// The ratios of `measure`, normalised to their median over all rows.
-    pub fn normalised(&self, measure: Measure) -> Vec<Option<f64>> {
-        let (values, spread) = match measure {
-            Measure::Fuel => (&self.fuel, &self.spreads[0]),
-            Measure::Wasm => (&self.wasm, &self.spreads[1]),
-            Measure::Native => (&self.native, &self.spreads[2]),
-        };
-        values
+/// The ratios of `rows` ([`Ratios`]).
+pub fn ratios(rows: &[Row]) -> Ratios {
+    let raw: Vec<[Option<f64>; 4]> = rows
+        .iter()
+        .map(|row| {
+            let per = |cost: f64, gas: u64| (cost > 0.0 && gas > 0).then(|| cost / gas as f64);
+            [
+                per(row.node.fuel, row.gas),
+                per(row.node.wasm_ns, row.gas),
+                per(row.node.single.wasm_ns, row.run_gas.0),
+                per(row.node.multi.wasm_ns, row.run_gas.1),
+            ]
+        })
+        .collect();
+    let medians = [0, 1, 2, 3].map(|i| {
+        let mut values: Vec<f64> = raw.iter().filter_map(|r| r[i]).collect();
+        stats::median(&mut values)
+    });
+    Ratios {
+        rows: raw
             .iter()
-            .map(|v| v.map(|v| v / spread.median))
-            .collect()
+            .map(|r| [0, 1, 2, 3].map(|i| r[i].map(|v| v / medians[i])))
+            .collect(),
+        medians,
     }
 }
 
-/// A proposed price list.
-#[derive(Clone, Debug)]
-pub struct Proposal {
-    /// What it was fitted to.
-    pub measure: Measure,
-    /// The gas unit is the evaluated schedule's median cost per gas divided by this.
-    pub divisor: f64,
-    /// The continuous fit, scaled to the gas unit, before rounding.
-    pub continuous: [f64; PARAMS],
-    /// The integer costs.
-    pub costs: [u64; PARAMS],
-    /// The per-node fixed cost measured on the tiny rows, in gas of the proposal.
-    pub fixed_cost: f64,
-    /// Whether node_base was raised to cover it.
-    pub raised_node_base: bool,
+/// One row of the schedule's table as measured: its rows' normalised ratios, the rates it has
+/// and the rates proposed.
+pub struct Group {
+    /// Operator and price class.
+    pub key: (&'static str, &'static str),
+    /// Measured rows.
+    pub rows: usize,
+    /// Median normalised node fuel per gas and wasm time per gas of its rows.
+    pub node: [f64; 2],
+    /// Lowest and highest normalised wasm time per gas of its whole runs (single and copies).
+    pub runs: [f64; 2],
+    /// The schedule's rates.
+    pub rates: Rates,
+    /// The proposed rates: the rates scaled by the geometric mean of the node's fuel and wasm
+    /// ratios over the rows whose gas is mostly work (at least 4 × `node_base`).
+    pub proposed: Rates,
 }
 
-/// The gas units tried for a proposal, as divisors of the evaluated schedule's median cost per
-/// gas.
-const UNIT_DIVISORS: [f64; 6] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
-
-/// How much worse than the continuous fit the integer costs may be at the chosen unit.
-const ROUNDING_LOSS: f64 = 1.05;
-
-/// Fits a price list to the rows' costs in `measure`, starting from `start`; the gas unit is
-/// the evaluated schedule's (its median cost per gas), or a power-of-two fraction of it where
-/// integers that coarse would lose more than 5 % of the fit's quality.
-pub fn propose(rows: &[Row], measure: Measure, start: &[u64; PARAMS]) -> Option<Proposal> {
-    let mut per_op: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
-    for row in rows.iter().filter(|r| r.cost(measure).is_some()) {
-        *per_op.entry(row.op).or_default() += 1.0;
+/// Groups the rows by table row ([`Group`]).
+pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
+    let mut by_key: BTreeMap<(&'static str, &'static str), Vec<usize>> = BTreeMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        by_key
+            .entry((row.op, row.usage.class))
+            .or_default()
+            .push(index);
     }
-    let points: Vec<Point> = rows
-        .iter()
-        .filter_map(|row| {
-            row.cost(measure).map(|cost| Point {
-                // Only the parameters the evaluated schedule prices: the counts of the other
-                // schedule versions ride along in every usage and must not be fitted.
-                usage: std::array::from_fn(|p| {
-                    if start[p] > 0 {
-                        row.usage_f64()[p]
-                    } else {
-                        0.0
-                    }
-                }),
-                cost,
-                weight: 1.0 / per_op.get(row.op).copied().unwrap_or(1.0),
-            })
+    by_key
+        .into_iter()
+        .map(|(key, members)| {
+            let median_of = |measure: usize, only_work: bool| {
+                let mut values: Vec<f64> = members
+                    .iter()
+                    .filter(|&&i| !only_work || rows[i].gas >= 4 * SCHEDULE.node_base)
+                    .filter_map(|&i| ratios.rows[i][measure])
+                    .collect();
+                stats::median(&mut values)
+            };
+            let runs: Vec<f64> = members
+                .iter()
+                .flat_map(|&i| [ratios.rows[i][2], ratios.rows[i][3]])
+                .flatten()
+                .collect();
+            let rates = SCHEDULE.rates(key.0, key.1).unwrap_or_default();
+            let factor = (median_of(0, true) * median_of(1, true)).sqrt();
+            let scale = |rate: u64| {
+                if factor.is_finite() && rate > 0 {
+                    ((rate as f64 * factor).round() as u64).max(1)
+                } else {
+                    rate
+                }
+            };
+            Group {
+                key,
+                rows: members.len(),
+                node: [median_of(0, false), median_of(1, false)],
+                runs: [
+                    runs.iter().copied().fold(f64::INFINITY, f64::min),
+                    runs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                ],
+                rates,
+                proposed: Rates {
+                    mac: scale(rates.mac),
+                    read: scale(rates.read),
+                    write: scale(rates.write),
+                    tap: scale(rates.tap),
+                    pair: scale(rates.pair),
+                    eval: scale(rates.eval),
+                },
+            }
         })
+        .collect()
+}
+
+/// The run gas the measurements propose, in the schedule's units: the wasm time of a run beyond
+/// its node (single-node run less the node), converted to gas at the median node ns per gas.
+/// The base is the median over the rows whose run handles fewer than 4096 elements; the rate per
+/// element (inputs, outputs and arena alike, in hundredths) is the median of the rest over the
+/// elements of the other rows.
+pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, u64) {
+    let overhead = |row: &Row| (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas;
+    let elements = |row: &Row| row.run_elements.iter().sum::<u64>() as f64;
+    let mut small: Vec<f64> = rows
+        .iter()
+        .filter(|row| elements(row) < 4096.0)
+        .map(overhead)
         .collect();
-    if points.len() < PARAMS {
-        return None;
+    let base = stats::median(&mut small);
+    let mut per_element: Vec<f64> = rows
+        .iter()
+        .filter(|row| elements(row) >= 4096.0)
+        .map(|row| 100.0 * (overhead(row) - base).max(0.0) / elements(row))
+        .collect();
+    let rate = stats::median(&mut per_element);
+    let whole = |v: f64| {
+        if v.is_finite() {
+            v.round().max(0.0) as u64
+        } else {
+            0
+        }
+    };
+    (whole(base), whole(rate))
+}
+
+fn rates_text(r: &Rates) -> String {
+    format!(
+        "[{:>5}, {:>5}, {:>5}, {:>4}, {:>5}, {:>6}]",
+        r.mac, r.read, r.write, r.tap, r.pair, r.eval
+    )
+}
+
+/// The machine the measurements ran on: processor, cores, operating system.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown processor".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "{cpu}, {cores} cores, {} {}",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// The generated file: conditions, the table of every schedule row with its measured ratios
+/// and proposed rates, the rows outside the band, and the whole-run ratios.
+pub fn markdown(options: &Options, calibration: &Calibration) -> String {
+    let rows = &calibration.rows;
+    let ratios = ratios(rows);
+    let groups = groups(rows, &ratios);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Gas calibration of schedule {}\n\n\
+         Generated by `cargo run -p cvm-benches{} --bin calibrate -- {}`; do not edit. \
+         `docs/gas.md` explains the units, the formulas and the method.\n\n\
+         - Machine: {}.\n\
+         - {} rows over {} table rows, measured in {:.0} s{}. Wall times are medians of \
+         repeated runs on a machine that may be shared with other work.\n\
+         - Medians: node {:.3} fuel/gas and {:.3} ns/gas in wasm; whole runs {:.3} ns/gas \
+         (single node) and {:.3} ns/gas (with copies).\n",
+        SCHEDULE.version,
+        if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        },
+        options.command,
+        machine(),
+        rows.len(),
+        groups.len(),
+        calibration.elapsed.as_secs_f64(),
+        if options.quick { " (`--quick`)" } else { "" },
+        ratios.medians[0],
+        ratios.medians[1],
+        ratios.medians[2],
+        ratios.medians[3],
+    );
+    let (base, per_element) = proposed_run(rows, ratios.medians[1]);
+    let run = SCHEDULE.run;
+    let _ = writeln!(
+        out,
+        "Run gas: base {} gas, per input, output and arena element {}, {} and {} hundredths; \
+         proposed from the runs' time beyond their node: base {base} gas, {per_element} \
+         hundredths per element.\n",
+        run.base, run.input, run.output, run.arena
+    );
+    let _ = writeln!(
+        out,
+        "Per row of the table: measured rows, the node's fuel per gas and wasm time per gas \
+         (median over its rows, normalised to the median over all rows), the lowest and highest \
+         wasm time per gas of its whole runs (single node and with copies), the rates \
+         (hundredths of gas per multiply-accumulate, read, write, tap, pair, evaluation) and the \
+         proposed rates. `!` marks a figure outside [0.5, 2].\n"
+    );
+    let _ = writeln!(
+        out,
+        "| operator | class | rows | fuel/gas | wasm/gas | runs (min–max) | rates | proposed |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|---|");
+    let mark = |v: f64| {
+        if v.is_finite() && !in_band(v) {
+            format!("{v:.2}!")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    for group in &groups {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {}–{} | `{}` | `{}` |",
+            group.key.0,
+            group.key.1,
+            group.rows,
+            mark(group.node[0]),
+            mark(group.node[1]),
+            mark(group.runs[0]),
+            mark(group.runs[1]),
+            rates_text(&group.rates),
+            rates_text(&group.proposed)
+        );
     }
-    let start_f64 = start.map(|c| c.max(1) as f64);
-    let fitted = fit::fit(&points, &start_f64);
-    // The gas unit: the evaluated schedule's median cost per gas, divided by the smallest power
-    // of two at which rounding to integers costs less than ROUNDING_LOSS of the fit's quality.
-    let unit = fit::median_ratio(&points, &start_f64);
-    let best = fit::objective(&points, &fitted);
-    let mut candidates = Vec::new();
-    for divisor in UNIT_DIVISORS {
-        let (continuous, costs) = fit::integer_costs(&points, &fitted, unit / divisor, start);
-        let loss = fit::objective(&points, &costs.map(|c| c as f64));
-        candidates.push((divisor, loss, continuous, costs));
-        if loss <= best * ROUNDING_LOSS {
-            break;
+    let outside: Vec<String> = groups
+        .iter()
+        .filter(|g| {
+            !(in_band(g.node[0]) && in_band(g.node[1]) && in_band(g.runs[0]) && in_band(g.runs[1]))
+        })
+        .map(|g| format!("{} ({})", g.key.0, g.key.1))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nTable rows with a figure outside [0.5, 2]: {}.",
+        if outside.is_empty() {
+            "none".to_string()
+        } else {
+            outside.join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "\n## Measured rows\n\n| case | size | class | work | gas | fuel/gas | wasm/gas | run | \
+         run with copies |\n|---|---|---|---|---:|---:|---:|---:|---:|"
+    );
+    for (row, r) in rows.iter().zip(&ratios.rows) {
+        let w = row.usage.work;
+        let work = [
+            ("mac", w.macs),
+            ("read", w.reads),
+            ("write", w.writes),
+            ("tap", w.taps),
+            ("pair", w.pairs),
+            ("eval", w.evals),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+        let show = |v: Option<f64>| v.map_or("–".to_string(), mark);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.label(),
+            row.size,
+            row.usage.class,
+            work,
+            row.gas,
+            show(r[0]),
+            show(r[1]),
+            show(r[2]),
+            show(r[3])
+        );
+    }
+    if !calibration.skipped.is_empty() || !calibration.failures.is_empty() {
+        let _ = writeln!(out, "\nNot measured:\n");
+        for line in calibration.skipped.iter().chain(&calibration.failures) {
+            let _ = writeln!(out, "- {line}");
         }
     }
-    // The loop stopped at the first acceptable unit; when none was, the least lossy one.
-    let accepted = candidates
-        .last()
-        .is_some_and(|c| c.1 <= best * ROUNDING_LOSS);
-    let (divisor, _, continuous, mut costs) = if accepted {
-        candidates.pop()?
-    } else {
-        candidates.into_iter().min_by(|a, b| a.1.total_cmp(&b.1))?
-    };
-    // node_base must pay for what a node costs before any element: on the tiny rows, the cost
-    // beyond what the other parameters charge, in gas at the proposal's unit.
-    let unit_now = fit::median_ratio(&points, &costs.map(|c| c as f64));
-    let base = Param::NodeBase.id() as usize;
-    let mut fixed: Vec<f64> = rows
-        .iter()
-        .filter(|row| row.class == cases::TINY.name)
-        .filter_map(|row| {
-            row.cost(measure).map(|cost| {
-                let others = price(&row.usage, &costs)
-                    - u128::from(costs[base]) * u128::from(row.usage[base]);
-                cost / unit_now - others as f64
-            })
-        })
-        .collect();
-    let fixed_cost = stats::median(&mut fixed);
-    let raised_node_base = fixed_cost.is_finite() && (costs[base] as f64) < fixed_cost;
-    if raised_node_base {
-        costs[base] = fixed_cost.ceil() as u64;
-    }
-    Some(Proposal {
-        measure,
-        divisor,
-        continuous,
-        costs,
-        fixed_cost,
-        raised_node_base,
-    })
+    out
 }
 
-/// Measures, evaluates the chosen price list, proposes one, prints the tables and writes the
-/// requested files.
+/// Runs the calibration and writes the generated file.
 ///
 /// # Errors
-/// Measurement failures (see [`measure_all`]), files that cannot be written, and, after the
-/// tables and files, any case that failed.
+/// Measurement failures (see [`measure_all`]), a file that cannot be written, and, after the
+/// file, any case that failed.
 pub fn run(options: &Options) -> Result<(), String> {
     let calibration = measure_all(options)?;
-    let rows = &calibration.rows;
-    let evaluation = Evaluation::new(rows, options.costs, options.costs_label.clone());
-    let operators: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.op).collect();
-    println!(
-        "Gas calibration: {} rows over {} operators in {:.0} s{}\n",
-        rows.len(),
-        operators.len(),
-        calibration.elapsed.as_secs_f64(),
-        if options.quick { " (--quick)" } else { "" }
-    );
-    print!("{}", report::method_text(rows));
-    println!(
-        "Fuel is that of a fresh instance's first run, exactly reproducible (warm runs of one instance differ by up to {} instructions with the allocator's state; not used).",
-        rows.iter()
-            .map(|r| r.node.single.fuel_jitter.max(r.node.multi.fuel_jitter))
-            .max()
-            .unwrap_or(0)
-    );
-    println!("\nRatio table under {}:", evaluation.label);
-    print!("{}", report::table_text(rows, &evaluation));
-    println!();
-    print!("{}", report::spreads_text(&evaluation));
-    println!();
-    print!("{}", report::outside_text(rows, &evaluation, options.fit));
-    let proposal = propose(rows, options.fit, &options.costs);
-    let proposed = proposal
-        .as_ref()
-        .map(|p| Evaluation::new(rows, p.costs, String::from("the proposal")));
-    match (&proposal, &proposed) {
-        (Some(proposal), Some(proposed)) => {
-            println!();
-            print!("{}", report::proposal_text(proposal, &evaluation, proposed));
-            println!("\nRatio table under the proposal:");
-            print!("{}", report::table_text(rows, proposed));
-            println!();
-            print!("{}", report::diagnosis_text(rows, proposed, options.fit));
-        }
-        _ => println!("\nToo few rows to fit {} parameters: no proposal.", PARAMS),
-    }
-    if !calibration.skipped.is_empty() {
-        println!("\nNot measured:");
-        for line in &calibration.skipped {
-            println!("  {line}");
-        }
-    }
-    let both = proposal.as_ref().zip(proposed.as_ref());
-    if let Some(path) = &options.markdown {
-        std::fs::write(
-            path,
-            report::markdown(options, &calibration, &evaluation, both),
-        )
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let Some(path) = &options.json {
-        std::fs::write(path, report::json(options, &calibration, &evaluation, both))
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+    let text = markdown(options, &calibration);
+    std::fs::write(&options.output, &text)
+        .map_err(|e| format!("writing {}: {e}", options.output.display()))?;
+    eprintln!("wrote {}", options.output.display());
     if calibration.failures.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "{} case(s) failed, their operators are missing from the tables:\n  {}",
+            "{} case(s) failed:\n  {}",
             calibration.failures.len(),
             calibration.failures.join("\n  ")
         ))

@@ -1,4 +1,4 @@
-//! Small statistics helpers: medians, quantiles and linear systems.
+//! Small statistics helpers: medians and quantiles.
 
 /// The median of `values` (sorted in place); NaN for none.
 pub fn median(values: &mut [f64]) -> f64 {
@@ -19,35 +19,6 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
     values[low] + (values[high] - values[low]) * fraction
 }
 
-/// Solves `a · x = b` (n × n) by Gaussian elimination with partial pivoting; `None` when the
-/// matrix is singular.
-pub fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
-    let n = b.len();
-    for column in 0..n {
-        let pivot =
-            (column..n).max_by(|&i, &j| a[i][column].abs().total_cmp(&a[j][column].abs()))?;
-        if a[pivot][column].abs() < 1e-300 {
-            return None;
-        }
-        a.swap(column, pivot);
-        b.swap(column, pivot);
-        let pivot_row = a[column].clone();
-        for row in column + 1..n {
-            let factor = a[row][column] / pivot_row[column];
-            for (value, pivot) in a[row][column..].iter_mut().zip(&pivot_row[column..]) {
-                *value -= factor * pivot;
-            }
-            b[row] -= factor * b[column];
-        }
-    }
-    let mut x = vec![0.0; n];
-    for row in (0..n).rev() {
-        let tail: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
-        x[row] = (b[row] - tail) / a[row][row];
-    }
-    x.iter().all(|v| v.is_finite()).then_some(x)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,12 +29,5 @@ mod tests {
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(quantile(&mut [1.0, 2.0, 3.0, 4.0, 5.0], 0.25), 2.0);
         assert!(median(&mut []).is_nan());
-    }
-
-    #[test]
-    fn solves_linear_systems() {
-        let x = solve(vec![vec![2.0, 1.0], vec![1.0, 3.0]], vec![3.0, 5.0]).unwrap();
-        assert!((x[0] - 0.8).abs() < 1e-12 && (x[1] - 1.4).abs() < 1e-12);
-        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
     }
 }

@@ -72,14 +72,14 @@ impl ConvShape {
     /// stays within twice the channel's size (plus a constant). Other depthwise shapes use the
     /// im2col kernel.
     pub fn uses_depthwise(&self) -> bool {
-        self.kernel(true) == Kernel::Depthwise
+        self.kernel() == Kernel::Depthwise
     }
 
     /// Whether the 3 × 3 stride-2 depthwise kernel applies ([`depthwise_3x3_s2`]): one input
     /// channel per group, a 3 × 3 kernel at strides (2, 2), padding (1, 1) and dilation (1, 1),
     /// the depthwise convolutions of MobileNet that halve the image.
     pub fn uses_depthwise_3x3_s2(&self) -> bool {
-        self.kernel(true) == Kernel::Depthwise3x3S2
+        self.kernel() == Kernel::Depthwise3x3S2
     }
 
     /// Whether the shape is a 3 × 3 stride-2 depthwise convolution with padding 1
@@ -98,49 +98,28 @@ impl ConvShape {
         if self.is_depthwise_3x3_s2() {
             return None;
         }
-        self.depthwise_geometry(true)
-            .map(|geometry| geometry.plane())
+        self.depthwise_geometry().map(|geometry| geometry.plane())
     }
 
-    /// The tap plane of the depthwise kernel (`whole_steps`, see [`Self::tap_geometry`]) or of
-    /// version 5, if that kernel takes the shape: one input channel per group and a plane that
-    /// fits ([`TapGeometry::fits`]).
-    fn depthwise_geometry(&self, whole_steps: bool) -> Option<TapGeometry> {
+    /// The tap plane of the depthwise kernel, if that kernel takes the shape: one input channel
+    /// per group and a plane that fits ([`TapGeometry::fits`]).
+    fn depthwise_geometry(&self) -> Option<TapGeometry> {
         if self.group_in() != 1 {
             return None;
         }
-        let geometry = self.tap_geometry(whole_steps);
+        let geometry = self.tap_geometry();
         geometry.fits(self).then_some(geometry)
     }
 
-    /// Whether version 5 of the gas schedule prices this shape as the depthwise kernel of its
-    /// time, whose output rows were not rounded to whole steps ([`Self::tap_plane_v5`]).
-    pub fn priced_as_depthwise_v5(&self) -> bool {
-        self.kernel(false) == Kernel::Depthwise
-    }
-
-    /// Whether version 5 of the gas schedule prices this shape as the pointwise kernel.
-    pub fn priced_as_pointwise_v5(&self) -> bool {
-        self.kernel(false) == Kernel::Pointwise
-    }
-
-    /// Whether version 5 of the gas schedule prices the im2col gather of this shape as a copy
-    /// of a padded channels-last plane.
-    pub fn priced_as_channels_last_v5(&self) -> bool {
-        self.kernel(false) == Kernel::ChannelsLast
-    }
-
-    /// The kernel that runs this shape (`whole_steps`: the kernels of today, deciding the
-    /// depthwise kernel with the tap plane of [`Self::tap_geometry`]), or that ran it when
-    /// version 5 of the gas schedule was calibrated (no 3 × 3 stride-2 depthwise kernel yet).
-    fn kernel(&self, whole_steps: bool) -> Kernel {
+    /// The kernel that runs this shape.
+    fn kernel(&self) -> Kernel {
         let pointwise = self.kernel_h == 1
             && self.kernel_w == 1
             && self.strides == [1, 1]
             && self.padding == [0, 0];
-        if whole_steps && self.is_depthwise_3x3_s2() {
+        if self.is_depthwise_3x3_s2() {
             Kernel::Depthwise3x3S2
-        } else if self.depthwise_geometry(whole_steps).is_some() {
+        } else if self.depthwise_geometry().is_some() {
             Kernel::Depthwise
         } else if pointwise {
             Kernel::Pointwise
@@ -151,30 +130,17 @@ impl ConvShape {
         }
     }
 
-    /// Whether versions 2 to 4 of the gas schedule price this shape as the depthwise kernel of
-    /// their time: one input channel per group, and a phase-split plane
-    /// ([`Self::depthwise_plane_len`]) within twice the channel's size (plus a constant).
-    pub fn priced_as_depthwise_v2(&self) -> bool {
-        self.group_in() == 1 && copy_fits(self.depthwise_plane_len(), self.height, self.width)
-    }
-
-    /// Whether versions 2 to 4 of the gas schedule price the im2col gather of this shape as a
-    /// copy of a padded channels-last plane (rather than checked gathers).
-    pub fn priced_as_channels_last_v2(&self) -> bool {
-        !self.priced_as_depthwise_v2() && copy_fits(self.padded_plane(), self.height, self.width)
-    }
-
     /// Whether the pointwise kernel applies ([`super::pointwise`]): a 1 × 1 kernel at stride 1
     /// without padding, over more than one input channel per group.
     pub fn uses_pointwise(&self) -> bool {
-        self.kernel(true) == Kernel::Pointwise
+        self.kernel() == Kernel::Pointwise
     }
 
     /// Whether the im2col kernel gathers from a padded channels-last copy of the input (each
     /// window row one contiguous run): when the padding keeps that copy within twice the input
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
     pub fn uses_channels_last(&self) -> bool {
-        self.kernel(true) == Kernel::ChannelsLast
+        self.kernel() == Kernel::ChannelsLast
     }
 
     /// Elements of one zero-padded input plane.
@@ -199,18 +165,8 @@ impl ConvShape {
         }
     }
 
-    /// Length of one phase row of the phase-split plane by which
-    /// [`Self::priced_as_depthwise_v2`] measures a depthwise shape: every output vector (rounded
-    /// up to whole vectors) plus the largest tap offset.
-    fn phase_row_len(&self) -> usize {
-        let max_offset = (self.kernel_w - 1) * self.dilation[1] / self.strides[1];
-        // One more than the reads need: every padded column x < W + 2PW lands at x / SW,
-        // which is at most out_w + max_offset.
-        self.out_w.div_ceil(LANES) * LANES + max_offset + 1
-    }
-
-    /// Tap entries of the depthwise kernel of versions 3 and 4 of the gas schedule, which split
-    /// every stride into column phases: two taps of a kernel row share one when they sit at
+    /// Tap entries of a depthwise layout that splits every stride into column phases (the
+    /// shapes [`Self::tap_entries`] leaves to it): two taps of a kernel row share one when they sit at
     /// adjacent positions of the phase-split plane, any other tap takes one alone. Computed
     /// without enumerating the taps: column kj lies in phase (kj · DW) mod SW at position
     /// ⌊kj · DW / SW⌋, so when DW divides SW the taps of each of the SW / DW phases used are
@@ -259,25 +215,14 @@ impl ConvShape {
             .saturating_mul(4 * LANES as u64)
     }
 
-    /// `i16` elements of a padded, phase-split plane of one channel with rows of
-    /// [`Self::phase_row_len`]: the measure by which [`Self::priced_as_depthwise_v2`] decides,
-    /// and the L of the depthwise gas formulas of versions 2 to 4.
-    pub fn depthwise_plane_len(&self) -> u64 {
-        let padded_h = (self.height + 2 * self.padding[0]) as u64;
-        padded_h
-            .saturating_mul(self.strides[1] as u64)
-            .saturating_mul(self.phase_row_len() as u64)
-    }
-
     /// Geometry of the depthwise kernel's tap plane, in `u64` with saturating arithmetic (a
     /// shape that is not depthwise may be too large for `usize`); [`Self::tap_plane`] is the
     /// same for shapes the kernel takes.
     ///
-    /// With `whole_steps` (the kernel's layout) a row is rounded up to whole steps of eight
-    /// positions, so that every step lies in one output row, when that lengthens it by at most
-    /// a quarter (shorter rows keep their length: rounding would multiply their steps).
-    /// Version 5 of the gas schedule prices the kernel of its time, which did not round.
-    fn tap_geometry(&self, whole_steps: bool) -> TapGeometry {
+    /// A row is rounded up to whole steps of eight positions, so that every step lies in one
+    /// output row, when that lengthens it by at most a quarter (shorter rows keep their length:
+    /// rounding would multiply their steps).
+    fn tap_geometry(&self) -> TapGeometry {
         let [stride_h, stride_w] = self.strides.map(|n| n as u64);
         let [pad_h, pad_w] = self.padding.map(|n| n as u64);
         let (height, width) = (self.height as u64, self.width as u64);
@@ -297,7 +242,7 @@ impl ConvShape {
         let whole = row
             .checked_next_multiple_of(LANES as u64)
             .unwrap_or(u64::MAX);
-        let row = if whole_steps && (whole - row).saturating_mul(4) <= row {
+        let row = if (whole - row).saturating_mul(4) <= row {
             whole
         } else {
             row
@@ -349,13 +294,7 @@ impl ConvShape {
     /// Geometry of the depthwise kernel's tap plane ([`TapPlane`]), for a shape the kernel
     /// takes ([`Self::uses_depthwise`]: every figure then fits twice the input plane).
     pub fn tap_plane(&self) -> TapPlane {
-        self.tap_geometry(true).plane()
-    }
-
-    /// The tap plane by which version 5 of the gas schedule prices a depthwise shape
-    /// ([`Self::priced_as_depthwise_v5`]): rows not rounded to whole steps.
-    pub fn tap_plane_v5(&self) -> TapPlane {
-        self.tap_geometry(false).plane()
+        self.tap_geometry().plane()
     }
 
     /// The unit of the tap plane holding padded row y, padded column x of output position 0
@@ -810,7 +749,7 @@ pub struct TapPlane {
     /// The layout of columns.
     pub columns: Columns,
     /// Output positions per row, rounded up to a multiple of eight when that lengthens it by at
-    /// most a quarter (never in [`ConvShape::tap_plane_v5`]); also positions per plane row (of
+    /// most a quarter; also positions per plane row (of
     /// pairs, or of output columns at stride 2).
     pub row: usize,
     /// Rows per row phase: ⌈(H + 2PH) / SH⌉.

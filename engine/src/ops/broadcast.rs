@@ -10,12 +10,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{
-    Arity, Family, OpDef, Operator, Read, Usage, narrow, output_precision, steps, trailing_runs,
-    walk,
-};
+use super::{Arity, Family, OpDef, Operator, Read, narrow, output_precision, trailing_runs, walk};
 use crate::error::Result;
 use crate::fail;
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -99,7 +94,6 @@ pub enum BroadcastKind {
 /// - Overflow: impossible within the inferred precisions (values never reach −2^31, so even
 ///   A / −1 fits); every result is still narrowed checked from i64.
 /// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
-/// - Gas (v1): `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Broadcast {
     kind: BroadcastKind,
@@ -129,10 +123,6 @@ pub fn broadcast_shape(a: &[u32], b: &[u32]) -> Result<Vec<u32>> {
     }
     Ok(out)
 }
-
-/// Version 2 steps per run of a broadcast ([`Runs`]): one step of the index walk over the
-/// leading axes and the dispatch of the run's loop.
-pub const BROADCAST_RUN_STEPS: u64 = 24;
 
 /// Strides (in elements) that read operand `dims` at output coordinates of `out_dims`:
 /// 0 along broadcast axes.
@@ -174,11 +164,6 @@ impl Runs {
             reads,
             strides,
         }
-    }
-
-    /// The number of runs of an output of `elements` elements.
-    pub fn count(&self, elements: u64) -> u64 {
-        elements.checked_div(self.run as u64).unwrap_or(0)
     }
 }
 
@@ -248,15 +233,6 @@ fn operand(data: &[i32], offset: usize, run: usize, how: Read) -> Result<Operand
             "a broadcast operand is shorter than its shape"
         )
     })
-}
-
-/// The number of runs ([`Runs`]) of an operator whose output `output` is the broadcast of
-/// `inputs`: 1 for one input.
-pub fn run_count(inputs: &[TensorType], output: &TensorType) -> u64 {
-    match inputs {
-        [a, b, ..] => Runs::new(a.dims(), b.dims(), output.dims()).count(output.shape.elements()),
-        _ => 1,
-    }
 }
 
 /// Applies `op` to every broadcast pair of `a` and `b`, writing `out` (of shape `out_dims`),
@@ -334,24 +310,6 @@ impl Operator for Broadcast {
         Ok(vec![TensorType::new(shape, output_precision(precision)?)])
     }
 
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // Version 2: a step of the walk per run, and per element the run's loop: vectorised
-        // for every kind but Div, which checks each quotient.
-        let (setup, per_element) = match self.kind {
-            BroadcastKind::Div => (200, 6),
-            _ => (128, 0),
-        };
-        let runs = run_count(inputs, &outputs[0]);
-        Ok(vec![
-            (Param::ElementArith, elements),
-            steps(
-                setup,
-                &[(per_element, elements), (BROADCAST_RUN_STEPS, runs)],
-            )?,
-        ])
-    }
-
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let out = &mut outputs[0];
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -418,8 +376,6 @@ mod tests {
         assert_eq!(runs(&[6, 1], &[1, 7], &[6, 7]), (1, 7, [R, C]));
         // A scalar against anything: one run.
         assert_eq!(runs(&[], &[3, 4], &[3, 4]), (0, 12, [R, C]));
-        assert_eq!(Runs::new(&[8, 16], &[16], &[8, 16]).count(128), 8);
-        assert_eq!(Runs::new(&[0, 16], &[16], &[0, 16]).count(0), 0);
     }
 
     #[test]

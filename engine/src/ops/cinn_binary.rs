@@ -9,11 +9,9 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::broadcast::{BROADCAST_RUN_STEPS, broadcast_apply, broadcast_shape, run_count};
+use super::broadcast::{broadcast_apply, broadcast_shape};
 use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, steps, steps_v4};
+use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, io_usage};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -63,19 +61,6 @@ pub enum BinaryKind {
 }
 
 impl BinaryKind {
-    /// Version 2 steps per output element: the i64 arithmetic of the primitive and its checks
-    /// (a broadcast adds [`BROADCAST_RUN_STEPS`] per run).
-    fn steps_per_element(self) -> u64 {
-        match self {
-            BinaryKind::Power => 5390,
-            BinaryKind::Div => 70,
-            BinaryKind::Mul => 46,
-            BinaryKind::FloorDiv => 37,
-            BinaryKind::FloorMod => 21,
-            _ => 17,
-        }
-    }
-
     fn boolean(self) -> bool {
         matches!(
             self,
@@ -95,8 +80,6 @@ impl BinaryKind {
 ///   `IntegerOverflow` (a result outside ±(2^31 − 1), a left shift that loses bits);
 ///   `DomainError` (Power of x ≤ 0 with a non-integral exponent; a shift tensor value outside
 ///   0..=31); `AttributeOutOfRange` (F outside 0..=30, `shift` outside 0..=31).
-/// - Gas (v1): `element_arith` × output elements (Power: plus `transcendental` × 16 per element, its
-///   measured weight; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnBinary {
     kind: BinaryKind,
@@ -193,25 +176,9 @@ impl Operator for CinnBinary {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        let setup = if self.kind == BinaryKind::Power {
-            0
-        } else {
-            128
-        };
-        let runs = run_count(inputs, &outputs[0]);
-        let mut usage = vec![
-            (Param::ElementArith, elements),
-            steps(
-                setup,
-                &[
-                    (self.kind.steps_per_element(), elements),
-                    (BROADCAST_RUN_STEPS, runs),
-                ],
-            )?,
-        ];
+        let mut usage = io_usage(inputs, outputs)?;
         if self.kind == BinaryKind::Power {
-            usage.push((Param::Transcendental, count(&[elements, 16])?));
+            usage.work.evals = outputs[0].shape.elements();
         }
         Ok(usage)
     }
@@ -338,7 +305,6 @@ pub const DOT: OpDef = row(155, "Dot", Arity::Exactly(2), ARITH, |attrs, _| {
 /// - Attribute: `frac_bits` F in 0..=30, default 0: the exact sum of products, rescaled by F with
 ///   one rounding (halves away from zero).
 /// - Precision: 32. Errors: `ShapeMismatch` (ranks above 2, K differs), `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × output elements · K + `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Dot {
     frac_bits: u32,
@@ -385,25 +351,10 @@ impl Operator for Dot {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
-        let elements = outputs[0].shape.elements();
-        let macs = count(&[elements, k as u64])?;
-        let transposed = if n > 1 {
-            count(&[k as u64, n as u64])?
-        } else {
-            0
-        };
-        // Version 2: an exact i128 multiply-accumulate per product, and the rescale of each
-        // output. Version 4: the products in exact vector dot products, y's columns copied
-        // once, in steps alone.
-        Ok(vec![
-            (Param::MultiplyAccumulate, macs),
-            (Param::ElementArith, elements),
-            (Param::WideMultiplyAccumulate, macs),
-            steps(0, &[(31, elements)])?,
-            (Param::WideMultiplyAccumulateV4, 0),
-            steps_v4(48, &[(38, elements), (2, macs), (10, transposed)])?,
-        ])
+        let ([_, k, _], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = count(&[outputs[0].shape.elements(), k as u64])?;
+        Ok(usage)
     }
 
     /// y's columns copied as rows (K·N values) when y has more than one column.
@@ -480,7 +431,7 @@ pub const CONST_SCALAR: OpDef = OpDef {
 ///   writes the real number and converts it once with `frac_bits`, rounding to nearest with
 ///   halves away from zero), `frac_bits` F in 0..=30, default 0. The name is the node's name.
 /// - Output: shape [] (one element), precision the least p with |value| ≤ 2^(p−1) − 1.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`. Gas: `element_copy` × 1.
+/// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
 #[derive(Debug)]
 pub struct ConstScalar {
     value: i32,
@@ -490,10 +441,6 @@ impl Operator for ConstScalar {
     fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let precision = bit_width(u64::from(self.value.unsigned_abs())) + 1;
         Ok(vec![TensorType::new(Vec::new(), precision as u8)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        Ok(vec![(Param::ElementCopy, 1)])
     }
 
     fn run(&self, _inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

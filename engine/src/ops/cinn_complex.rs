@@ -17,14 +17,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::broadcast::{BROADCAST_RUN_STEPS, run_count};
 use super::broadcast::{broadcast_apply, broadcast_shape};
-use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, in_bounds_taps, resolve_axis,
-    steps, steps_v4,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, count, io_usage, resolve_axis};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -358,7 +352,6 @@ pub const BN_GRAD_BIAS_SCALE: OpDef = OpDef {
 ///   halves away from zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
 /// - Errors: `ShapeMismatch` (rank < 2, input and grad shapes differ, save_mean not (C,)),
 ///   `AttributeOutOfRange`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × E + `element_arith` × 2E, E the input's element count.
 #[derive(Debug)]
 pub struct BnGradBiasScale {
     format: DataFormat,
@@ -388,15 +381,11 @@ impl Operator for BnGradBiasScale {
         Ok(vec![out.clone(), out])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let elements = inputs[0].shape.elements();
-        // Version 2: two exact i128 sums per element, priced as one wide multiply-accumulate.
-        Ok(vec![
-            (Param::MultiplyAccumulate, elements),
-            (Param::ElementArith, count(&[elements, 2])?),
-            (Param::WideMultiplyAccumulate, elements),
-            steps(1400, &[])?,
-        ])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        // Exact i128 sums over every element, priced as one wide multiply-accumulate each.
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = inputs[0].shape.elements();
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -450,7 +439,6 @@ pub const BN_MEAN_VARIANCE: OpDef = OpDef {
 /// - Rounding and overflow: both sums are exact (i128); Σ x² is rescaled once, halves away from
 ///   zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
 /// - Errors: `ShapeMismatch` (rank < 2), `AttributeOutOfRange`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × E + `element_arith` × E, E the input's element count.
 #[derive(Debug)]
 pub struct BnMeanVariance {
     format: DataFormat,
@@ -464,14 +452,11 @@ impl Operator for BnMeanVariance {
         Ok(vec![out.clone(), out])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let elements = inputs[0].shape.elements();
-        Ok(vec![
-            (Param::MultiplyAccumulate, elements),
-            (Param::ElementArith, elements),
-            (Param::WideMultiplyAccumulate, elements),
-            steps(1200, &[])?,
-        ])
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        // Exact i128 sums over every element, priced as one wide multiply-accumulate each.
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = inputs[0].shape.elements();
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -524,7 +509,6 @@ pub const BROADCAST_TO: OpDef = OpDef {
 /// - Precision: same as the input.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (entries out of range, axes not strictly
 ///   increasing), `ShapeMismatch` (len(broadcast_axes) ≠ R, a dimension neither 1 nor equal).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct BroadcastTo {
     out_shape: Vec<u32>,
@@ -581,9 +565,6 @@ impl BroadcastTo {
     }
 }
 
-/// Version 2 steps of `BroadcastTo`: a strided gather.
-const BROADCAST_TO_STEPS: ElementSteps = ElementSteps::new(480, 14);
-
 impl Operator for BroadcastTo {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.steps(inputs[0].dims())?;
@@ -591,14 +572,6 @@ impl Operator for BroadcastTo {
             self.out_shape.clone(),
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            BROADCAST_TO_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -663,7 +636,6 @@ pub enum CompareKind {
 /// - Output: the broadcast shape; 1 where the comparison holds, else 0. Precision 2.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind), `ShapeMismatch`.
-/// - Gas (v1): `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Compare {
     kind: CompareKind,
@@ -673,16 +645,6 @@ impl Operator for Compare {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let shape = broadcast_shape(inputs[0].dims(), inputs[1].dims())?;
         Ok(vec![TensorType::new(shape, BOOL_PRECISION)])
-    }
-
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // Version 2: a comparison per element, a step of the walk per run.
-        let runs = run_count(inputs, &outputs[0]);
-        Ok(vec![
-            (Param::ElementArith, elements),
-            steps(128, &[(1, elements), (BROADCAST_RUN_STEPS, runs)])?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -707,7 +669,7 @@ impl Operator for Compare {
 
 /// Row of the operator table for `Concat` (spec 002 "Concat"): the CVM `concatenate` operator
 /// ([`crate::ops::transform::Concatenate`]: M ≥ 1 inputs of equal rank agreeing outside `axis`,
-/// precision the largest of the inputs', gas `element_copy` × output elements) with the spec's
+/// precision the largest of the inputs') with the spec's
 /// default `axis` = 0 instead of 1.
 pub const CONCAT: OpDef = OpDef {
     code: 194,
@@ -807,8 +769,6 @@ pub enum PaddingAlgorithm {
 ///   (unknown strings, ranges, an `output_shape` without 4 entries), `ShapeMismatch` (ranks,
 ///   channel and group counts, an empty kernel, a dilated kernel longer than the padded input,
 ///   shapes inconsistent with `output_shape` or grad_y), `LimitExceeded`, `IntegerOverflow`.
-/// - Gas (v1): `multiply_accumulate` × N·OC·OH·OW·ICg·KH·KW (every product of the convolution sum;
-///   the same count for the three types) + `element_arith` × output elements.
 #[derive(Debug)]
 pub struct Conv {
     conv_type: ConvType,
@@ -1315,75 +1275,6 @@ fn ceil_div(a: i64, b: i64) -> i64 {
     -(-a).div_euclid(b)
 }
 
-impl Conv {
-    /// The work of the three loops, for version 2 gas: the products they compute (taps that
-    /// fall in the padding are skipped, so only in-bounds products count), the innermost rows
-    /// they enter (each with its index set-up), and the columns those rows visit. The forward
-    /// and backward_filter loops visit every column of a window row and skip those in the
-    /// padding, which costs about as much as a product when most of the window is padding;
-    /// backward_data visits only the taps that reach the input, so it has no such columns.
-    fn loop_counts(&self, g: &ConvGeometry) -> Result<(u64, u64, u64)> {
-        let axis = |a: usize| {
-            in_bounds_taps(
-                g.out[a],
-                g.kernel[a],
-                self.strides[a],
-                self.dilations[a],
-                g.pad_before[a],
-                g.size[a],
-            )
-        };
-        let n = |v: usize| v as u64;
-        let rows_inside = axis(0);
-        let macs = count(&[
-            n(g.batch),
-            n(g.out_channels),
-            n(g.group_channels),
-            rows_inside,
-            axis(1),
-        ])?;
-        let groups = u64::from(self.groups.max(1));
-        let rows = match self.conv_type {
-            ConvType::Forward => count(&[
-                n(g.batch),
-                n(g.out_channels),
-                n(g.out[0]),
-                n(g.out[1]),
-                n(g.group_channels),
-                n(g.kernel[0]),
-            ])?,
-            ConvType::BackwardData => count(&[
-                n(g.batch),
-                n(g.channels),
-                n(g.size[0]),
-                n(g.size[1]),
-                n(g.out_channels) / groups,
-                n(g.kernel[0]),
-            ])?,
-            ConvType::BackwardFilter => count(&[
-                n(g.out_channels),
-                n(g.group_channels),
-                n(g.kernel[0]),
-                n(g.kernel[1]),
-                n(g.batch),
-                n(g.out[0]),
-            ])?,
-        };
-        let columns = match self.conv_type {
-            ConvType::BackwardData => 0,
-            ConvType::Forward | ConvType::BackwardFilter => count(&[
-                n(g.batch),
-                n(g.out_channels),
-                n(g.group_channels),
-                rows_inside,
-                n(g.out[1]),
-                n(g.kernel[1]),
-            ])?,
-        };
-        Ok((macs, rows, columns))
-    }
-}
-
 impl Operator for Conv {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (_, out) = self.plan(inputs[0].dims(), inputs[1].dims())?;
@@ -1392,45 +1283,16 @@ impl Operator for Conv {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         // Every type: (elements of y or grad_y) × ICg·KH·KW, read off the weight's shape.
-        let (products, weight) = match self.conv_type {
-            ConvType::Forward => (outputs[0].shape.elements(), inputs[1].dims()),
-            ConvType::BackwardData => (inputs[1].shape.elements(), inputs[0].dims()),
-            ConvType::BackwardFilter => (inputs[1].shape.elements(), outputs[0].dims()),
+        let (products, weight, class) = match self.conv_type {
+            ConvType::Forward => (outputs[0].shape.elements(), inputs[1].dims(), "forward"),
+            ConvType::BackwardData => (inputs[1].shape.elements(), inputs[0].dims(), "backward"),
+            ConvType::BackwardFilter => (inputs[1].shape.elements(), outputs[0].dims(), "backward"),
         };
-        let per_output: Vec<u64> = weight.iter().skip(1).map(|&d| u64::from(d)).collect();
         let mut factors = vec![products];
-        factors.extend(per_output);
-        let out_elements = outputs[0].shape.elements();
-        let (geometry, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
-        let (macs, rows, columns) = self.loop_counts(&geometry)?;
-        let mut usage = vec![
-            (Param::MultiplyAccumulate, count(&factors)?),
-            (Param::ElementArith, out_elements),
-            (Param::WideMultiplyAccumulate, macs),
-            steps(700, &[(20, columns), (30, rows), (80, out_elements)])?,
-        ];
-        if self.conv_type == ConvType::Forward {
-            // Version 4: per output one exact dot product of T = ICg·KH·KW terms (padding taps
-            // included, as zeros) and its rescale; per output position of each group its window
-            // gathered (T values), in steps alone.
-            let [kh, kw] = geometry.kernel.map(|k| k as u64);
-            let taps = count(&[geometry.group_channels as u64, kh, kw])?;
-            let windows = count(&[
-                geometry.batch as u64,
-                u64::from(self.groups),
-                geometry.out[0] as u64,
-                geometry.out[1] as u64,
-            ])?;
-            usage.push((Param::WideMultiplyAccumulateV4, 0));
-            usage.push(steps_v4(
-                0,
-                &[
-                    (175, out_elements),
-                    (1, count(&[out_elements, taps])?),
-                    (32, count(&[windows, taps])?),
-                ],
-            )?);
-        }
+        factors.extend(weight.iter().skip(1).map(|&d| u64::from(d)));
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.class = class;
+        usage.work.macs = count(&factors)?;
         Ok(usage)
     }
 
@@ -1519,8 +1381,6 @@ pub enum ReduceKind {
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind, `dim` entries outside
 ///   [0, N) or repeated), `ShapeMismatch` (kMax / kMin over K = 0 elements with output elements
 ///   to fill), `IntegerOverflow`.
-/// - Gas (v1): kSum, kMax, kMin: `element_arith` × input elements; kProd: `multiply_accumulate` ×
-///   input elements.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,
@@ -1618,20 +1478,11 @@ impl Operator for Reduce {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let input = inputs[0].shape.elements();
+        let mut usage = io_usage(inputs, outputs)?;
         if self.kind == ReduceKind::Prod {
-            // Version 2: an exact i128 product per element with its range check.
-            return Ok(vec![
-                (Param::MultiplyAccumulate, input),
-                (Param::WideMultiplyAccumulate, input),
-                steps(0, &[(47, input)])?,
-            ]);
+            usage.class = "prod";
         }
-        // Version 2: a strided walk and a step per input element, a rescale per output.
-        Ok(vec![
-            (Param::ElementArith, input),
-            steps(800, &[(18, input), (5, outputs[0].shape.elements())])?,
-        ])
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1720,7 +1571,6 @@ pub const RESHAPE: OpDef = OpDef {
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
 ///   `ShapeMismatch` (element counts differ, −1 does not divide evenly).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reshape {
     shape: Vec<i64>,
@@ -1772,23 +1622,12 @@ impl Reshape {
     }
 }
 
-/// Version 2 steps of `Reshape`: an element-by-element copy, within `output_element`.
-const CINN_RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
             self.resolve(inputs[0].dims())?,
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CINN_RESHAPE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1828,7 +1667,6 @@ pub const REVERSE: OpDef = OpDef {
 ///   Precision: the input's.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reverse {
     axis: Vec<i64>,
@@ -1844,21 +1682,10 @@ impl Reverse {
     }
 }
 
-/// Version 2 steps of `Reverse`: a strided gather.
-const REVERSE_STEPS: ElementSteps = ElementSteps::new(480, 15);
-
 impl Operator for Reverse {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         self.reversed(inputs[0].shape.rank())?;
         Ok(vec![inputs[0].clone()])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            REVERSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1903,12 +1730,8 @@ pub const SELECT: OpDef = OpDef {
 ///   `false_value[d]`. Precision: the larger of the two values'.
 /// - Overflow: none.
 /// - Errors: `ShapeMismatch`.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Select;
-
-/// Version 2 steps of `Select`: a select per element.
-const SELECT_STEPS: ElementSteps = ElementSteps::new(64, 1);
 
 impl Operator for Select {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -1926,14 +1749,6 @@ impl Operator for Select {
             shape: on_true.shape.clone(),
             precision: on_true.precision.max(on_false.precision),
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SELECT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1973,7 +1788,6 @@ pub const SLICE: OpDef = OpDef {
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (lengths differ, axis out of range or
 ///   repeated, start < 0, end ≤ start, end > n_a).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Slice {
     /// (axis, start, end) with 0 ≤ start < end.
@@ -2028,21 +1842,10 @@ impl Slice {
     }
 }
 
-/// Version 2 steps of `Slice`: a strided gather.
-const SLICE_STEPS: ElementSteps = ElementSteps::new(480, 14);
-
 impl Operator for Slice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (out, _) = self.resolve(inputs[0].dims())?;
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SLICE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -2079,7 +1882,6 @@ pub const TRANSPOSE: OpDef = OpDef {
 /// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Transpose {
     axis: Vec<i64>,
@@ -2101,9 +1903,6 @@ impl Transpose {
     }
 }
 
-/// Version 2 steps of `Transpose`: a strided gather.
-const CINN_TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(960, 14);
-
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -2113,14 +1912,6 @@ impl Operator for Transpose {
             .map(|axis| dims[axis])
             .collect();
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CINN_TRANSPOSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -10,9 +10,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{Arity, ElementSteps, OpDef, Operator, Usage, count};
+use super::{Arity, OpDef, Operator, Usage, io_usage};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -62,7 +60,7 @@ pub fn fit(value: i64) -> Result<i32> {
 /// What a CINN unary primitive computes.
 #[derive(Clone, Copy, Debug)]
 pub enum UnaryKind {
-    /// A function of `crate::fixed` (transcendental or rounding), with its gas weight.
+    /// A function of `crate::fixed` (transcendental or rounding).
     Math(fn(i32, u32) -> FixedResult, &'static str),
     /// |x|.
     Abs,
@@ -99,8 +97,6 @@ pub enum UnaryKind {
 /// - Errors: `DomainError` (log of x ≤ 0, sqrt of x < 0, rsqrt of x ≤ 0, asin/acos outside
 ///   [−1, 1], atanh at or beyond ±1, acosh below 1), `IntegerOverflow` (a result outside
 ///   ±(2^31 − 1)), `AttributeOutOfRange` (F outside 0..=30).
-/// - Gas (v1): `element_arith` × elements, plus `transcendental` × elements × the function's weight
-///   (its measured cost relative to an add; docs/gas.md).
 #[derive(Debug)]
 pub struct CinnUnary {
     kind: UnaryKind,
@@ -113,79 +109,6 @@ impl CinnUnary {
             self.kind,
             UnaryKind::LogicalNot | UnaryKind::IsNan | UnaryKind::IsInf | UnaryKind::IsFinite
         )
-    }
-}
-
-/// Relative cost (× `transcendental`) per element of each math function.
-///
-/// The figures come from `host/cli/tests/gas_weights.rs`, which measures in engine.wasm the fuel
-/// (wasm instructions) per element of every function in Q16 relative to an element of `Add`
-/// (209 fuel), and takes the weight w whose gas per element, 2 + 16·w, is nearest in ratio to
-/// that cost (docs/gas.md has the table): e.g. Exp costs 60.9 `Add` elements, and 2 + 16·8 = 130
-/// gas is 65 times `Add`'s 2. Rsqrt (4.3) lies between weight 0 (1) and weight 1 (9) and takes
-/// the nearer in ratio, 1.
-pub(crate) fn weight(name: &str) -> u64 {
-    match name {
-        "Ceil" | "Floor" | "Trunc" | "Round" | "Sqrt" => 0,
-        "Rsqrt" => 1,
-        "Sin" | "Cos" => 5,
-        "Atan" => 6,
-        "Exp" | "Log" | "Log2" | "Log10" => 8,
-        "Asin" | "Acos" | "Atanh" | "Sinh" | "Cosh" | "Tanh" => 9,
-        "Acosh" => 10,
-        "Asinh" | "Tan" => 11,
-        "Erf" => 16,
-        // A function not measured yet: as much as the dearest.
-        _ => 16,
-    }
-}
-
-/// Version 2 steps per element of the math function `name`: its measured cost (wasm
-/// instructions per element in Q16 over the range of `docs/gas.md`, "Transcendental weights")
-/// in steps of about five instructions, from the calibration of schedule version 2.
-pub(crate) fn math_steps(name: &str) -> u64 {
-    match name {
-        "Ceil" | "Floor" | "Trunc" | "Round" => 15,
-        "Sqrt" => 51,
-        "Rsqrt" => 171,
-        "Cos" => 1832,
-        "Sin" => 1912,
-        "Atan" => 2145,
-        "Exp" => 2576,
-        "Log2" => 2813,
-        "Log" => 2835,
-        "Log10" => 2866,
-        "Cosh" => 3013,
-        "Tanh" => 3251,
-        "Atanh" => 3333,
-        "Sinh" => 3351,
-        "Acos" => 3396,
-        "Asin" => 3449,
-        "Acosh" => 3683,
-        "Asinh" => 3789,
-        "Tan" => 4320,
-        "Erf" => 4775,
-        // A function not measured yet: as much as the dearest.
-        _ => 4775,
-    }
-}
-
-impl UnaryKind {
-    /// Version 2 steps: the set-up and the cost per element of the primitive.
-    fn steps(self) -> ElementSteps {
-        match self {
-            UnaryKind::Math(_, "Ceil" | "Floor" | "Trunc" | "Round") => ElementSteps::new(24, 15),
-            UnaryKind::Math(_, name) => ElementSteps::new(0, math_steps(name)),
-            UnaryKind::Sign => ElementSteps::new(24, 23),
-            UnaryKind::Abs
-            | UnaryKind::Negative
-            | UnaryKind::Identity
-            | UnaryKind::BitwiseNot
-            | UnaryKind::LogicalNot
-            | UnaryKind::IsNan
-            | UnaryKind::IsInf
-            | UnaryKind::IsFinite => ElementSteps::new(16, 5),
-        }
     }
 }
 
@@ -202,14 +125,10 @@ impl Operator for CinnUnary {
         }])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        let mut usage = vec![
-            (Param::ElementArith, elements),
-            self.kind.steps().usage(elements)?,
-        ];
-        if let UnaryKind::Math(_, name) = self.kind {
-            usage.push((Param::Transcendental, count(&[elements, weight(name)])?));
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        let mut usage = io_usage(inputs, outputs)?;
+        if let UnaryKind::Math(..) = self.kind {
+            usage.work.evals = outputs[0].shape.elements();
         }
         Ok(usage)
     }

@@ -9,9 +9,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{Arity, ElementSteps, Family, OpDef, Operator, Usage, narrow, output_precision};
+use super::{Arity, Family, OpDef, Operator, narrow, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -68,7 +66,6 @@ pub enum UnaryKind {
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `PrecisionConstraint`
 ///   (`cvm_left_shift` with p + shift_bit > 32), `PrecisionOverflow` (`clip` bounds needing
 ///   more than 32 bits).
-/// - Gas (v1): `element_arith` × elements.
 #[derive(Debug)]
 pub struct Unary {
     kind: UnaryKind,
@@ -96,34 +93,6 @@ fn rounding_shift32(value: i32, shift_bit: u32) -> i32 {
 #[inline(always)]
 fn clip32(value: i32, bound: i32) -> i32 {
     value.clamp(-bound, bound)
-}
-
-impl UnaryKind {
-    /// Version 2 steps: `abs` and `negative` check each result (a branch per element); the
-    /// others run as branch-free loops the compiler vectorises.
-    fn steps(self) -> ElementSteps {
-        match self {
-            UnaryKind::Abs | UnaryKind::Negative => ElementSteps::new(64, 5),
-            UnaryKind::Clip { .. } => ElementSteps::new(64, 0),
-            UnaryKind::CvmPrecision
-            | UnaryKind::CvmClip { .. }
-            | UnaryKind::CvmLeftShift { .. } => ElementSteps::new(64, 1),
-            UnaryKind::CvmRightShift { .. } => ElementSteps::new(64, 2),
-        }
-    }
-
-    /// Version 3 steps, where they differ from version 2: `cvm_clip`, `cvm_left_shift` and
-    /// `cvm_right_shift` now run in 32-bit lanes (vectorised 64-bit arithmetic before), the
-    /// first two as cheap as `clip`, the rounding shift one step per element more.
-    fn steps_v3(self) -> Option<ElementSteps> {
-        match self {
-            UnaryKind::CvmClip { .. } | UnaryKind::CvmLeftShift { .. } => {
-                Some(ElementSteps::new(64, 0))
-            }
-            UnaryKind::CvmRightShift { .. } => Some(ElementSteps::new(64, 1)),
-            _ => None,
-        }
-    }
 }
 
 impl Operator for Unary {
@@ -159,18 +128,6 @@ impl Operator for Unary {
             shape: input.shape.clone(),
             precision,
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        let mut usage = vec![
-            (Param::ElementArith, elements),
-            self.kind.steps().usage(elements)?,
-        ];
-        if let Some(steps) = self.kind.steps_v3() {
-            usage.push(steps.usage_v3(elements)?);
-        }
-        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -346,7 +303,7 @@ pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
 /// - Inputs: `A`, `B` of identical shape (no broadcasting). Attributes: none. Output: that shape.
 /// - Precision: max(pA, pB) + 1 (above 32 is `PrecisionOverflow`).
 /// - Overflow: impossible within the inferred precision; narrowing is checked.
-/// - Errors: `ShapeMismatch` if the shapes differ. Gas: `element_arith` × elements.
+/// - Errors: `ShapeMismatch` if the shapes differ.
 #[derive(Debug)]
 pub struct ElemwiseBinary {
     subtract: bool,
@@ -374,9 +331,6 @@ pub const ELEMWISE_SUB: OpDef = OpDef {
     build: |_, _| Ok(Box::new(ElemwiseBinary { subtract: true })),
 };
 
-/// Version 2 steps of `elemwise_add` and `elemwise_sub`: a checked sum per element.
-const ELEMWISE_BINARY_STEPS: ElementSteps = ElementSteps::new(64, 5);
-
 impl Operator for ElemwiseBinary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -393,14 +347,6 @@ impl Operator for ElemwiseBinary {
             shape: a.shape.clone(),
             precision: output_precision(precision)?,
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementArith, elements),
-            ELEMWISE_BINARY_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -13,7 +13,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
+pub use cvm_gas::{Usage, Work};
 
 use crate::attrs::{AttrSpec, Attrs};
 use crate::error::Result;
@@ -32,9 +32,6 @@ pub mod reduce;
 pub mod transform;
 pub mod vision;
 
-/// Work an operator does, per gas parameter (see [`cvm_gas::Schedule::price`]).
-pub type Usage = Vec<(Param, u64)>;
-
 /// A configured operator: its attributes parsed and checked.
 pub trait Operator: core::fmt::Debug + Send + Sync {
     /// The output types for inputs of types `inputs`, or why the inputs are not acceptable.
@@ -43,14 +40,20 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     /// `ShapeMismatch`, `PrecisionOverflow`, `PrecisionConstraint`, `AttributeOutOfRange`, ...
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>>;
 
-    /// The work of one application, from types alone: the counts of every schedule version
-    /// (the `Gas (v1)` line of each operator's documentation gives the version 1 counts; the
-    /// version 2 counts are commented in each `usage` and tabled in docs/gas.md). Only called
-    /// after `infer` accepted the types.
+    /// The work of one application and the class that prices it, from types and attributes
+    /// alone (`docs/gas.md` states each operator's counts). Only called after `infer` accepted
+    /// the types.
     ///
     /// # Errors
     /// `LimitExceeded` if a count overflows `u64`.
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage>;
+    /// The default reads every element of the inputs and writes every element of the outputs,
+    /// priced as the operator's one class.
+    ///
+    /// # Errors
+    /// `LimitExceeded` if a count overflows `u64`.
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        io_usage(inputs, outputs)
+    }
 
     /// An upper bound of the bytes `run` allocates at once beyond its outputs, from types alone
     /// (indices counted at 8 bytes, so the bound holds on 64-bit hosts as on wasm32). The memory
@@ -320,6 +323,29 @@ pub fn by_name(name: &str) -> Option<&'static OpDef> {
     OPS.iter().find(|op| op.name == name)
 }
 
+/// Elements of all of `types`, in checked arithmetic.
+///
+/// # Errors
+/// `LimitExceeded` when the sum overflows `u64`.
+pub fn elements(types: &[TensorType]) -> Result<u64> {
+    types
+        .iter()
+        .try_fold(0u64, |total, ty| total.checked_add(ty.shape.elements()))
+        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
+}
+
+/// The usage of an operator priced as one class that reads every element of `inputs` and
+/// writes every element of `outputs`.
+///
+/// # Errors
+/// `LimitExceeded` when a count overflows `u64`.
+pub fn io_usage(inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+    Ok(Usage {
+        class: "",
+        work: Work::io(elements(inputs)?, elements(outputs)?),
+    })
+}
+
 /// Checked product of counts, for usage formulas.
 ///
 /// # Errors
@@ -329,137 +355,6 @@ pub fn count(factors: &[u64]) -> Result<u64> {
         .iter()
         .try_fold(1u64, |acc, &factor| acc.checked_mul(factor))
         .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
-}
-
-/// The version 2 `step` count of a node: `setup` steps plus, for each `(weight, count)` term,
-/// `weight` steps per unit of `count`, in checked arithmetic. The weights are the measured cost
-/// of the operator's kernel per unit, in steps (`docs/gas.md`, "Schedule version 2").
-///
-/// # Errors
-/// `LimitExceeded` when the count overflows `u64`.
-pub fn steps(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    count_steps(Param::Step, setup, terms)
-}
-
-/// The version 3 `step_v3` count of a node, as [`steps`] computes version 2's. Only operators
-/// whose version 3 count differs report one; every other node's `step_v3` is its `step`
-/// ([`crate::validate::node_usage`]).
-///
-/// # Errors
-/// `LimitExceeded` when the count overflows `u64`.
-pub fn steps_v3(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    count_steps(Param::StepV3, setup, terms)
-}
-
-/// The version 4 `step_v4` count of a node, as [`steps`] computes version 2's. Only operators
-/// whose version 4 count differs report one; every other node's `step_v4` is its `step_v3`
-/// ([`crate::validate::node_usage`]).
-///
-/// # Errors
-/// `LimitExceeded` when the count overflows `u64`.
-pub fn steps_v4(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    count_steps(Param::StepV4, setup, terms)
-}
-
-/// The version 5 `step_v5` count of a node, as [`steps`] computes version 2's. Only operators
-/// whose version 5 count differs report one; every other node's `step_v5` is its `step_v4`
-/// ([`crate::validate::node_usage`]).
-///
-/// # Errors
-/// `LimitExceeded` when the count overflows `u64`.
-pub fn steps_v5(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    count_steps(Param::StepV5, setup, terms)
-}
-
-/// The version 6 `step_v6` count of a node, as [`steps`] computes version 2's. Only operators
-/// whose version 6 count differs report one; every other node's `step_v6` is its `step_v5`
-/// ([`crate::validate::node_usage`]).
-///
-/// # Errors
-/// `LimitExceeded` when the count overflows `u64`.
-pub fn steps_v6(setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    count_steps(Param::StepV6, setup, terms)
-}
-
-fn count_steps(param: Param, setup: u64, terms: &[(u64, u64)]) -> Result<(Param, u64)> {
-    terms
-        .iter()
-        .try_fold(setup, |total, &(weight, units)| {
-            weight
-                .checked_mul(units)
-                .and_then(|steps| total.checked_add(steps))
-        })
-        .map(|total| (param, total))
-        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
-}
-
-/// Version 2 step weights of an operator whose work follows its output: `setup` steps per node
-/// and `per_element` steps per output element.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ElementSteps {
-    /// Steps per node, beyond `node_base`.
-    pub setup: u64,
-    /// Steps per output element, beyond `output_element`.
-    pub per_element: u64,
-}
-
-impl ElementSteps {
-    /// The weights `setup` and `per_element`.
-    pub const fn new(setup: u64, per_element: u64) -> Self {
-        ElementSteps { setup, per_element }
-    }
-
-    /// The `step` count for `elements` output elements.
-    ///
-    /// # Errors
-    /// `LimitExceeded` when the count overflows `u64`.
-    pub fn usage(self, elements: u64) -> Result<(Param, u64)> {
-        steps(self.setup, &[(self.per_element, elements)])
-    }
-
-    /// The `step_v3` count for `elements` output elements ([`steps_v3`]).
-    ///
-    /// # Errors
-    /// `LimitExceeded` when the count overflows `u64`.
-    pub fn usage_v3(self, elements: u64) -> Result<(Param, u64)> {
-        steps_v3(self.setup, &[(self.per_element, elements)])
-    }
-}
-
-/// Σ over the `out` output positions of one axis of the kernel taps that land inside an input
-/// of `size` (position p, tap k reads p·stride − pad_before + k·dilation), computed per
-/// position in constant time.
-pub fn in_bounds_taps(
-    out: usize,
-    kernel: usize,
-    stride: u32,
-    dilation: u32,
-    pad_before: i64,
-    size: usize,
-) -> u64 {
-    // i128: every product below stays far inside it, whatever the operands.
-    let (stride, dilation) = (i128::from(stride), i128::from(dilation.max(1)));
-    let (kernel, size, pad) = (kernel as i128, size as i128, i128::from(pad_before));
-    let mut total = 0u64;
-    for p in 0..out as i128 {
-        let origin = p * stride - pad;
-        // Taps k in [0, kernel) with 0 ≤ origin + k·dilation ≤ size − 1.
-        let first = if origin >= 0 {
-            0
-        } else {
-            (-origin + dilation - 1) / dilation
-        };
-        let room = size - 1 - origin;
-        let last = if room < 0 {
-            -1
-        } else {
-            (room / dilation).min(kernel - 1)
-        };
-        if last >= first {
-            total = total.saturating_add((last - first + 1) as u64);
-        }
-    }
-    total
 }
 
 /// Checks that exactly `expected` inputs were given (for builders whose arity depends on
@@ -628,57 +523,37 @@ pub fn narrow(value: i64) -> Result<i32> {
 mod tests {
     use super::*;
 
-    /// The constant-time count of in-bounds taps equals the count of a plain loop over every
-    /// output position and tap.
+    /// Every operator has a price in every schedule (the shape classes of `conv2d`, CINN `Conv`
+    /// and `Reduce` included), and every row of a schedule prices an operator of the table.
     #[test]
-    fn in_bounds_taps_counts_every_tap_inside_the_input() {
-        for stride in 1..4u32 {
-            for dilation in 1..4u32 {
-                for kernel in 1..5usize {
-                    for pad in 0..6i64 {
-                        for size in 1..9usize {
-                            for out in 0..12usize {
-                                let expected = (0..out as i64)
-                                    .flat_map(|p| (0..kernel as i64).map(move |k| (p, k)))
-                                    .filter(|&(p, k)| {
-                                        let at =
-                                            p * i64::from(stride) - pad + k * i64::from(dilation);
-                                        (0..size as i64).contains(&at)
-                                    })
-                                    .count() as u64;
-                                assert_eq!(
-                                    in_bounds_taps(out, kernel, stride, dilation, pad, size),
-                                    expected,
-                                    "s {stride} d {dilation} k {kernel} pad {pad} size {size} out {out}"
-                                );
-                            }
-                        }
-                    }
+    fn every_schedule_prices_every_operator_and_nothing_else() {
+        let classes = |name: &str| -> &[&str] {
+            match name {
+                "conv2d" => &["dense", "pointwise", "depthwise", "grouped"],
+                "Conv" => &["forward", "backward"],
+                "Reduce" => &["", "prod"],
+                _ => &[""],
+            }
+        };
+        for schedule in cvm_gas::Schedule::ALL {
+            for op in OPS {
+                for class in classes(op.name) {
+                    assert!(
+                        schedule.rates(op.name, class).is_some(),
+                        "schedule {} has no price for {} ({class})",
+                        schedule.version,
+                        op.name
+                    );
                 }
             }
-        }
-    }
-
-    #[test]
-    fn steps_add_weighted_counts_and_report_overflow() {
-        assert_eq!(steps(7, &[]), Ok((Param::Step, 7)));
-        assert_eq!(
-            steps(100, &[(3, 10), (0, 99), (2, 5)]),
-            Ok((Param::Step, 140))
-        );
-        assert_eq!(
-            ElementSteps::new(64, 5).usage(1000),
-            Ok((Param::Step, 5064))
-        );
-        for overflowing in [
-            steps(0, &[(u64::MAX, 2)]),
-            steps(u64::MAX, &[(1, 1)]),
-            steps(1, &[(u64::MAX / 2, 2), (1, 1)]),
-        ] {
-            assert_eq!(
-                overflowing.map_err(|e| e.code),
-                Err(crate::ErrorCode::LimitExceeded)
-            );
+            for row in schedule.table {
+                assert!(
+                    by_name(row.op).is_some_and(|op| classes(op.name).contains(&row.class)),
+                    "{} ({}) prices no operator",
+                    row.op,
+                    row.class
+                );
+            }
         }
     }
 

@@ -10,19 +10,16 @@ use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
 use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank,
-    in_bounds_taps, output_precision, steps, steps_v3, steps_v5, steps_v6,
+    Arity, Family, OpDef, Operator, Usage, count, expect_inputs, expect_rank, io_usage,
+    output_precision,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels;
-use crate::kernels::conv::{self, Columns, ConvShape};
-use crate::kernels::gemm::{self, LANES, PackOrder, PackedRows, ROW_ALIGN};
-use crate::kernels::pointwise;
+use crate::kernels::conv::{self, ConvShape};
+use crate::kernels::gemm::{self, PackOrder, PackedRows};
 use crate::kernels::pool::{self, PoolShape};
 use crate::kernels::simd::Native;
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
@@ -75,7 +72,6 @@ pub const CONV2D: OpDef = OpDef {
 /// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
 ///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `multiply_accumulate` × N·OC·OH·OW·IC·KH·KW + `element_arith` × N·OC·OH·OW.
 #[derive(Debug)]
 pub struct Conv2d {
     channels: Option<u32>,
@@ -272,6 +268,12 @@ fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
     }
 }
 
+/// The multiply-accumulates the schedule counts per output of an 8-bit reduction of length
+/// `k`: k rounded up to the vector width, 16.
+fn vector_reduction(k: u64) -> u64 {
+    k.div_ceil(16).saturating_mul(16)
+}
+
 /// Output precision of a multiply-accumulate layer (cvm-compat §3, dense and conv2d rows).
 fn mac_precision(
     data: &TensorType,
@@ -284,209 +286,6 @@ fn mac_precision(
         Some(bias) => product.max(u32::from(bias.precision)) + 1,
         None => product,
     })
-}
-
-/// The counts of a conv2d of geometry `shape` with `out_elements` outputs, after the kernel that
-/// runs it (`kernels::conv`), for versions 2 to 4 ([`conv2d_steps_v2`]) and version 5:
-/// - depthwise, version 5 (`step_v5`, the kernel of one flat run over a tap plane, as it was
-///   then: `ConvShape::priced_as_depthwise_v5`, `ConvShape::tap_plane_v5`): 1800 + 250·N·OC +
-///   12·N·OC·T + 36·N·C·H + 2·N·C·(H·W + U)·[pairs] + 5·N·OC·S·T + 3·N·OC·OH, with U the units
-///   of the plane, [pairs] 1 when it holds pairs (SW of 3 or more, or 2 with DW > 1) and 0
-///   otherwise, S its steps and T the tap entries (`ConvShape::tap_entries`); no
-///   `mac_group_v5`;
-/// - pointwise, version 5 (`kernels::pointwise`): 2800 + 30·P + 20·Q + 4·P·OC/groups, with
-///   P = N·groups·⌈H·W/8⌉·⌈C/groups/2⌉ the blocks of channel pairs and Q =
-///   N·groups·⌈H·W/8⌉·(⌊OC/groups/4⌋ + OC/groups mod 4) the tiles; no `mac_group_v5`;
-/// - otherwise the im2col counts of versions 2 to 4, for the gather the kernel of version 5
-///   chose (`ConvShape::priced_as_channels_last_v5`);
-///
-/// and, for version 6, on the shapes of the 3 × 3 stride-2 depthwise kernel
-/// (`ConvShape::uses_depthwise_3x3_s2`, `step_v6`): 500 + 80·N·OC + 24·N·OC·OH +
-/// 4·N·OC·OH·⌈OW/4⌉ + H·W (per output plane its weights, per output row its three input rows
-/// and its last step, per step of four outputs its dot products, and a copy of the last
-/// channel); every other shape counts `step_v5`.
-fn conv2d_steps(shape: &ConvShape, out_elements: u64) -> Result<Vec<(Param, u64)>> {
-    let as_u64 = |n: usize| n as u64;
-    let mut counts = conv2d_steps_v2(
-        shape,
-        out_elements,
-        shape.priced_as_depthwise_v2(),
-        shape.priced_as_channels_last_v2(),
-    )?;
-    if shape.uses_depthwise_3x3_s2() {
-        let planes = count(&[as_u64(shape.batch), as_u64(shape.out_channels)])?;
-        let rows = count(&[planes, as_u64(shape.out_h)])?;
-        counts.push(steps_v6(
-            500,
-            &[
-                (80, planes),
-                (24, rows),
-                (4, count(&[rows, as_u64(shape.out_w.div_ceil(4))])?),
-                (1, count(&[as_u64(shape.height), as_u64(shape.width)])?),
-            ],
-        )?);
-    }
-    if shape.priced_as_depthwise_v5() {
-        let plane = shape.tap_plane_v5();
-        let images = |n: usize| count(&[as_u64(shape.batch), as_u64(n)]);
-        let input_values = count(&[
-            images(shape.in_channels)?,
-            as_u64(shape.height),
-            as_u64(shape.width),
-        ])?;
-        let pairs = if plane.columns == Columns::Pairs {
-            input_values
-                .checked_add(count(&[images(shape.in_channels)?, as_u64(plane.units)])?)
-                .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?
-        } else {
-            0
-        };
-        counts.extend([
-            steps_v5(
-                1800,
-                &[
-                    (250, images(shape.out_channels)?),
-                    (
-                        12,
-                        count(&[images(shape.out_channels)?, shape.tap_entries()])?,
-                    ),
-                    (
-                        36,
-                        count(&[images(shape.in_channels)?, as_u64(shape.height)])?,
-                    ),
-                    (2, pairs),
-                    (
-                        5,
-                        count(&[
-                            images(shape.out_channels)?,
-                            as_u64(plane.steps),
-                            shape.tap_entries(),
-                        ])?,
-                    ),
-                    (
-                        3,
-                        count(&[images(shape.out_channels)?, as_u64(shape.out_h)])?,
-                    ),
-                ],
-            )?,
-            (Param::MacGroupV5, 0),
-        ]);
-    } else if shape.priced_as_pointwise_v5() {
-        let (group_in, group_out) = (as_u64(shape.group_in()), as_u64(shape.group_out()));
-        let block_rows = count(&[
-            as_u64(shape.batch),
-            as_u64(shape.groups),
-            as_u64(shape.height * shape.width).div_ceil(pointwise::PIXELS as u64),
-        ])?;
-        let blocks = count(&[block_rows, group_in.div_ceil(2)])?;
-        counts.extend([
-            steps_v5(
-                2800,
-                &[
-                    (30, blocks),
-                    (20, count(&[block_rows, group_out / 4 + group_out % 4])?),
-                    (4, count(&[blocks, group_out])?),
-                ],
-            )?,
-            (Param::MacGroupV5, 0),
-        ]);
-    } else {
-        // The im2col kernel: version 4's counts, with the gather the kernel now chooses.
-        for (param, units) in conv2d_steps_v2(
-            shape,
-            out_elements,
-            false,
-            shape.priced_as_channels_last_v5(),
-        )? {
-            counts.push(match param {
-                Param::MacGroup => (Param::MacGroupV5, units),
-                _ => (Param::StepV5, units),
-            });
-        }
-    }
-    Ok(counts)
-}
-
-/// The version 2 to 4 counts of a conv2d of geometry `shape` with `out_elements` outputs, after
-/// the kernels of their time, which `depthwise` and `channels_last` name
-/// (`ConvShape::priced_as_depthwise_v2`, `ConvShape::priced_as_channels_last_v2`):
-/// - depthwise, version 2: per channel the phase-split padded plane is built (one step per
-///   element, plus a fixed cost per channel), then every tap is one vector multiply-add per
-///   output: 600 + 440·N·C + plane + 3·E·KH·KW steps;
-/// - depthwise, version 3 (`step_v3`, the kernel of neighbour pairs): per input channel the
-///   phase-split plane and its plane of neighbour pairs are built (3 steps per plane element,
-///   24 per channel), then for every output row each tap entry (`ConvShape::depthwise_entries`:
-///   adjacent taps of a kernel row share one) finds its runs (16 steps) and takes one pair of
-///   dot products per vector of eight outputs (4 steps): 1800 + 24·N·C + 3·N·C·L + 16·R·T +
-///   4·R·⌈OW/8⌉·T, with L the plane's elements, R = N·OC·OH the output rows and T the entries;
-/// - otherwise ⌈ICg·KH·KW / 16⌉ `mac_group`s per output, plus per output the im2col gather and
-///   the bias: 1500 + 29·E steps, and either 4 steps per element of the zero-padded
-///   channels-last copy of the input or, when that copy would not fit, 12 steps per element
-///   of the checked gather of each output pixel's patch (N·OH·OW·C·KH·KW).
-fn conv2d_steps_v2(
-    shape: &ConvShape,
-    out_elements: u64,
-    depthwise: bool,
-    channels_last: bool,
-) -> Result<Vec<(Param, u64)>> {
-    let as_u64 = |n: usize| n as u64;
-    let taps = count(&[as_u64(shape.kernel_h), as_u64(shape.kernel_w)])?;
-    if depthwise {
-        let channels = count(&[as_u64(shape.batch), as_u64(shape.in_channels)])?;
-        let plane = count(&[channels, shape.depthwise_plane_len()])?;
-        let entries = shape.depthwise_entries();
-        let rows = count(&[
-            as_u64(shape.batch),
-            as_u64(shape.out_channels),
-            as_u64(shape.out_h),
-        ])?;
-        let vectors = count(&[rows, as_u64(shape.out_w.div_ceil(LANES))])?;
-        return Ok(vec![
-            steps(
-                600,
-                &[
-                    (440, channels),
-                    (1, plane),
-                    (3, count(&[out_elements, taps])?),
-                ],
-            )?,
-            steps_v3(
-                1800,
-                &[
-                    (24, channels),
-                    (3, plane),
-                    (16, count(&[rows, entries])?),
-                    (4, count(&[vectors, entries])?),
-                ],
-            )?,
-        ]);
-    }
-    let depth = as_u64(shape.depth());
-    let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
-    let gather = if channels_last {
-        let padded = count(&[
-            as_u64(shape.batch),
-            as_u64(shape.in_channels),
-            as_u64(shape.height + 2 * shape.padding[0]),
-            as_u64(shape.width + 2 * shape.padding[1]),
-        ])?;
-        (4, padded)
-    } else {
-        // Every output pixel gathers its patch once for all output channels: C·KH·KW
-        // elements, each with its bounds check.
-        let patches = count(&[
-            as_u64(shape.batch),
-            as_u64(shape.out_h),
-            as_u64(shape.out_w),
-            as_u64(shape.in_channels),
-            taps,
-        ])?;
-        (12, patches)
-    };
-    Ok(vec![
-        (Param::MacGroup, groups),
-        steps(1500, &[(29, out_elements), gather])?,
-    ])
 }
 
 impl Operator for Conv2d {
@@ -529,22 +328,26 @@ impl Operator for Conv2d {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let weight = inputs[1].dims();
+        let (data, weight) = (inputs[0].dims(), inputs[1].dims());
         let out_elements = outputs[0].shape.elements();
-        let macs = count(&[
-            out_elements,
-            u64::from(weight[1]),
-            u64::from(weight[2]),
-            u64::from(weight[3]),
-        ])?;
-        let mut usage = vec![
-            (Param::MultiplyAccumulate, macs),
-            (Param::ElementArith, out_elements),
-        ];
-        usage.extend(conv2d_steps(
-            &self.geometry(inputs[0].dims(), inputs[1].dims())?,
-            out_elements,
-        )?);
+        let reduction = count(&[weight[1], weight[2], weight[3]].map(u64::from))?;
+        let class = if self.groups > 1 && self.groups == data[1] {
+            "depthwise"
+        } else if self.groups > 1 {
+            "grouped"
+        } else if weight[2] == 1 && weight[3] == 1 {
+            "pointwise"
+        } else {
+            "dense"
+        };
+        let per_output = if class == "depthwise" {
+            reduction
+        } else {
+            vector_reduction(reduction)
+        };
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.class = class;
+        usage.work.macs = count(&[out_elements, per_output])?;
         Ok(usage)
     }
 
@@ -630,7 +433,6 @@ pub const DENSE: OpDef = OpDef {
 ///   the bias addition is checked.
 /// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `multiply_accumulate` × M·N·K + `element_arith` × M·N.
 #[derive(Debug)]
 pub struct Dense {
     units: Option<u32>,
@@ -706,18 +508,10 @@ impl Operator for Dense {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let out_elements = outputs[0].shape.elements();
         let depth = u64::from(inputs[0].dims()[1]);
-        let macs = count(&[out_elements, depth])?;
-        // Version 2: ⌈K/16⌉ `mac_group`s per output, and one more step per group for the
-        // weight rows streamed from memory, which no pixel block reuses as conv2d's do.
-        let groups = count(&[out_elements, depth.div_ceil(ROW_ALIGN as u64)])?;
-        Ok(vec![
-            (Param::MultiplyAccumulate, macs),
-            (Param::ElementArith, out_elements),
-            (Param::MacGroup, groups),
-            steps(400, &[(22, out_elements), (1, groups)])?,
-        ])
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.macs = count(&[outputs[0].shape.elements(), vector_reduction(depth)])?;
+        Ok(usage)
     }
 
     fn packed_input(&self, _inputs: &[TensorType]) -> Option<(usize, PackOrder)> {
@@ -784,22 +578,13 @@ pub const RELU: OpDef = OpDef {
 /// Rectified linear unit (spec 001 "relu"): `Y = max(0, X)`.
 ///
 /// - Input: `X` of any shape. Output: same shape and precision.
-/// - Errors: none beyond arity. Gas: `element_arith` × elements.
+/// - Errors: none beyond arity.
 #[derive(Debug)]
 pub struct Relu;
 
 impl Operator for Relu {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![inputs[0].clone()])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // Version 2: a vectorised max per element, within `output_element`.
-        Ok(vec![
-            (Param::ElementArith, elements),
-            ElementSteps::new(64, 0).usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -838,7 +623,6 @@ pub const MAX_POOL2D: OpDef = OpDef {
 /// - Precision: same as X.
 /// - Errors: `MissingAttribute` (`pool_size`), `ShapeMismatch` (rank, an input height or width
 ///   of 0), `AttributeOutOfRange`.
-/// - Gas (v1): `window_compare` × N·C·OH·OW·PSH·PSW.
 #[derive(Debug)]
 pub struct MaxPool2d {
     pool_size: [u32; 2],
@@ -937,50 +721,10 @@ impl Operator for MaxPool2d {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let out_elements = outputs[0].shape.elements();
         let [pool_h, pool_w] = self.pool_size.map(u64::from);
-        let window = count(&[out_elements, pool_h, pool_w])?;
-        let out_dims = outputs[0].dims();
-        let shape = self.shape(inputs[0].dims(), [out_dims[2], out_dims[3]]);
-        // Version 2, after `kernels::pool`: the vector kernel copies each plane padded with
-        // i32::MIN (5 steps per element of the padded input; version 3 counts 1, the copy
-        // being vectorised for strides 1 and 2 since, and 120 per plane for setting up its
-        // rows), then takes the maximum over the
-        // window's rows of vectors (4 steps per output and window row or column); the plain
-        // loop, for padding far larger than the input, clips each window to the input and
-        // scans the rows left (27 steps per output, 15 per row, 1 per element).
-        if shape.vectorised() {
-            let padded = count(&[
-                shape.planes as u64,
-                (shape.height + 2 * shape.padding[0]) as u64,
-                (shape.width + 2 * shape.padding[1]) as u64,
-            ])?;
-            let rows = count(&[out_elements, pool_h + pool_w])?;
-            return Ok(vec![
-                (Param::WindowCompare, window),
-                steps(540, &[(5, padded), (4, rows)])?,
-                steps_v3(540, &[(120, shape.planes as u64), (1, padded), (4, rows)])?,
-            ]);
-        }
-        let planes = shape.planes as u64;
-        let axis = |a: usize, out: usize, size: usize| {
-            in_bounds_taps(
-                out,
-                shape.window[a],
-                shape.strides[a] as u32,
-                1,
-                shape.padding[a] as i64,
-                size,
-            )
-        };
-        let rows_h = axis(0, shape.out_h, shape.height);
-        let cols_w = axis(1, shape.out_w, shape.width);
-        let rows = count(&[planes, rows_h, shape.out_w as u64])?;
-        let values = count(&[planes, rows_h, cols_w])?;
-        Ok(vec![
-            (Param::WindowCompare, window),
-            steps(540, &[(27, out_elements), (15, rows), (1, values)])?,
-        ])
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.taps = count(&[outputs[0].shape.elements(), pool_h, pool_w])?;
+        Ok(usage)
     }
 
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
@@ -1039,7 +783,7 @@ pub const UPSAMPLING: OpDef = OpDef {
 /// - Attributes: `scale` in [1, 4096] (required); `layout` "NCHW"; `method` "NEAREST_NEIGHBOR".
 /// - Output: (N, C, H·scale, W·scale). Precision: same as X.
 /// - Errors: `ShapeMismatch` (rank), `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`
-///   (output too large). Gas: `element_copy` × output elements.
+///   (output too large).
 #[derive(Debug)]
 pub struct Upsampling {
     scale: u32,
@@ -1063,15 +807,6 @@ impl Operator for Upsampling {
             [dims[0], dims[1], scaled(dims[2])?, scaled(dims[3])?],
             data.precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // Version 2: a division-free gather per output element.
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            ElementSteps::new(160, 5).usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

@@ -10,12 +10,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
 use super::cinn_unary::{FRAC_BITS, fixed_error, frac_bits};
-use super::{
-    Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps, steps_v4,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, Work, count, expect_rank, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::{Error, Result};
 use crate::fail;
@@ -56,14 +52,8 @@ const KEEP_ALL: u32 = u32::MAX;
 /// Bytes of one index in the working memory: a `usize` on a 64-bit host (4 on wasm32).
 const INDEX_BYTES: u64 = 8;
 
-/// `element_arith` steps of decoding, clipping and filtering one box.
-const DECODE_STEPS: u64 = 32;
-
-/// Values gathered per kept anchor: its score and 4 each of delta, anchor and variance.
+/// Values read per candidate: its score and 4 each of delta, anchor and variance.
 const GATHERED_VALUES: u64 = 13;
-
-/// Values written per output row: 4 coordinates and the probability.
-const ROW_VALUES: u64 = 5;
 
 /// Row of the operator table for [`GenerateProposals`].
 pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
@@ -143,11 +133,10 @@ pub const GENERATE_PROPOSALS_V2: OpDef = OpDef {
 ///   `BadParam` (H, W or A is 0, even when N = 0; N = 0 gives empty outputs and batch size 0),
 ///   `AttributeOutOfRange` (an attribute outside its range), `LimitExceeded` (N·post_nms_top_n
 ///   rows above 2^32 − 1), `PrecisionOverflow` (N·post_nms_top_n ≥ 2^31).
-/// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case:
-///   `window_compare` × N·(H·W·A·bits(H·W·A) + k·m) (the top-k sort and the IoU tests of at
-///   most m kept boxes against k candidates), `transcendental` × N·k·2·w (two exponentials per box,
-///   of the weight w of CINN `Exp`), `element_arith` × N·k·32 (decode, clip, filter), `element_copy` ×
-///   N·(13·k + 5·m) (gathering and writing rows).
+/// - Gas, with k = min(pre_nms_top_n, H·W·A) and m = min(k, post_nms_top_n), worst case: reads
+///   N·H·W·A + 13·N·k (every score; each candidate's score, delta, anchor and variance), the
+///   outputs' elements written, N·k·m candidate pairs (IoU tests of at most m kept boxes against
+///   k candidates), 2·N·k transcendental evaluations (two exponentials per box).
 #[derive(Debug)]
 pub struct GenerateProposals {
     frac_bits: u32,
@@ -591,53 +580,26 @@ impl Operator for GenerateProposals {
         ])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let dims = Self::dims(inputs)?;
         let (images, anchors) = (u64::from(dims.images), dims.anchors_per_image);
         let (candidates, kept) = self.counts(anchors);
-        let sort = count(&[images, anchors, u64::from(bit_width(anchors))])?;
-        let iou_tests = count(&[images, candidates, kept])?;
-        let compares = sort
-            .checked_add(iou_tests)
+        // Every score is read for the top-k selection; each candidate's delta, anchor and
+        // variance are read and decoded with two exponentials; each candidate may be tested
+        // against every kept box.
+        let reads = count(&[images, anchors])?
+            .checked_add(count(&[images, candidates, GATHERED_VALUES])?)
             .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
-        let gathered = count(&[images, candidates, GATHERED_VALUES])?;
-        let written = count(&[images, kept, ROW_VALUES])?;
-        let copies = gathered
-            .checked_add(written)
-            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
-        Ok(vec![
-            (Param::WindowCompare, compares),
-            (
-                Param::Transcendental,
-                count(&[images, candidates, 2, super::cinn_unary::weight("Exp")])?,
-            ),
-            (
-                Param::ElementArith,
-                count(&[images, candidates, DECODE_STEPS])?,
-            ),
-            (Param::ElementCopy, copies),
-            // Version 2: per anchor its score read and the top-k selection; per candidate the
-            // decode (two exponentials), clip, filter and sort; per candidate and kept box one
-            // IoU test.
-            steps(
-                0,
-                &[
-                    (17, count(&[images, anchors])?),
-                    (6518, count(&[images, candidates])?),
-                    (29, iou_tests),
-                ],
-            )?,
-            // Version 4: the same, with the IoU test at 6 steps (its areas computed once per
-            // box, its products in 64-bit halves).
-            steps_v4(
-                0,
-                &[
-                    (17, count(&[images, anchors])?),
-                    (6518, count(&[images, candidates])?),
-                    (6, iou_tests),
-                ],
-            )?,
-        ])
+        Ok(Usage {
+            class: "",
+            work: Work {
+                reads,
+                writes: super::elements(outputs)?,
+                pairs: count(&[images, candidates, kept])?,
+                evals: count(&[images, candidates, 2])?,
+                ..Work::default()
+            },
+        })
     }
 
     /// Per image, one at a time: the anchor order (H·W·A indices), the survivors of the filter

@@ -9,11 +9,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
 use super::{
-    Arity, Family, OpDef, Operator, Read, Usage, output_precision, resolve_axis, steps,
-    trailing_runs, walk,
+    Arity, Family, OpDef, Operator, Read, output_precision, resolve_axis, trailing_runs, walk,
 };
 use crate::attrs::{AttrKind, Attrs, spec};
 use crate::error::Result;
@@ -74,7 +71,6 @@ pub enum ReduceKind {
 /// - Errors: `AttributeOutOfRange` (axis outside [−N, N), duplicate axes), `ShapeMismatch`
 ///   (`max` over an axis of size 0 that leaves output elements without any input element),
 ///   `PrecisionOverflow`.
-/// - Gas (v1): `element_arith` × input elements.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,
@@ -130,10 +126,6 @@ fn fold_lanes(values: &[i32], identity: i32, op: impl Fn(i32, i32) -> i32) -> i3
         .chain(tail)
         .fold(identity, |acc, &x| op(acc, x))
 }
-
-/// Version 2 steps per run of the input ([`InputRuns`]): a step of the walk over the leading
-/// axes, and the run's loop set-up.
-const REDUCE_RUN_STEPS: u64 = 24;
 
 impl Reduce {
     fn build(attrs: &Attrs<'_>, kind: ReduceKind) -> Result<Box<dyn Operator>> {
@@ -218,18 +210,6 @@ impl Operator for Reduce {
             }
         };
         Ok(vec![TensorType::new(plan.out_dims, precision)])
-    }
-
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let input = inputs[0].shape.elements();
-        let plan = self.plan(inputs[0].dims())?;
-        let runs = InputRuns::new(inputs[0].dims(), &plan.out_strides);
-        let run_count = input.checked_div(runs.run as u64).unwrap_or(0);
-        // Version 2: a vectorised step per input element, a step of the walk per run.
-        Ok(vec![
-            (Param::ElementArith, input),
-            steps(400, &[(1, input), (REDUCE_RUN_STEPS, run_count)])?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

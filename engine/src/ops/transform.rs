@@ -9,11 +9,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{
-    Arity, ElementSteps, Family, OpDef, Operator, Usage, count, resolve_axis, steps, walk,
-};
+use super::{Arity, Family, OpDef, Operator, Usage, Work, resolve_axis, walk};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -37,12 +33,8 @@ pub const FLATTEN: OpDef = OpDef {
 ///   order, which is what the spec's `flatten_index` formula states. The spec writes `Y` with a
 ///   single index; the 2-D shape is the deployed runtime's and what `dense` consumes (docs/ops.md).
 /// - Precision: same as X. Errors: `ShapeMismatch` for a rank-0 input.
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Flatten;
-
-/// Version 2 steps of `flatten`: a contiguous copy: `output_element` covers it.
-const FLATTEN_STEPS: ElementSteps = ElementSteps::new(0, 0);
 
 impl Operator for Flatten {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -62,14 +54,6 @@ impl Operator for Flatten {
             [first, rest_elements],
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            FLATTEN_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -105,7 +89,6 @@ pub const RESHAPE: OpDef = OpDef {
 ///   without two entries or with a split that does not divide, a cursor past the input rank);
 ///   `ShapeMismatch` when the element counts differ or a −1 cannot be inferred (the other
 ///   dimensions multiply to 0 or do not divide the element count).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Reshape {
     target: Vec<i64>,
@@ -240,23 +223,12 @@ impl Reshape {
     }
 }
 
-/// Version 2 steps of `reshape`: a contiguous copy: `output_element` covers it.
-const RESHAPE_STEPS: ElementSteps = ElementSteps::new(0, 0);
-
 impl Operator for Reshape {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         Ok(vec![TensorType::new(
             self.resolve(inputs[0].dims())?,
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            RESHAPE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -340,15 +312,11 @@ pub const REPEAT: OpDef = OpDef {
 ///   `repeats` ≥ 1 (required).
 /// - Output: X's shape with n_axis · repeats on `axis`. Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (output too large).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Repeat {
     repeats: u32,
     axis: i64,
 }
-
-/// Version 2 steps of `repeat`: an element-by-element copy.
-const REPEAT_STEPS: ElementSteps = ElementSteps::new(120, 12);
 
 impl Operator for Repeat {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -363,14 +331,6 @@ impl Operator for Repeat {
             )
         })?;
         Ok(vec![TensorType::new(dims, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            REPEAT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -420,7 +380,6 @@ pub const TILE: OpDef = OpDef {
 /// - Input: `X` of rank N. Attribute: `reps` (required, M ≥ 1 entries in [1, 4096)).
 /// - Output: rank K, dims SX_i · SR_i. Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`.
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Tile {
     reps: Vec<u32>,
@@ -439,9 +398,6 @@ impl Tile {
     }
 }
 
-/// Version 2 steps of `tile`: a gather with a modulo per axis and element.
-const TILE_STEPS: ElementSteps = ElementSteps::new(440, 25);
-
 impl Operator for Tile {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let (dims, reps) = self.aligned(inputs[0].dims());
@@ -454,14 +410,6 @@ impl Operator for Tile {
             })
             .collect::<Result<Vec<u32>>>()?;
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TILE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -512,7 +460,6 @@ pub const CONCATENATE: OpDef = OpDef {
 /// - Precision: the maximum of the inputs'.
 /// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ),
 ///   `LimitExceeded` (the joined axis exceeds 2^32 − 1).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Concatenate {
     axis: i64,
@@ -524,10 +471,6 @@ impl Concatenate {
         Concatenate { axis }
     }
 }
-
-/// Version 2 steps of `concatenate` per block copied (one per input and index of the axes
-/// before `axis`); the elements themselves are within `output_element`.
-const CONCATENATE_BLOCK_STEPS: u64 = 20;
 
 impl Operator for Concatenate {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -557,18 +500,6 @@ impl Operator for Concatenate {
         }
         let precision = inputs.iter().map(|t| t.precision).max().unwrap_or(1);
         Ok(vec![TensorType::new(dims, precision)])
-    }
-
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        let dims = inputs[0].dims();
-        let axis = resolve_axis("axis", self.axis, dims.len())?;
-        let outer: u64 = dims[..axis].iter().map(|&d| u64::from(d)).product();
-        let blocks = count(&[outer, inputs.len() as u64])?;
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            steps(128, &[(CONCATENATE_BLOCK_STEPS, blocks)])?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -621,15 +552,11 @@ pub const EXPAND_DIMS: OpDef = OpDef {
 /// - Output: X's shape with `num_newaxis` ones inserted before position `axis`; data unchanged.
 ///   Precision: same as X.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (rank above 8).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct ExpandDims {
     axis: i64,
     num_newaxis: usize,
 }
-
-/// Version 2 steps of `expand_dims`: a contiguous copy: `output_element` covers it.
-const EXPAND_DIMS_STEPS: ElementSteps = ElementSteps::new(0, 0);
 
 impl Operator for ExpandDims {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -639,14 +566,6 @@ impl Operator for ExpandDims {
         out.extend(core::iter::repeat_n(1, self.num_newaxis));
         out.extend_from_slice(&dims[position..]);
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            EXPAND_DIMS_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -679,14 +598,10 @@ pub const SQUEEZE: OpDef = OpDef {
 ///   gives (spec 001's formula would give rank 0); data unchanged. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (axis out of range), `ShapeMismatch` (an axis whose length
 ///   is not 1).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Squeeze {
     axis: Vec<i64>,
 }
-
-/// Version 2 steps of `squeeze`: a contiguous copy: `output_element` covers it.
-const SQUEEZE_STEPS: ElementSteps = ElementSteps::new(0, 0);
 
 impl Operator for Squeeze {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -721,14 +636,6 @@ impl Operator for Squeeze {
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SQUEEZE_STEPS.usage(elements)?,
-        ])
-    }
-
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         outputs[0].data.copy_from_slice(inputs[0].data);
         Ok(())
@@ -757,7 +664,6 @@ pub const TRANSPOSE: OpDef = OpDef {
 ///   [−N, N).
 /// - Output: dims n_{real_axes_i}. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (wrong length, out of range, not a permutation).
-/// - Gas (v1): `element_copy` × elements.
 #[derive(Debug)]
 pub struct Transpose {
     axes: Vec<i64>,
@@ -793,9 +699,6 @@ impl Transpose {
     }
 }
 
-/// Version 2 steps of `transpose`: a strided gather.
-const TRANSPOSE_STEPS: ElementSteps = ElementSteps::new(640, 11);
-
 impl Operator for Transpose {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
@@ -805,14 +708,6 @@ impl Operator for Transpose {
             .map(|axis| dims[axis])
             .collect::<Vec<_>>();
         Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TRANSPOSE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -854,14 +749,10 @@ pub const SLICE_LIKE: OpDef = OpDef {
 ///   The listed axes form a set (spec 001): a repeated axis counts once.
 /// - Errors: `AttributeOutOfRange` (axis out of range or past shape_like's rank),
 ///   `ShapeMismatch` (ranks differ without `axis`, m_j > n_j).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct SliceLike {
     axis: Vec<i64>,
 }
-
-/// Version 2 steps of `slice_like`: a strided gather.
-const SLICE_LIKE_STEPS: ElementSteps = ElementSteps::new(270, 11);
 
 impl Operator for SliceLike {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -907,14 +798,6 @@ impl Operator for SliceLike {
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            SLICE_LIKE_STEPS.usage(elements)?,
-        ])
-    }
-
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let strides = crate::tensor::Shape::new(inputs[0].dims).strides();
         let mut out = outputs[0].data.iter_mut();
@@ -952,14 +835,10 @@ pub const TAKE: OpDef = OpDef {
 /// - Precision: same as X.
 /// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (taking from an empty axis or tensor),
 ///   `LimitExceeded` (rank above 8).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct Take {
     axis: Option<i64>,
 }
-
-/// Version 2 steps of `take`: per index gathered: one element (no axis) or one row of the trailing axes.
-const TAKE_STEPS: ElementSteps = ElementSteps::new(80, 5);
 
 impl Operator for Take {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -995,21 +874,17 @@ impl Operator for Take {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        // With an axis every index gathers a row of the trailing axes of `data`.
-        let gathered = match self.axis {
-            None => elements,
-            Some(axis) => {
-                let dims = inputs[0].dims();
-                let axis = resolve_axis("axis", axis, dims.len())?;
-                let row: u64 = dims[axis + 1..].iter().map(|&d| u64::from(d)).product();
-                elements.checked_div(row).unwrap_or(0)
-            }
-        };
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            TAKE_STEPS.usage(gathered)?,
-        ])
+        // Reads the indices and the gathered elements of `data`, not all of it.
+        let written = outputs[0].shape.elements();
+        let reads = inputs[1]
+            .shape
+            .elements()
+            .checked_add(written)
+            .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
+        Ok(Usage {
+            class: "",
+            work: Work::io(reads, written),
+        })
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1061,12 +936,9 @@ pub const WHERE: OpDef = OpDef {
 /// - Precision: max(pcond, pA, pB): the deployed runtime gives the condition's precision, which
 ///   is unsound when the condition is narrower than A or B; this rule equals it wherever it is
 ///   sound (cvm-compat §3).
-/// - Errors: `ShapeMismatch`. Gas: `element_copy` × elements.
+/// - Errors: `ShapeMismatch`.
 #[derive(Debug)]
 pub struct Where;
-
-/// Version 2 steps of `where`: a select per element.
-const WHERE_STEPS: ElementSteps = ElementSteps::new(64, 1);
 
 impl Operator for Where {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -1093,14 +965,6 @@ impl Operator for Where {
             shape: a.shape.clone(),
             precision: cond.precision.max(a.precision).max(b.precision),
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            WHERE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1184,7 +1048,6 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 /// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (`begin` longer than N, a stride of 0 or −2^63, an empty
 ///   range).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct StridedSlice {
     begin: Vec<i64>,
@@ -1234,9 +1097,6 @@ impl StridedSlice {
     }
 }
 
-/// Version 2 steps of `strided_slice`: a strided gather.
-const STRIDED_SLICE_STEPS: ElementSteps = ElementSteps::new(640, 13);
-
 impl Operator for StridedSlice {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let axes = self.resolve(inputs[0].dims())?;
@@ -1244,14 +1104,6 @@ impl Operator for StridedSlice {
             axes.iter().map(|a| a.count).collect::<Vec<_>>(),
             inputs[0].precision,
         )])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            STRIDED_SLICE_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -1312,14 +1164,10 @@ pub const CVM_LUT: OpDef = OpDef {
 /// - Output: the indices' shape. Precision: the table's (cvm-compat §3).
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (`in_dim` ≠ table size), `ShapeMismatch`
 ///   (empty table with indices to look up).
-/// - Gas (v1): `element_copy` × output elements.
 #[derive(Debug)]
 pub struct CvmLut {
     in_dim: i64,
 }
-
-/// Version 2 steps of `cvm_lut`: a table lookup per element.
-const CVM_LUT_STEPS: ElementSteps = ElementSteps::new(128, 4);
 
 impl Operator for CvmLut {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
@@ -1339,14 +1187,6 @@ impl Operator for CvmLut {
             shape: indices.shape.clone(),
             precision: table.precision,
         }])
-    }
-
-    fn usage(&self, _inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let elements = outputs[0].shape.elements();
-        Ok(vec![
-            (Param::ElementCopy, elements),
-            CVM_LUT_STEPS.usage(elements)?,
-        ])
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

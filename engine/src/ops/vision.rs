@@ -8,9 +8,9 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use cvm_gas::Param;
-
-use super::{Arity, Family, OpDef, Operator, Usage, count, expect_rank, output_precision, steps};
+use super::{
+    Arity, Family, OpDef, Operator, Usage, count, expect_rank, io_usage, output_precision,
+};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -46,7 +46,7 @@ pub const GET_VALID_COUNTS: OpDef = OpDef {
 /// - Precision: `valid_count` nprec(N·K) as cvm-compat §3 states; `Y` max(p, 2) (2 holds the
 ///   −1 fill; cvm-compat gives p).
 /// - Errors: `ShapeMismatch` (rank, K outside 2..=32), `AttributeOutOfRange`
-///   (`score_threshold` outside int32). Gas: `element_copy` × B·N·K + `element_arith` × B·N.
+///   (`score_threshold` outside int32).
 #[derive(Debug)]
 pub struct GetValidCounts {
     score_threshold: i32,
@@ -68,16 +68,6 @@ impl Operator for GetValidCounts {
         Ok(vec![
             TensorType::new([batches], count_precision),
             TensorType::new([batches, rows, width], data.precision.max(FILL_PRECISION)),
-        ])
-    }
-
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
-        let dims = inputs[0].dims();
-        let rows = count(&[u64::from(dims[0]), u64::from(dims[1])])?;
-        Ok(vec![
-            (Param::ElementCopy, inputs[0].shape.elements()),
-            (Param::ElementArith, rows),
-            steps(240, &[(2, inputs[0].shape.elements())])?,
         ])
     }
 
@@ -148,8 +138,6 @@ pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
 ///   ≤ 0 has IoU 0.
 /// - Precision: max(pX, 2) (2 holds the −1 fill; cvm-compat gives pX).
 /// - Errors: `ShapeMismatch` (ranks, K ≠ 6, batch sizes differ), `AttributeOutOfRange`.
-/// - Gas (v1): `window_compare` × B·N·N (the pairwise IoU tests, worst case) + `element_copy` ×
-///   B·N·6.
 #[derive(Debug)]
 pub struct NonMaxSuppression {
     iou_threshold: i64,
@@ -247,16 +235,11 @@ impl Operator for NonMaxSuppression {
         }])
     }
 
-    fn usage(&self, inputs: &[TensorType], _outputs: &[TensorType]) -> Result<Usage> {
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let dims = inputs[0].dims();
-        let pairs = count(&[u64::from(dims[0]), u64::from(dims[1]), u64::from(dims[1])])?;
-        let rows = count(&[u64::from(dims[0]), u64::from(dims[1])])?;
-        Ok(vec![
-            (Param::WindowCompare, pairs),
-            (Param::ElementCopy, inputs[0].shape.elements()),
-            // Version 2: an overlap test per pair, a sort and a copy per row.
-            steps(0, &[(22, pairs), (66, rows)])?,
-        ])
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.pairs = count(&[u64::from(dims[0]), u64::from(dims[1]), u64::from(dims[1])])?;
+        Ok(usage)
     }
 
     /// Per batch: the row order, the stable sort's buffer and the kept rows (with room for the

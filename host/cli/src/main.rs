@@ -14,7 +14,7 @@ use cvm_cli::error::{HostError, read_file};
 use cvm_cli::inputs::{InputArg, assign, read_input};
 use cvm_cli::render;
 use cvm_cli::runner::{
-    CURRENT_SCHEDULE, EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model,
+    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model,
     phase, validate_natively,
 };
 use cvm_engine::Report;
@@ -148,12 +148,17 @@ enum Command {
     Version,
 }
 
+/// The schedule version the command line uses when given none: the newest the engine defines.
+/// The library has no default; the command line says so in `--help` and `cvm version`.
+const NEWEST_SCHEDULE: u32 = cvm_engine::gas::Schedule::NEWEST.version;
+
 /// The gas schedule a command validates and prices the model under.
 #[derive(Args)]
 struct ScheduleArg {
-    /// Gas schedule version to validate and price the model under; an undefined version is the
-    /// engine's UnsupportedVersion error (`cvm version` lists the defined ones).
-    #[arg(long = "schedule", value_name = "N", default_value_t = CURRENT_SCHEDULE)]
+    /// Gas schedule version to validate and price the model under; without it, the newest
+    /// schedule the engine defines. An undefined version is the engine's UnsupportedVersion
+    /// error (`cvm version` lists the defined ones).
+    #[arg(long = "schedule", value_name = "N", default_value_t = NEWEST_SCHEDULE)]
     version: u32,
 }
 
@@ -848,7 +853,7 @@ fn version() {
         .collect();
     let _ = writeln!(
         stdout,
-        "gas schedule versions  {} (default {CURRENT_SCHEDULE})",
+        "gas schedule versions  {} (default {NEWEST_SCHEDULE}, the newest)",
         defined.join(", ")
     );
     let _ = writeln!(stdout, "engine ABI version     {}", wasm::ABI_VERSION);

@@ -103,6 +103,7 @@ pub fn estimate_json(estimate: &Estimate) -> Value {
     json!({
         "schedule_version": estimate.schedule_version,
         "total_gas": estimate.total_gas,
+        "run_gas": estimate.run_gas,
         "peak_memory_bytes": estimate.peak_memory_bytes,
         "arena_bytes": estimate.arena_bytes,
         "nodes": estimate.nodes.iter().map(|node| json!({
@@ -129,6 +130,7 @@ pub fn estimate_text(estimate: &Estimate) -> String {
             node.name, node.op, node.gas
         ));
     }
+    text.push_str(&format!("run gas:     {}\n", estimate.run_gas));
     text.push_str(&format!(
         "total gas:   {} (schedule v{})\n",
         estimate.total_gas, estimate.schedule_version

@@ -1,8 +1,8 @@
 //! Running a model natively or in wasm behind one interface, and loading models from files.
 //!
 //! Both paths feed the same canonical model bytes, the same gas schedule version and the same
-//! borsh-encoded inputs to the same engine code (`cvm_engine::load_with_schedule` +
-//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load_with_schedule`).
+//! borsh-encoded inputs to the same engine code (`cvm_engine::load` +
+//! `run_encoded`); the wasm path does it inside wasmtime (`cvm_load`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -35,9 +35,6 @@ impl EngineKind {
         }
     }
 }
-
-/// The gas schedule version a load uses when the caller names none: the engine's current one.
-pub const CURRENT_SCHEDULE: u32 = cvm_engine::gas::Schedule::CURRENT.version;
 
 /// Encodes inputs the way the ABI takes them.
 pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
@@ -86,9 +83,7 @@ pub fn execute_timed(
 ) -> Result<Report, HostError> {
     match engine {
         EngineKind::Native => {
-            let validated = timings.time(phase::MODEL_LOAD, || {
-                cvm_engine::load_with_schedule(model, schedule)
-            });
+            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(model, schedule));
             let validated = match validated {
                 Ok(validated) => validated,
                 Err(report) => return Ok(*report),
@@ -108,9 +103,9 @@ pub fn execute_timed(
                 }
             };
             let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
-            if let Some(report) = timings.time(phase::MODEL_LOAD, || {
-                session.load_with_schedule(model, schedule)
-            })? {
+            if let Some(report) =
+                timings.time(phase::MODEL_LOAD, || session.load(model, schedule))?
+            {
                 return Ok(report);
             }
             let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
@@ -308,5 +303,5 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 /// The engine's deterministic rejection, as a report (`UnsupportedVersion` for an undefined
 /// schedule version).
 pub fn validate_natively(bytes: &[u8], schedule: u32) -> Result<ValidatedModel, Box<Report>> {
-    cvm_engine::load_with_schedule(bytes, schedule)
+    cvm_engine::load(bytes, schedule)
 }

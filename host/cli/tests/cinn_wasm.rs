@@ -88,7 +88,7 @@ fn check_dot(wasm: &WasmEngine, k: usize, f: u32, bits: u32) {
         data: x.clone(),
     }];
     let report =
-        common::run_both(wasm, &model, &inputs, u64::MAX, Schedule::CURRENT.version).unwrap();
+        common::run_both(wasm, &model, &inputs, u64::MAX, Schedule::NEWEST.version).unwrap();
     let Status::Ok { outputs } = report.outcome.status else {
         panic!("{report:?}");
     };

@@ -164,7 +164,8 @@ fn estimate_equals_gas_charged_and_one_less_is_out_of_gas() {
         nodes
             .iter()
             .map(|n| n["gas"].as_u64().unwrap_or(0))
-            .sum::<u64>(),
+            .sum::<u64>()
+            + estimate["run_gas"].as_u64().expect("run gas"),
         total
     );
     // The memory plan: parameters (5480 bytes), packed weights (4096: 2560 for the dense node,
@@ -220,7 +221,8 @@ fn estimate_equals_gas_charged_and_one_less_is_out_of_gas() {
         ],
         1,
     );
-    assert_eq!(zero["error"]["node"], "conv1");
+    // The run's own gas is charged first, before any node.
+    assert_eq!(zero["error"]["node"], Value::Null);
     assert_eq!(zero["gas_used"], 0);
 }
 
@@ -276,11 +278,11 @@ fn version_names_the_schedules_and_the_engine_hash() {
     for needle in [
         "model format version   1".to_string(),
         format!(
-            "gas schedule versions  {} (default {})",
+            "gas schedule versions  {} (default {}, the newest)",
             schedules.join(", "),
-            Schedule::CURRENT.version
+            Schedule::NEWEST.version
         ),
-        "engine ABI version     2".to_string(),
+        "engine ABI version     3".to_string(),
         format!(
             "engine.wasm sha3-256   {} ({} bytes, the pinned module)",
             cvm_runtime::wasm::engine_wasm_sha3(),
@@ -310,18 +312,18 @@ fn schedule_1_gives_the_blessed_figures() {
     // The CNN fixture's gas, blessed under schedule version 1.
     let estimate = estimate_under(&cnn_model(), "1");
     assert_eq!(estimate["schedule_version"], 1);
-    assert_eq!(estimate["total_gas"], 16604);
+    assert_eq!(estimate["total_gas"], 48522);
     for engine in ["wasm", "native"] {
         let ran = run_on_cnn_input(&cnn_model(), &["--schedule", "1", "--engine", engine], 0);
-        assert_eq!(ran["gas_used"], 16604, "{engine}");
+        assert_eq!(ran["gas_used"], 48522, "{engine}");
         assert_eq!(
-            ran["hash"], "52dfbc07a7241d32b02bfa1a1af9c6f374080bd06d78f27b5e65601297f52c89",
+            ran["hash"], "22e911cd43cbbbabe3a426ed87b0bd5faed6b6d4dd53abd7012d1fc15537a029",
             "{engine}"
         );
     }
     let inspect = expect_status(&["inspect", path_str(&cnn_model()), "--schedule", "1"], 0);
     assert!(
-        inspect.contains("total gas 16604 (schedule v1)"),
+        inspect.contains("total gas 48522 (schedule v1)"),
         "{inspect}"
     );
 }
@@ -360,11 +362,11 @@ fn every_schedule_charges_its_estimate_on_both_engines() {
         );
         assert_eq!(starved["error"]["code"], "OutOfGas");
     }
-    // Without --schedule: the current schedule.
+    // Without --schedule: the newest schedule.
     let default = run_json(&["estimate", path_str(&model), "--json"], 0);
     assert_eq!(
         default,
-        estimate_under(&model, &Schedule::CURRENT.version.to_string())
+        estimate_under(&model, &Schedule::NEWEST.version.to_string())
     );
 }
 
@@ -404,7 +406,7 @@ fn an_undefined_schedule_is_unsupported_version_on_both_engines() {
     assert_eq!(wasm["gas_used"], 0);
     let message = wasm["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.starts_with("gas schedule version 9 is not defined; this engine defines versions"),
+        message.starts_with("gas schedule version 9 is not defined; this engine defines version"),
         "{message}"
     );
 

@@ -198,7 +198,7 @@ fn depthwise_and_pointwise_kernels_equal_the_formula_in_wasm() {
             &model(&s, &w, &bias),
             &inputs,
             u64::MAX,
-            Schedule::CURRENT.version,
+            Schedule::NEWEST.version,
         )
         .unwrap_or_else(|err| panic!("{s:?}: {err}"));
         let Status::Ok { outputs } = report.outcome.status else {

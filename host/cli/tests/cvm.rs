@@ -680,7 +680,7 @@ fn data_may_stand_at_any_position() {
     let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
     assert_eq!(model.model.inputs[0].name, "data");
     let report = cvm_engine::run(
-        &cvm_engine::load(&model.model.encode()).unwrap(),
+        &cvm_engine::load(&model.model.encode(), 1).unwrap(),
         vec![cvm_engine::InputTensor {
             shape: vec![1, 4],
             data: vec![1, 2, 3, 4],

@@ -67,9 +67,7 @@ fn random_graphs_agree_natively_and_in_wasm() {
         }
         match native.error_code() {
             None => {
-                let estimate = cvm_engine::load_with_schedule(&bytes, schedule)
-                    .unwrap()
-                    .estimate();
+                let estimate = cvm_engine::load(&bytes, schedule).unwrap().estimate();
                 assert_eq!(estimate.schedule_version, schedule, "seed {seed}");
                 assert_eq!(
                     estimate.total_gas, native.outcome.gas_used,

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use cvm_cli::runner::{CURRENT_SCHEDULE, EngineKind, execute};
+use cvm_cli::runner::{EngineKind, execute};
 use cvm_engine::exec::InputTensor;
 use cvm_engine::{Status, ValidatedModel};
 use cvm_formats::cvm;
@@ -50,7 +50,7 @@ fn argmax(logits: &[i32]) -> i32 {
 fn integer_accuracy_matches_the_reference_and_the_float_model() {
     let (bytes, meta) = model_bytes();
     assert_eq!(meta.postprocess, cvm::Postprocess::Argmax);
-    let model = cvm_engine::load(&bytes).unwrap();
+    let model = cvm_engine::load(&bytes, 1).unwrap();
     let inputs = npy("inputs.npy");
     let labels = npy("labels.npy").data;
     let reference = npy("int_predictions.npy").data;
@@ -129,7 +129,7 @@ fn wasm_and_native_agree_on_a_sample_and_the_cli_writes_argmax_bytes() {
             &bytes,
             &input,
             u64::MAX,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap();
         let in_wasm = execute(
@@ -138,7 +138,7 @@ fn wasm_and_native_agree_on_a_sample_and_the_cli_writes_argmax_bytes() {
             &bytes,
             &input,
             u64::MAX,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap();
         assert_eq!(native, in_wasm, "image {index}");

@@ -3,7 +3,7 @@
 //! generated graph burns stays under a tenth of what the backstop grants for its bytes and gas.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use cvm_cli::runner::{CURRENT_SCHEDULE, EngineKind, encode_inputs, execute};
+use cvm_cli::runner::{EngineKind, encode_inputs, execute};
 use cvm_engine::exec::InputTensor;
 use cvm_engine::gas::Schedule;
 use cvm_engine::{ErrorCode, Model};
@@ -34,10 +34,7 @@ fn a_loaded_model_serves_many_runs() {
     let wasm = WasmEngine::new().expect("engine");
     let mut session = wasm.session().expect("session");
     assert!(
-        session
-            .load_with_schedule(&model, SCHEDULE)
-            .expect("load")
-            .is_none(),
+        session.load(&model, SCHEDULE).expect("load").is_none(),
         "the CNN loads"
     );
     for seed in 0..5 {
@@ -84,11 +81,7 @@ fn check_fuel(
     schedule: u32,
 ) -> Option<u64> {
     let mut session = wasm.session().expect("session");
-    if session
-        .load_with_schedule(model, schedule)
-        .expect("load")
-        .is_some()
-    {
+    if session.load(model, schedule).expect("load").is_some() {
         return None;
     }
     let load_fuel = session.fuel_used().expect("fuel");
@@ -176,7 +169,7 @@ fn corrupted_models_are_handled_identically() {
             &corrupt,
             &inputs,
             1 << 40,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .expect("native never fails");
         let in_wasm = execute(
@@ -185,7 +178,7 @@ fn corrupted_models_are_handled_identically() {
             &corrupt,
             &inputs,
             1 << 40,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap_or_else(|err| panic!("round {round}: wasm failed: {err}"));
         assert_eq!(native, in_wasm, "round {round}");

@@ -146,3 +146,23 @@ fn fixtures() {
     );
     eprintln!("{} fixture cases passed", cases.len());
 }
+
+/// The README's example run is `models/digits/case.json` (image 2): the gas and hash it prints
+/// are that case's pinned expectation.
+#[test]
+fn the_readme_prints_the_digits_case() {
+    let case = cvm_fixtures::all_cases()
+        .expect("fixture files load")
+        .into_iter()
+        .find(|case| case.name == "models/digits/case")
+        .expect("the digits case");
+    let expected = case.expected.expect("blessed");
+    let readme = std::fs::read_to_string(cvm_fixtures::root().join("../README.md")).unwrap();
+    let gas = expected["gas_used"].as_u64().unwrap();
+    let hash = expected["hash"].as_str().unwrap();
+    assert!(readme.contains(&format!("\ngas used: {gas}\n")), "{gas}");
+    assert!(
+        readme.contains(&format!("\nhash:     {hash} (sha3-256)\n")),
+        "{hash}"
+    );
+}

@@ -5,7 +5,7 @@
 //! in cli.rs, CVM load checks in cvm.rs, limits at and past their values in engine/tests/limits.rs.)
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
-use cvm_cli::runner::{CURRENT_SCHEDULE, EngineKind, execute};
+use cvm_cli::runner::{EngineKind, execute};
 use cvm_engine::exec::InputTensor;
 use cvm_engine::limits::MAX_TENSOR_ELEMENTS;
 use cvm_engine::{ErrorCode, Status};
@@ -110,7 +110,7 @@ fn the_largest_tensor_runs_in_wasm_under_the_memory_cap() {
         &model,
         &inputs,
         u64::MAX,
-        CURRENT_SCHEDULE,
+        cvm_engine::gas::Schedule::NEWEST.version,
     )
     .unwrap();
     let Status::Ok { outputs } = &report.outcome.status else {

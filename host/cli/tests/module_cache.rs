@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cvm_cli::runner::{
-    CURRENT_SCHEDULE, EngineKind, ModelSource, encode_inputs, execute, load_model,
+    EngineKind, ModelSource, encode_inputs, execute, load_model,
 };
 use cvm_engine::Report;
 use cvm_runtime::hash::{HashAlgorithm, outcome_hash};
@@ -17,6 +17,9 @@ use cvm_runtime::wasm::{
     ENGINE_WASM, ModuleOrigin, WASMTIME_VERSION, WasmEngine, cache_file_name, cache_key, checksum,
     config,
 };
+
+/// The gas schedule these tests load under.
+const SCHEDULE: u32 = cvm_engine::gas::Schedule::NEWEST.version;
 
 /// A directory under the system temporary directory, unique to this process and test, removed
 /// when dropped.
@@ -59,12 +62,7 @@ fn run_digits(wasm: &WasmEngine) -> Report {
         .bytes;
     let input = cvm_cli::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let mut session = wasm.session().unwrap();
-    assert!(
-        session
-            .load_with_schedule(&model, CURRENT_SCHEDULE)
-            .unwrap()
-            .is_none()
-    );
+    assert!(session.load(&model, SCHEDULE).unwrap().is_none());
     session.run(&encode_inputs(&[input]), u64::MAX).unwrap()
 }
 
@@ -362,7 +360,7 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
             &model,
             &[input],
             u64::MAX,
-            CURRENT_SCHEDULE,
+            cvm_engine::gas::Schedule::NEWEST.version,
         )
         .unwrap()
     };
@@ -374,12 +372,7 @@ fn the_unmetered_benchmark_engine_gives_the_same_outcome_and_no_fuel() {
     let model = load_model(&ModelSource::from_path(&digits()))
         .unwrap()
         .bytes;
-    assert!(
-        session
-            .load_with_schedule(&model, CURRENT_SCHEDULE)
-            .unwrap()
-            .is_none()
-    );
+    assert!(session.load(&model, SCHEDULE).unwrap().is_none());
     let input = cvm_cli::inputs::read_input(&digits().join("input_2.npy")).unwrap();
     let short = session.run(&encode_inputs(&[input]), 1_000).unwrap();
     assert_eq!(
@@ -431,7 +424,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07")
+            .contains("110e7e8a6b9f07f231bba805ecb71d7491ed5a7f4d87c705f2ecdda440e6ccba")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

@@ -2,7 +2,7 @@
 //! `UnsupportedVersion` report with gas 0 on both engines; under every defined version both
 //! engines give the same report, the estimate names the version asked for, and a run charges
 //! exactly that schedule's static estimate. No figure of a schedule is written here. Also: the
-//! host refuses an engine module of another ABI version, or one without `cvm_load_with_schedule`.
+//! host refuses an engine module of another ABI version.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 mod common;
@@ -61,7 +61,7 @@ fn undefined_versions_are_unsupported_version_on_both_engines() {
             let message = &report.failure.as_ref().unwrap().message;
             assert!(
                 message.starts_with(&format!(
-                    "gas schedule version {version} is not defined; this engine defines versions "
+                    "gas schedule version {version} is not defined; this engine defines version"
                 )),
                 "{message}"
             );
@@ -74,7 +74,7 @@ fn a_rejected_version_leaves_no_model_loaded() {
     let wasm = WasmEngine::new().unwrap();
     let (model, inputs) = cnn();
     let mut session = wasm.session().unwrap();
-    assert!(session.load_with_schedule(&model, 1).unwrap().is_none());
+    assert!(session.load(&model, 1).unwrap().is_none());
     assert!(
         session
             .run(&encode_inputs(&inputs), u64::MAX)
@@ -82,10 +82,7 @@ fn a_rejected_version_leaves_no_model_loaded() {
             .error_code()
             .is_none()
     );
-    let rejected = session
-        .load_with_schedule(&model, 0)
-        .unwrap()
-        .expect("rejected");
+    let rejected = session.load(&model, 0).unwrap().expect("rejected");
     assert_eq!(rejected.error_code(), Some(ErrorCode::UnsupportedVersion));
     let error = session.run(&encode_inputs(&inputs), u64::MAX).unwrap_err();
     assert!(error.to_string().contains("no model loaded"), "{error}");
@@ -103,7 +100,7 @@ fn every_schedule_charges_its_static_estimate_on_both_engines() {
         for (index, schedule) in Schedule::ALL.iter().enumerate() {
             let version = schedule.version;
             let report = both(&wasm, bytes, &prepared.inputs, prepared.gas_limit, version);
-            let Ok(model) = cvm_engine::load_with_schedule(bytes, version) else {
+            let Ok(model) = cvm_engine::load(bytes, version) else {
                 assert!(report.error_code().is_some(), "{}: {report:?}", case.name);
                 continue;
             };
@@ -119,12 +116,7 @@ fn every_schedule_charges_its_static_estimate_on_both_engines() {
             }
             // The session API: a model loaded under `version` charges the same.
             let mut session = wasm.session().unwrap();
-            assert!(
-                session
-                    .load_with_schedule(bytes, version)
-                    .unwrap()
-                    .is_none()
-            );
+            assert!(session.load(bytes, version).unwrap().is_none());
             let in_session = session
                 .run(&encode_inputs(&prepared.inputs), prepared.gas_limit)
                 .unwrap();
@@ -175,8 +167,9 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     let signature = |name: &str| -> Vec<u8> {
         let params: &[u8] = match name {
             "cvm_alloc" => &[0x7f],
-            "cvm_free" | "cvm_load" => &[0x7f, 0x7f],
-            "cvm_load_with_schedule" => &[0x7f, 0x7f, 0x7f],
+            "cvm_free" => &[0x7f, 0x7f],
+            "cvm_load" if version < 3 => &[0x7f, 0x7f],
+            "cvm_load" => &[0x7f, 0x7f, 0x7f],
             "cvm_run" => &[0x7f, 0x7f, 0x7e],
             _ => &[],
         };
@@ -206,8 +199,8 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     .concat()
 }
 
-/// The exports of ABI version 1.
-const ABI_1_EXPORTS: [&str; 7] = [
+/// The exports of ABI versions 1 and 3 (`cvm_load` takes the schedule version from 3 on).
+const EXPORTS: [&str; 7] = [
     "cvm_abi_version",
     "cvm_alloc",
     "cvm_free",
@@ -218,22 +211,17 @@ const ABI_1_EXPORTS: [&str; 7] = [
 ];
 
 #[test]
-fn the_host_refuses_other_abi_versions_and_needs_the_schedule_export() {
-    assert_eq!(ABI_VERSION, 2);
-    // An engine of ABI version 1 is refused for its version, not for the export it lacks.
-    let old = WasmEngine::from_module_bytes(&stand_in_module(1, &ABI_1_EXPORTS)).unwrap();
+fn the_host_refuses_other_abi_versions_and_needs_the_schedule_argument() {
+    assert_eq!(ABI_VERSION, 3);
+    // An engine of ABI version 2 is refused for its version.
+    let old = WasmEngine::from_module_bytes(&stand_in_module(2, &EXPORTS)).unwrap();
     let error = old.session().err().expect("refused").to_string();
     assert!(
-        error.contains("engine.wasm speaks ABI version 1, this host speaks 2"),
+        error.contains("engine.wasm speaks ABI version 2, this host speaks 3"),
         "{error}"
     );
-    // Version 2 without `cvm_load_with_schedule`: the missing export is named.
-    let lacking = WasmEngine::from_module_bytes(&stand_in_module(2, &ABI_1_EXPORTS)).unwrap();
-    let error = lacking.session().err().expect("refused").to_string();
-    assert!(error.contains("cvm_load_with_schedule"), "{error}");
-    // With it, the stand-in is accepted.
-    let complete = [&ABI_1_EXPORTS[..], &["cvm_load_with_schedule"]].concat();
-    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(2, &complete)).unwrap();
+    // Version 3 with `cvm_load` taking the version: accepted.
+    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(3, &EXPORTS)).unwrap();
     assert!(stand_in.session().is_ok());
     assert!(WasmEngine::new().unwrap().session().is_ok());
 }

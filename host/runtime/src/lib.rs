@@ -113,7 +113,7 @@ impl Runtime {
     /// fails.
     pub fn load(&self, model_bytes: &[u8], schedule_version: u32) -> Result<Model, LoadError> {
         let mut session = self.engine.session()?;
-        if let Some(report) = session.load_with_schedule(model_bytes, schedule_version)? {
+        if let Some(report) = session.load(model_bytes, schedule_version)? {
             return Err(LoadError::Rejected(Box::new(Verdict::new(report))));
         }
         Ok(Model {
@@ -199,7 +199,7 @@ impl Model {
     /// A new engine instance with this model loaded.
     fn fresh_session(&self) -> Result<WasmSession, NodeError> {
         let mut session = self.engine.session()?;
-        match session.load_with_schedule(&self.bytes, self.schedule_version)? {
+        match session.load(&self.bytes, self.schedule_version)? {
             None => Ok(session),
             // The same bytes loaded under the same schedule when the model was created: only an
             // engine bug or a broken machine gets here.

@@ -46,9 +46,9 @@ pub fn engine_wasm_matches_pin() -> bool {
     engine_wasm_sha3() == ENGINE_WASM_SHA3_PIN.trim()
 }
 
-/// The ABI version this host speaks (see `engine/src/abi.rs`): version 2, which loads a model
-/// under a named gas schedule (`cvm_load_with_schedule`).
-pub const ABI_VERSION: u32 = 2;
+/// The ABI version this host speaks (see `engine/src/abi.rs`): version 3, whose `cvm_load`
+/// takes the gas schedule version.
+pub const ABI_VERSION: u32 = 3;
 
 /// Most linear memory the engine instance may grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
@@ -116,7 +116,7 @@ pub struct WasmEngine {
 struct Exports {
     memory: Memory,
     alloc: TypedFunc<u32, u32>,
-    load_with_schedule: TypedFunc<(u32, u32, u32), u32>,
+    load: TypedFunc<(u32, u32, u32), u32>,
     run: TypedFunc<(u32, u32, u64), u32>,
     reply_ptr: TypedFunc<(), u32>,
     reply_len: TypedFunc<(), u32>,
@@ -469,7 +469,7 @@ impl Exports {
                 .get_memory(&mut *store, "memory")
                 .ok_or_else(|| NodeError::Wasm("engine.wasm exports no memory".into()))?,
             alloc: typed(instance, store, "cvm_alloc")?,
-            load_with_schedule: typed(instance, store, "cvm_load_with_schedule")?,
+            load: typed(instance, store, "cvm_load")?,
             run: typed(instance, store, "cvm_run")?,
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
             reply_len: typed(instance, store, "cvm_reply_len")?,
@@ -543,25 +543,21 @@ impl WasmSession {
         Ok(())
     }
 
-    /// Loads canonical model bytes priced with gas schedule `version`
-    /// (`cvm_load_with_schedule`). `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
+    /// Loads canonical model bytes priced with gas schedule `version` (`cvm_load`).
+    /// `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
     /// the model deterministically, with `UnsupportedVersion` when it defines no schedule
     /// `version`.
     ///
     /// # Errors
     /// [`NodeError::Wasm`] on a trap or fuel exhaustion.
-    pub fn load_with_schedule(
-        &mut self,
-        model: &[u8],
-        version: u32,
-    ) -> Result<Option<Report>, NodeError> {
+    pub fn load(&mut self, model: &[u8], version: u32) -> Result<Option<Report>, NodeError> {
         self.grant_fuel(fuel_for(model.len(), 0))?;
         let (ptr, len) = self.put(model)?;
         let status = self
             .exports
-            .load_with_schedule
+            .load
             .call(&mut self.store, (ptr, len, version))
-            .map_err(|e| wasm_error("cvm_load_with_schedule", e))?;
+            .map_err(|e| wasm_error("cvm_load", e))?;
         self.loaded(status)
     }
 

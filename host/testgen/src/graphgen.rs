@@ -497,7 +497,7 @@ pub fn generate(source: &mut ByteSource<'_>, max_nodes: usize) -> Generated {
                 output: 0,
             },
         }];
-        match ValidatedModel::from_bytes(&model.encode()) {
+        match ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1) {
             Ok(validated) => {
                 let node = &validated.nodes[index as usize];
                 for (output, ty) in node.output_types.iter().enumerate() {

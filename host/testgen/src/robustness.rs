@@ -14,7 +14,7 @@ use cvm_runtime::wasm::WasmEngine;
 use crate::graphgen::{ByteSource, generate};
 
 /// The gas schedule version the differential check loads under: the engine's current one.
-const SCHEDULE: u32 = cvm_engine::gas::Schedule::CURRENT.version;
+const SCHEDULE: u32 = cvm_engine::gas::Schedule::NEWEST.version;
 
 /// Most input elements the fuzz checks allocate for one run (declared shapes may be far larger).
 const MAX_FUZZ_INPUT_ELEMENTS: u64 = 1 << 16;
@@ -56,7 +56,7 @@ pub fn canonical(data: &[u8]) {
         return;
     };
     let gas_limit = u64::from(u16::from_le_bytes(*limit)) * 16;
-    if let Ok(model) = cvm_engine::load(bytes)
+    if let Ok(model) = cvm_engine::load(bytes, 1)
         && let Some(inputs) = inputs_for(&model, bytes)
     {
         let report = cvm_engine::run(&model, inputs, gas_limit);
@@ -77,7 +77,7 @@ pub fn text_model(data: &[u8]) {
     };
     // Parameter files resolve against a directory that does not exist: nothing is read.
     if let Ok(model) = text::from_json(&value, Path::new("/nonexistent/cvm-fuzz")) {
-        let _ = cvm_engine::load(&model.encode());
+        let _ = cvm_engine::load(&model.encode(), 1);
     }
 }
 
@@ -91,7 +91,7 @@ pub fn cvm_import(data: &[u8]) {
     if let Ok(model) = cvm::import(symbol, params) {
         let bytes = model.model.encode();
         assert!(
-            cvm_engine::load(&bytes).is_ok(),
+            cvm_engine::load(&bytes, 1).is_ok(),
             "an imported model must validate"
         );
     }
@@ -106,7 +106,7 @@ pub fn differential(data: &[u8], wasm: &WasmEngine) {
     let generated = generate(&mut ByteSource::new(data), 8);
     let bytes = generated.model.encode();
     let gas_limit = 1 << 32;
-    let native = match cvm_engine::load_with_schedule(&bytes, SCHEDULE) {
+    let native = match cvm_engine::load(&bytes, SCHEDULE) {
         Ok(model) => cvm_engine::run(&model, generated.inputs.clone(), gas_limit),
         Err(report) => *report,
     };
@@ -124,7 +124,7 @@ fn run_in_wasm(
     gas_limit: u64,
 ) -> Result<Report, NodeError> {
     let mut session = wasm.session()?;
-    if let Some(rejected) = session.load_with_schedule(bytes, SCHEDULE)? {
+    if let Some(rejected) = session.load(bytes, SCHEDULE)? {
         return Ok(rejected);
     }
     let encoded = borsh::to_vec(inputs).map_err(|error| NodeError::Request(error.to_string()))?;

@@ -378,7 +378,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
     // The declared shape of every operator output must be the inferred one: the deployed
     // runtime allocates by the declared shapes (cvm-compat §6: a conv2d weight that disagrees
     // with its attributes overruns memory there).
-    let validated = ValidatedModel::from_bytes(&model.encode())?;
+    let validated = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)?;
     let op_ids =
         (0..graph.nodes.len()).filter(|&id| matches!(graph.nodes[id].kind, NodeKind::Op(_)));
     for (node, id) in validated.nodes.iter().zip(op_ids) {
