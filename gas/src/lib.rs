@@ -30,7 +30,9 @@ pub struct Work {
     pub reads: u64,
     /// Elements written to the outputs.
     pub writes: u64,
-    /// Window taps: (output element, window position) pairs of a pooling window.
+    /// Window taps: (output element, window position) pairs of a pooling window; for a
+    /// convolution, the input elements each output window (image, group, output position)
+    /// covers, counted once per window whatever the output channels it serves.
     pub taps: u64,
     /// Candidate pairs: pairs of boxes an overlap test may compare.
     pub pairs: u64,
@@ -141,20 +143,21 @@ const fn row(op: &'static str, class: &'static str, r: [u64; 6]) -> Row {
 #[rustfmt::skip]
 const V1_TABLE: &[Row] = &[
     //  operator                 class          mac  read  write  tap  pair   eval
-    row("sum",                   "",          [    0,    64,   128,     0,     0,     0]),
-    row("max",                   "",          [    0,    68,   136,     0,     0,     0]),
+    row("sum",                   "",          [    0,    96,   192,     0,     0,     0]),
+    row("max",                   "",          [    0,   100,   200,     0,     0,     0]),
     row("broadcast_add",         "",          [    0,     0,   160,     0,     0,     0]),
     row("broadcast_sub",         "",          [    0,     0,   167,     0,     0,     0]),
     row("broadcast_mul",         "",          [    0,     0,   280,     0,     0,     0]),
     row("broadcast_div",         "",          [    0,     0,  1438,     0,     0,     0]),
     row("broadcast_max",         "",          [    0,     0,   163,     0,     0,     0]),
     row("broadcast_greater",     "",          [    0,     0,   173,     0,     0,     0]),
-    row("conv2d",                "dense",     [   45,     0,   949,     0,     0,     0]),
-    row("conv2d",                "pointwise", [   24,     0,   503,     0,     0,     0]),
-    row("conv2d",                "depthwise", [   46,     0,   464,     0,     0,     0]),
-    row("conv2d",                "grouped",   [ 40,    0,  400,   0,    0,     0]),
+    row("conv2d",                "dense",     [   40,     0,   150,   300,     0,     0]),
+    row("conv2d",                "pointwise", [   20,     0,   150,   100,     0,     0]),
+    row("conv2d",                "depthwise", [   46,     0,   100,     0,     0,     0]),
+    row("conv2d",                "depthwise irregular", [   46,     0, 13000,     0,     0,     0]),
+    row("conv2d",                "grouped",   [   40,     0,   150,   300,     0,     0]),
     row("dense",                 "",          [   17,     0,  1670,     0,     0,     0]),
-    row("relu",                  "",          [    0,     0,    76,     0,     0,     0]),
+    row("relu",                  "",          [    0,     0,   160,     0,     0,     0]),
     row("max_pool2d",            "",          [    0,   418,   836,   167,     0,     0]),
     row("upsampling",            "",          [    0,     0,  1328,     0,     0,     0]),
     row("abs",                   "",          [    0,     0,   929,     0,     0,     0]),
@@ -165,14 +168,14 @@ const V1_TABLE: &[Row] = &[
     row("clip",                  "",          [    0,     0,    97,     0,     0,     0]),
     row("cvm_clip",              "",          [    0,     0,   109,     0,     0,     0]),
     row("cvm_left_shift",        "",          [    0,     0,   115,     0,     0,     0]),
-    row("cvm_right_shift",       "",          [    0,     0,   131,     0,     0,     0]),
+    row("cvm_right_shift",       "",          [    0,     0,   220,     0,     0,     0]),
     row("repeat",                "",          [    0,     0,   980,     0,     0,     0]),
     row("tile",                  "",          [    0,     0,  2306,     0,     0,     0]),
-    row("flatten",               "",          [    0,     0,    79,     0,     0,     0]),
+    row("flatten",               "",          [    0,     0,   170,     0,     0,     0]),
     row("concatenate",           "",          [    0,     0,   724,     0,     0,     0]),
-    row("expand_dims",           "",          [    0,     0,    76,     0,     0,     0]),
-    row("reshape",               "",          [    0,     0,    83,     0,     0,     0]),
-    row("squeeze",               "",          [    0,     0,    79,     0,     0,     0]),
+    row("expand_dims",           "",          [    0,     0,   170,     0,     0,     0]),
+    row("reshape",               "",          [    0,     0,   170,     0,     0,     0]),
+    row("squeeze",               "",          [    0,     0,   170,     0,     0,     0]),
     row("transpose",             "",          [    0,     0,  2004,     0,     0,     0]),
     row("strided_slice",         "",          [    0,     0,  1706,     0,     0,     0]),
     row("slice_like",            "",          [    0,     0,  1014,     0,     0,     0]),

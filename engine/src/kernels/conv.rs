@@ -650,20 +650,36 @@ fn gather_patch(s: &ConvShape, group_data: &[i32], p: usize, q: usize, patch: &m
         }
         return;
     }
-    let mut r = 0;
+    // The window's columns inside the image, the same for every window row: kj in [lo, hi).
+    let inside_from = |edge: usize| {
+        // The first kj with left + kj·dil_w ≥ edge (padded coordinates).
+        edge.saturating_sub(left).div_ceil(dil_w).min(s.kernel_w)
+    };
+    let (lo, hi) = (inside_from(pad_w), inside_from(pad_w + s.width));
+    let mut rows = patch.chunks_exact_mut(s.kernel_w);
     for ic in 0..s.group_in() {
         let channel = &group_data[ic * plane..(ic + 1) * plane];
         for ki in 0..s.kernel_h {
+            let Some(target) = rows.next() else {
+                return; // the patch holds every window row; never reached
+            };
+            // A padding row wraps to a huge index: zero.
             let row = (top + ki * dil_h).wrapping_sub(pad_h);
-            for kj in 0..s.kernel_w {
-                let col = (left + kj * dil_w).wrapping_sub(pad_w);
-                // Padding rows and columns wrap to huge indices: zero.
-                patch[r] = if row < s.height && col < s.width {
-                    narrow16(channel[row * s.width + col])
-                } else {
-                    0
-                };
-                r += 1;
+            if row >= s.height {
+                target.fill(0);
+                continue;
+            }
+            let line = &channel[row * s.width..];
+            let (before, rest) = target.split_at_mut(lo);
+            let (within, after) = rest.split_at_mut(hi - lo);
+            before.fill(0);
+            after.fill(0);
+            let first = (left + lo * dil_w).saturating_sub(pad_w);
+            for (slot, &value) in within
+                .iter_mut()
+                .zip(line.iter().skip(first).step_by(dil_w))
+            {
+                *slot = narrow16(value);
             }
         }
     }

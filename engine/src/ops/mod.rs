@@ -529,7 +529,13 @@ mod tests {
     fn every_schedule_prices_every_operator_and_nothing_else() {
         let classes = |name: &str| -> &[&str] {
             match name {
-                "conv2d" => &["dense", "pointwise", "depthwise", "grouped"],
+                "conv2d" => &[
+                    "dense",
+                    "pointwise",
+                    "depthwise",
+                    "depthwise irregular",
+                    "grouped",
+                ],
                 "Conv" => &["forward", "backward"],
                 "Reduce" => &["", "prod"],
                 _ => &[""],

@@ -223,6 +223,26 @@ impl Conv2d {
     }
 }
 
+/// Along one axis, the (output position, window position) pairs whose input position
+/// `p·stride − pad + k·dilation` lies in `0..size`: the taps of a window that read the input
+/// rather than its padding. One step per output position.
+fn inside_taps(out: u32, window: u32, stride: u32, pad: u32, dilation: u32, size: u32) -> u64 {
+    let [window, stride, pad, dilation, size] =
+        [window, stride, pad, dilation, size].map(u64::from);
+    // The first window position k with start + k·dilation ≥ edge (padded coordinates).
+    let first = |start: u64, edge: u64| {
+        edge.saturating_sub(start)
+            .div_ceil(dilation.max(1))
+            .min(window)
+    };
+    (0..u64::from(out))
+        .map(|p| {
+            let start = p * stride;
+            first(start, pad + size) - first(start, pad)
+        })
+        .sum()
+}
+
 /// Output extent ⌊(size + 2·pad − dilation·(kernel − 1) − 1) / stride⌋ + 1 (spec 001 Y_HMAX).
 fn conv_extent(
     size: u32,
@@ -332,7 +352,21 @@ impl Operator for Conv2d {
         let out_elements = outputs[0].shape.elements();
         let reduction = count(&[weight[1], weight[2], weight[3]].map(u64::from))?;
         let class = if self.groups > 1 && self.groups == data[1] {
-            "depthwise"
+            // Strides of 3 or more, a dilated stride of 2, or more padding than a "same"
+            // convolution's: windows spread over the input or into the padding.
+            let irregular = (0..2).any(|axis| {
+                let extent = u64::from(self.dilation[axis])
+                    * u64::from(weight[2 + axis]).saturating_sub(1)
+                    + 1;
+                self.strides[axis] >= 3
+                    || (self.strides[axis] == 2 && self.dilation[axis] > 1)
+                    || 2 * u64::from(self.padding[axis]) >= extent
+            });
+            if irregular {
+                "depthwise irregular"
+            } else {
+                "depthwise"
+            }
         } else if self.groups > 1 {
             "grouped"
         } else if weight[2] == 1 && weight[3] == 1 {
@@ -340,7 +374,7 @@ impl Operator for Conv2d {
         } else {
             "dense"
         };
-        let per_output = if class == "depthwise" {
+        let per_output = if class.starts_with("depthwise") {
             reduction
         } else {
             vector_reduction(reduction)
@@ -348,6 +382,16 @@ impl Operator for Conv2d {
         let mut usage = io_usage(inputs, outputs)?;
         usage.class = class;
         usage.work.macs = count(&[out_elements, per_output])?;
+        // Every output window (image, group, output position) covers `reduction` input
+        // elements, whichever output channels of its group it serves.
+        let [out_h, out_w] = [outputs[0].dims()[2], outputs[0].dims()[3]].map(u64::from);
+        usage.work.taps = count(&[
+            u64::from(data[0]),
+            u64::from(self.groups),
+            out_h,
+            out_w,
+            reduction,
+        ])?;
         Ok(usage)
     }
 
@@ -721,9 +765,20 @@ impl Operator for MaxPool2d {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let [pool_h, pool_w] = self.pool_size.map(u64::from);
+        // The (output, window position) pairs that read the input, not its padding.
+        let (data, out) = (inputs[0].dims(), outputs[0].dims());
+        let [rows, columns] = [0, 1].map(|axis| {
+            inside_taps(
+                out[2 + axis],
+                self.pool_size[axis],
+                self.strides[axis],
+                self.padding[axis],
+                1,
+                data[2 + axis],
+            )
+        });
         let mut usage = io_usage(inputs, outputs)?;
-        usage.work.taps = count(&[outputs[0].shape.elements(), pool_h, pool_w])?;
+        usage.work.taps = count(&[u64::from(data[0]), u64::from(data[1]), rows, columns])?;
         Ok(usage)
     }
 

@@ -14,8 +14,8 @@ use cvm_cli::error::{HostError, read_file};
 use cvm_cli::inputs::{InputArg, assign, read_input};
 use cvm_cli::render;
 use cvm_cli::runner::{
-    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model,
-    phase, validate_natively,
+    EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model, phase,
+    validate_natively,
 };
 use cvm_engine::Report;
 use cvm_engine::outcome::Status;

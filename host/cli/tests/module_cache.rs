@@ -8,9 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cvm_cli::runner::{
-    EngineKind, ModelSource, encode_inputs, execute, load_model,
-};
+use cvm_cli::runner::{EngineKind, ModelSource, encode_inputs, execute, load_model};
 use cvm_engine::Report;
 use cvm_runtime::hash::{HashAlgorithm, outcome_hash};
 use cvm_runtime::wasm::{

@@ -23,7 +23,7 @@ use runtime::{LoadError, NodeError, Runtime, RuntimeConfig, Verdict};
 /// the engine's per-run cap), since the chain charges the legacy gas
 /// (`CVMAPIGetGasFromModel`). A new engine schedule does not change it: a change here is a
 /// consensus change of this library.
-pub const SCHEDULE_VERSION: u32 = 6;
+pub const SCHEDULE_VERSION: u32 = 1;
 
 /// The return codes of `c_api.h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! model once, run every pair on N threads, print each outcome hash in list order.
 //!
 //! ```text
-//! cargo run --release -p cvm-runtime --example validator -- --threads 2 --schedule 6 LIST
+//! cargo run --release -p cvm-runtime --example validator -- --threads 2 --schedule 1 LIST
 //! ```
 //!
 //! Each line of LIST is `<model> <input>`, paths relative to the list file: a model is a
