@@ -922,6 +922,8 @@ fn cvm_configs() -> Vec<Config> {
         conv2d("depthwise 3x3 32", conv(32, 32, 3, 1, 1, true)),
         conv2d("depthwise 3x3 stride 2 32", conv(32, 32, 3, 2, 1, true)),
         conv2d("depthwise 5x5 32", conv(32, 32, 5, 1, 1, true)),
+        conv2d("depthwise 3x3 stride 3 32", conv(32, 32, 3, 3, 1, true)),
+        conv2d("3x3 16->1", conv(16, 1, 3, 1, 1, false)),
         conv2d("5x5 stride 2 3->16", conv(3, 16, 5, 2, 1, false)),
         conv2d("3x3 dilation 2 16->16", conv(16, 16, 3, 1, 2, false)),
         conv2d_padded("3x3 pad 64 4->OC, checked gather", 4, false),

@@ -127,7 +127,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_runtime::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07"
+        "e1648db06bfcfd9cce681461e2ae0e9f75dc3819ec9d3623565111da76d56a51"
     );
 }
 
@@ -422,7 +422,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("110e7e8a6b9f07f231bba805ecb71d7491ed5a7f4d87c705f2ecdda440e6ccba")
+            .contains("e1648db06bfcfd9cce681461e2ae0e9f75dc3819ec9d3623565111da76d56a51")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

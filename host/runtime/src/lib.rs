@@ -5,7 +5,7 @@
 //! ```no_run
 //! use cvm_runtime::{InputTensor, LoadError, Runtime, RuntimeConfig};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let (model_bytes, schedule_version, gas_limit) = (Vec::<u8>::new(), 6, 1 << 32);
+//! # let (model_bytes, schedule_version, gas_limit) = (Vec::<u8>::new(), 1, 1 << 32);
 //! let runtime = Runtime::new(&RuntimeConfig::compile_in_process())?; // once per process
 //! let model = match runtime.load(&model_bytes, schedule_version) {
 //!     Ok(model) => model,

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use cvm_formats::cvm;
 use cvm_runtime::{ErrorCode, InputTensor, LoadError, Model, Runtime, RuntimeConfig};
 
-const SCHEDULE: u32 = 6;
+const SCHEDULE: u32 = 1;
 const GAS_LIMIT: u64 = 1 << 32;
 
 fn fixtures() -> PathBuf {
@@ -142,6 +142,6 @@ fn rejections_and_failures_are_verdicts() {
     assert_eq!(ok, again);
     assert_eq!(
         cvm_runtime::hash::hex(&ok.hash()),
-        "260ba728e6ddc80781554339c287eaca15990a5c69f94ced30c029c2b5aa2c07"
+        "e1648db06bfcfd9cce681461e2ae0e9f75dc3819ec9d3623565111da76d56a51"
     );
 }
