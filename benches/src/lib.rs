@@ -109,7 +109,7 @@ pub fn digits() -> Result<BenchModel, HostError> {
     let dir = workspace().join("fixtures/models/digits");
     let (symbol, params) = cvm_formats::cvm::read_dir(&dir)?;
     let imported = cvm_formats::cvm::import(&symbol, &params)
-        .map_err(|error| HostError::Input(format!("importing the digits model: {error}")))?;
+        .map_err(|error| HostError::input(format!("importing the digits model: {error}")))?;
     Ok(BenchModel {
         name: "digits",
         bytes: imported.model.encode(),

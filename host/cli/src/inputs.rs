@@ -89,9 +89,9 @@ pub fn assign(
 /// engine (deterministically); here only the file format is.
 ///
 /// # Errors
-/// [`HostError::Input`] naming the file.
+/// [`ReadError::Input`] naming the file.
 pub fn read_input(path: &Path) -> Result<InputTensor, HostError> {
-    let array = read_npy_file(path).map_err(HostError::Input)?;
+    let array = read_npy_file(path).map_err(HostError::input)?;
     Ok(InputTensor {
         shape: array.shape,
         data: array.data,

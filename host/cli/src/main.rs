@@ -499,7 +499,7 @@ fn run(
             (Format::Cvm, Some(Ok(bytes))) => {
                 std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))?
             }
-            (Format::Cvm, Some(Err(error))) => return Err(HostError::Input(error.message).into()),
+            (Format::Cvm, Some(Err(error))) => return Err(HostError::input(error.message).into()),
             _ => write_outputs(path, outputs)?,
         }
     }
@@ -704,7 +704,7 @@ fn build(
 ) -> Result<(), Failure> {
     // Read as text explicitly: `build` converts text models only.
     let bytes = read_file(model_path)?;
-    let text = String::from_utf8(bytes).map_err(|_| HostError::TextModel {
+    let text = String::from_utf8(bytes).map_err(|_| cvm_formats::ReadError::TextModel {
         path: model_path.display().to_string(),
         message: "not UTF-8 text".into(),
     })?;
@@ -741,7 +741,7 @@ fn audit(
     }
 
     let root = dir.map_or_else(cvm_fixtures::root, Path::to_path_buf);
-    let cases = cvm_fixtures::cases_in(&root).map_err(|e| HostError::Input(e.to_string()))?;
+    let cases = cvm_fixtures::cases_in(&root).map_err(|e| HostError::input(e.to_string()))?;
     if cases.is_empty() {
         return Err(HostError::Usage(format!("no fixture cases under {}", root.display())).into());
     }

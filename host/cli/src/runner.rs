@@ -278,7 +278,7 @@ pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
             rejected: None,
         });
     }
-    let text = String::from_utf8(bytes).map_err(|_| HostError::TextModel {
+    let text = String::from_utf8(bytes).map_err(|_| cvm_formats::ReadError::TextModel {
         path: path.display().to_string(),
         message: "not UTF-8 text".into(),
     })?;

@@ -60,11 +60,10 @@ fn param(name: &'static str, shape: &[u32], seed: u64) -> (&'static str, Vec<u32
     (name, shape, precision, data)
 }
 
-fn conv2d(label: &'static str, input: &[u32], weight: &[u32], pad: i64, groups: i64) -> Case {
-    strided_conv2d(label, input, weight, pad, groups, 1)
-}
+/// (label, input shape, weight shape, padding, groups, stride) of a conv2d case.
+type ConvCase = (&'static str, [u32; 4], [u32; 4], i64, i64, i64);
 
-fn strided_conv2d(
+fn conv2d(
     label: &'static str,
     input: &[u32],
     weight: &[u32],
@@ -137,112 +136,128 @@ fn proposals() -> Case {
 }
 
 fn cases() -> Vec<Case> {
-    vec![
-        conv2d(
+    // (label, input, weight, padding, groups, stride) of every conv2d kernel path.
+    let convolutions: [ConvCase; 14] = [
+        (
             "conv2d 3x3, channels-last im2col",
-            &[1, 16, 16, 16],
-            &[16, 16, 3, 3],
+            [1, 16, 16, 16],
+            [16, 16, 3, 3],
+            1,
             1,
             1,
         ),
-        conv2d(
+        (
             "conv2d 1x1, pointwise",
-            &[1, 32, 16, 16],
-            &[32, 32, 1, 1],
+            [1, 32, 16, 16],
+            [32, 32, 1, 1],
             0,
             1,
+            1,
         ),
-        conv2d(
+        (
             "conv2d depthwise 3x3",
-            &[1, 16, 24, 24],
-            &[16, 1, 3, 3],
+            [1, 16, 24, 24],
+            [16, 1, 3, 3],
             1,
             16,
+            1,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 3x3 stride 2",
-            &[1, 16, 24, 24],
-            &[16, 1, 3, 3],
+            [1, 16, 24, 24],
+            [16, 1, 3, 3],
             1,
             16,
             2,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 3x3 stride 3, plane of pairs",
-            &[1, 16, 24, 24],
-            &[16, 1, 3, 3],
+            [1, 16, 24, 24],
+            [16, 1, 3, 3],
             1,
             16,
             3,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 3x3 pad 64",
-            &[1, 16, 2, 2],
-            &[16, 1, 3, 3],
+            [1, 16, 2, 2],
+            [16, 1, 3, 3],
             64,
             16,
             1,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 3x3 pad 64 stride 3",
-            &[1, 16, 2, 2],
-            &[16, 1, 3, 3],
+            [1, 16, 2, 2],
+            [16, 1, 3, 3],
             64,
             16,
             3,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 5x5 stride 2",
-            &[1, 16, 48, 48],
-            &[16, 1, 5, 5],
+            [1, 16, 48, 48],
+            [16, 1, 5, 5],
             2,
             16,
             2,
         ),
-        conv2d(
+        (
             "conv2d 3x3, one output channel",
-            &[1, 4, 130, 130],
-            &[1, 4, 3, 3],
+            [1, 4, 130, 130],
+            [1, 4, 3, 3],
+            1,
             1,
             1,
         ),
-        conv2d(
+        (
             "conv2d 3x3 pad 64, sixteen output channels",
-            &[1, 4, 2, 2],
-            &[16, 4, 3, 3],
+            [1, 4, 2, 2],
+            [16, 4, 3, 3],
             64,
             1,
+            1,
         ),
-        conv2d(
+        (
             "conv2d 3x3 4->16 over 130x130",
-            &[1, 4, 130, 130],
-            &[16, 4, 3, 3],
+            [1, 4, 130, 130],
+            [16, 4, 3, 3],
+            1,
             1,
             1,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 3x3 stride 3 over 96x96",
-            &[1, 16, 96, 96],
-            &[16, 1, 3, 3],
+            [1, 16, 96, 96],
+            [16, 1, 3, 3],
             1,
             16,
             3,
         ),
-        strided_conv2d(
+        (
             "conv2d depthwise 5x5",
-            &[1, 16, 32, 32],
-            &[16, 1, 5, 5],
+            [1, 16, 32, 32],
+            [16, 1, 5, 5],
             2,
             16,
             1,
         ),
-        conv2d(
+        (
             "conv2d pad 64, checked gather",
-            &[1, 4, 2, 2],
-            &[1, 4, 3, 3],
+            [1, 4, 2, 2],
+            [1, 4, 3, 3],
             64,
             1,
+            1,
         ),
+    ];
+    let mut cases: Vec<Case> = convolutions
+        .iter()
+        .map(|&(label, input, weight, pad, groups, stride)| {
+            conv2d(label, &input, &weight, pad, groups, stride)
+        })
+        .collect();
+    cases.extend([
         Case {
             label: "dense",
             op: "dense",
@@ -330,7 +345,8 @@ fn cases() -> Vec<Case> {
                 values(64 * 256, -1 << 20, 1 << 20, 17),
             )],
         },
-    ]
+    ]);
+    cases
 }
 
 /// The text model of `case` with `copies` copies of its node; the first one's output is the
