@@ -522,11 +522,50 @@ fn what_the_deployed_loader_accepts_loads() {
     assert_eq!(model.model.outputs[0].name, "#5");
     let model = accepted(&|s| s["nodes"][4]["name"] = json!(""));
     assert_eq!(model.model.nodes[1].name, "#4");
+    // The same entry twice among the heads: the second output gets the name #head1.
+    let model = accepted(&|s| s["heads"] = json!([[5, 0, 0], [5, 0, 0]]));
+    let names: Vec<&str> = model
+        .model
+        .outputs
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(names, ["shift0", "#head1"]);
     // cvm_1.1.0 does not check dltype.
     accepted(&|s| {
         s["version"] = json!("cvm_1.1.0");
         s["attrs"]["dltype"] = json!(["list_str", ["float32"]]);
     });
+}
+
+#[test]
+fn parameter_names_the_canonical_model_cannot_hold_are_renamed() {
+    // The deployed loader asks only that variables differ: an empty name and one of 300 bytes
+    // load, matched to their arrays by those names, and become #<node id> in the canonical model.
+    let long = "w".repeat(300);
+    let (mut symbol, _) = example();
+    symbol["nodes"][1]["name"] = json!("");
+    symbol["nodes"][2]["name"] = json!(long);
+    let mut arrays = arrays();
+    arrays[0].name = String::new();
+    arrays[1].name = long.clone();
+    let params_bytes = params::write(&arrays);
+    let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
+    let names: Vec<&str> = model.model.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["#1", "#2"]);
+    let (reference_symbol, reference_params) = example();
+    let reference =
+        cvm::import(reference_symbol.to_string().as_bytes(), &reference_params).unwrap();
+    let input = cvm::decode_input(&reference.meta, &[1, 2, 3, 4], false).unwrap();
+    let run = |model: &cvm_engine::model::Model| {
+        let loaded = cvm_engine::load(&model.encode(), 1).unwrap();
+        cvm_engine::run(&loaded, vec![input.clone()], u64::MAX).outcome
+    };
+    assert_eq!(run(&model.model), run(&reference.model));
+    // Still two variables may not share a name, however long.
+    symbol["nodes"][1]["name"] = json!(long);
+    let (_, message) = rejection(&symbol, &params_bytes);
+    assert!(message.contains("two variables are named"), "{message}");
 }
 
 /// A one-layer convolution as a CVM graph: data (1, 1, 3, 3), weight (1, 1, 2, 2), no bias.

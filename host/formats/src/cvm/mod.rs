@@ -350,16 +350,12 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             attrs,
         });
     }
-    let outputs = graph
-        .heads
-        .iter()
-        .map(|&(node, output)| OutputDecl {
-            name: if output == 0 {
-                names[node].clone()
-            } else {
-                format!("{}:{output}", names[node])
-            },
-            value: reference((node, output)),
+    let outputs = head_names(&graph, &names)
+        .into_iter()
+        .zip(&graph.heads)
+        .map(|(name, &head)| OutputDecl {
+            name,
+            value: reference(head),
         })
         .collect();
     let input_precision = graph.precisions[entry(data_node)] as u8;
@@ -422,13 +418,16 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
 
 /// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at
 /// most [`cvm_engine::limits::MAX_NAME_BYTES`] bytes where the deployed runtime asks nothing of
-/// operator names: a name that is empty, too long or already taken by a variable or an earlier
-/// node becomes `#<node id>` (with more `#` in front while that is taken too).
+/// a name but that variables differ: a name that is empty, too long or (for an operator) already
+/// taken by a variable or an earlier node becomes `#<node id>` (with more `#` in front while that
+/// is taken too). Names are labels only: the input is always `data`, parameters are matched to
+/// their arrays by their names in the graph before this renaming.
 fn canonical_names(graph: &Symbol) -> Vec<String> {
+    let usable = |name: &str| !name.is_empty() && name.len() <= cvm_engine::limits::MAX_NAME_BYTES;
     let mut taken: std::collections::HashSet<String> = graph
         .nodes
         .iter()
-        .filter(|node| node.kind == NodeKind::Variable)
+        .filter(|node| node.kind == NodeKind::Variable && usable(&node.name))
         .map(|node| node.name.clone())
         .collect();
     graph
@@ -436,20 +435,44 @@ fn canonical_names(graph: &Symbol) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(id, node)| {
-            if node.kind == NodeKind::Variable {
+            let variable = node.kind == NodeKind::Variable;
+            if usable(&node.name) && (variable || !taken.contains(&node.name)) {
+                taken.insert(node.name.clone());
                 return node.name.clone();
             }
-            let usable = !node.name.is_empty()
-                && node.name.len() <= cvm_engine::limits::MAX_NAME_BYTES
-                && !taken.contains(&node.name);
-            let mut name = node.name.clone();
-            if !usable {
-                name = format!("#{id}");
-                while taken.contains(&name) {
+            let mut name = format!("#{id}");
+            while taken.contains(&name) {
+                name.insert(0, '#');
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
+/// Names of the graph's outputs in the canonical model: the node's name, with `:<index>` for a
+/// second output. The canonical model needs them unique and at most
+/// [`cvm_engine::limits::MAX_NAME_BYTES`] bytes, where the deployed runtime takes any list of
+/// heads, the same entry twice included: a name that is too long or already used becomes
+/// `#head<index>` (with more `#` in front while that is used too).
+fn head_names(graph: &Symbol, names: &[String]) -> Vec<String> {
+    let mut used = std::collections::HashSet::new();
+    graph
+        .heads
+        .iter()
+        .enumerate()
+        .map(|(index, &(node, output))| {
+            let mut name = match output {
+                0 => names[node].clone(),
+                _ => format!("{}:{output}", names[node]),
+            };
+            if name.len() > cvm_engine::limits::MAX_NAME_BYTES || used.contains(&name) {
+                name = format!("#head{index}");
+                while used.contains(&name) {
                     name.insert(0, '#');
                 }
             }
-            taken.insert(name.clone());
+            used.insert(name.clone());
             name
         })
         .collect()
