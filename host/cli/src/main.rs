@@ -623,7 +623,7 @@ fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
         println!(
             "CVM model {}, post-processing \"{}\", legacy gas {}",
             meta.version.name(),
-            meta.postprocess.name(),
+            meta.postprocess_name,
             meta.legacy_gas
         );
         print!("{}", render::cvm_contract_text(&meta.contract));

@@ -251,12 +251,22 @@ pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
                     cvm: Some(meta),
                     rejected: None,
                 },
-                Err(error) => LoadedModel {
-                    bytes: Vec::new(),
-                    model: None,
-                    cvm: None,
-                    rejected: Some(Box::new(Report::failure(error, 0))),
-                },
+                Err(rejection) => {
+                    // The message (never hashed) names the deployed runtime's return code too.
+                    let mut error = rejection.error;
+                    error.message = format!(
+                        "{} (the deployed runtime returns {} = {})",
+                        error.message,
+                        rejection.class.name(),
+                        rejection.class as i32
+                    );
+                    LoadedModel {
+                        bytes: Vec::new(),
+                        model: None,
+                        cvm: None,
+                        rejected: Some(Box::new(Report::failure(error, 0))),
+                    }
+                }
             })
         }
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cvm_engine::ErrorCode;
-use cvm_formats::cvm::{self, params};
+use cvm_formats::cvm::{self, Class, params};
 use serde_json::{Value, json};
 
 fn example_dir() -> PathBuf {
@@ -25,11 +25,16 @@ fn arrays() -> Vec<params::Array> {
     params::parse(&example().1).unwrap()
 }
 
-/// Imports a (possibly mutated) symbol with the given params; returns the error code and message.
-fn rejection(symbol: &Value, params_bytes: &[u8]) -> (ErrorCode, String) {
+/// Imports a (possibly mutated) symbol with the given params; returns the error code, message
+/// and the deployed runtime's class.
+fn rejection(symbol: &Value, params_bytes: &[u8]) -> (ErrorCode, String, Class) {
     match cvm::import(symbol.to_string().as_bytes(), params_bytes) {
         Ok(_) => panic!("accepted: {symbol}"),
-        Err(error) => (error.code, error.message),
+        Err(rejection) => (
+            rejection.error.code,
+            rejection.error.message,
+            rejection.class,
+        ),
     }
 }
 
@@ -89,20 +94,29 @@ fn contract_sizes_follow_the_deployed_formulas() {
     assert_eq!((wide.output_length, wide.output_type_size), (24, 4));
 }
 
-/// Applies `mutate` to the example symbol and expects a rejection with `code` and `needle`.
-fn expect_symbol_rejected(mutate: impl FnOnce(&mut Value), code: ErrorCode, needle: &str) {
+/// Applies `mutate` to the example symbol and expects a rejection with `code`, `needle` and the
+/// deployed runtime's `class`.
+fn expect_symbol_rejected(
+    mutate: impl FnOnce(&mut Value),
+    code: ErrorCode,
+    needle: &str,
+    class: Class,
+) {
     let (mut symbol, params_bytes) = example();
     mutate(&mut symbol);
-    let (found, message) = rejection(&symbol, &params_bytes);
+    let (found, message, found_class) = rejection(&symbol, &params_bytes);
     assert_eq!(found, code, "{message}");
+    assert_eq!(found_class, class, "{message}");
     assert!(
         message.contains(needle),
         "{message:?} should contain {needle:?}"
     );
 }
 
-/// A change to the example symbol, the code it must be rejected with, and a message fragment.
-type Mutation = (Box<dyn FnOnce(&mut Value)>, ErrorCode, &'static str);
+/// A change to the example symbol, the code it must be rejected with, a message fragment, and the
+/// class of the deployed runtime's return code (`Runtime` for its `CHECK`, `LOG(FATAL)`, JSON and
+/// parameter errors, `Logic` for its `VERIFY`s and where it has undefined behaviour).
+type Mutation = (Box<dyn FnOnce(&mut Value)>, ErrorCode, &'static str, Class);
 
 #[test]
 fn every_symbol_check_rejects_a_malformed_graph() {
@@ -112,16 +126,25 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             Box::new(|s| s["extra"] = json!(1)),
             MalformedModel,
             "unknown key \"extra\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["version"] = json!("cvm_2.0.0")),
             MalformedModel,
             "version \"cvm_2.0.0\" is not supported",
+            Class::Runtime,
         ),
         (
-            Box::new(|s| s["postprocess"] = json!("softmax")),
+            Box::new(|s| s["postprocess"] = json!("x".repeat(32))),
             MalformedModel,
-            "postprocess \"softmax\"",
+            "postprocess of 32 bytes",
+            Class::Logic,
+        ),
+        (
+            Box::new(|s| s["postprocess"] = json!(1)),
+            MalformedModel,
+            "postprocess 1 is not a string",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -129,16 +152,19 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "\"nodes\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][1] = json!(7)),
             MalformedModel,
             "node 1 must be an object",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][1]["param"] = json!({})),
             MalformedModel,
             "node 1: unknown key \"param\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -146,16 +172,19 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "node 1: \"name\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][4]["op"] = json!("tvm_op")),
             MalformedModel,
             "\"op\" must be \"null\" or \"cvm_op\"",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][1]["inputs"] = json!([[2, 0, 0]])),
             InvalidReference,
             "node 1 (\"dense0_weight\") reads entry (2, 0)",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -163,47 +192,56 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "node 4 (\"relu0\"): \"inputs\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][1]["attrs"] = json!({"num_inputs": "0"})),
             MalformedModel,
             "node 1 (\"dense0_weight\"): attrs.func_name (the operator) is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["num_inputs"] = json!(1)),
             MalformedModel,
             "attrs.num_inputs must be a string",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["precision"] = json!("8")),
             MalformedModel,
             "\"precision\" is \"8\", not an integer",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 0, -1]])),
             MalformedModel,
             "is not a non-negative integer",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("Abs")),
             UnknownOp,
             "operator \"Abs\" is not known",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("generate_proposals_v2")),
             UnknownOp,
             "operator \"generate_proposals_v2\" is not known",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("_5")),
             UnknownOp,
             "operator \"_5\" is not known",
+            Class::Runtime,
         ),
         (
             // dense is not on the in-place list: its output may not take data's storage.
             Box::new(|s| s["attrs"]["storage_id"][1][3] = json!(0)),
             MalformedModel,
             "operator dense writes output 0 into storage id 0 of its input (0, 0)",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -212,11 +250,13 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             LimitExceeded,
             "the storage plan needs 8589934644 bytes, more than 2^32",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["dtype"] = json!(["list_str", ["int32"]])),
             MalformedModel,
             "attrs.dtype must be",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -227,31 +267,37 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "func_name (the operator) is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["func_name"] = json!("softmax")),
             UnknownOp,
             "operator \"softmax\" is not known",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["attrs"]["layout"] = json!("NCHW")),
             MalformedModel,
             "node 4 (\"relu0\") attrs: unknown key \"layout\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][4]["inputs"] = json!([[3]])),
             MalformedModel,
             "an entry has 2 or 3 numbers",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][4]["inputs"] = json!([[5, 0, 0]])),
             InvalidReference,
             "not in topological order",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 1, 0]])),
             InvalidReference,
             "reads entry (3, 1), which does not come before it",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -259,16 +305,19 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "\"heads\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["heads"] = json!([])),
             MalformedModel,
             "the graph has no outputs",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["heads"] = json!([[9, 0, 0]])),
             MalformedModel,
             "heads: entry (9, 0) does not exist",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -276,11 +325,13 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "\"attrs\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["color"] = json!(["list_str", []])),
             MalformedModel,
             "attrs: unknown key \"color\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -288,11 +339,13 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.shape is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"] = json!(["list_int", []])),
             MalformedModel,
             "attrs.shape must be [\"list_shape\"",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -300,31 +353,37 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.shape has 5 values for 6 entries",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][2] = json!([])),
             LimitExceeded,
             "attrs.shape[2] has 0 dimensions",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][2] = json!([1, 1, 1, 1, 1, 1, 3])),
             LimitExceeded,
             "has 7 dimensions",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][2] = json!([0])),
             LimitExceeded,
             "has dimension 0",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][2] = json!([16777217])),
             LimitExceeded,
             "has dimension 16777217",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][2] = json!([65536, 65536])),
             LimitExceeded,
             "more than 2^30 elements",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -332,16 +391,19 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.precision is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["precision"][1][0] = json!(33)),
             InvalidPrecision,
             "attrs.precision[0] = 33",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["precision"][1][1] = json!(-1)),
             InvalidPrecision,
             "variable \"dense0_weight\" must declare a precision",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -349,16 +411,19 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.storage_id is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["storage_id"][1][3] = json!(-1)),
             MalformedModel,
             "attrs.storage_id holds -1",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["device_index"] = json!(["list_int", [1, 1, 1, 1, 1, 1]])),
             MalformedModel,
             "attrs.device_index must be empty (it has 6 values)",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -366,11 +431,13 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.dltype is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["dltype"][1][4] = json!("float32")),
             MalformedModel,
             "attrs.dltype[4] = \"float32\"",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -378,6 +445,7 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.op_attrs is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -385,21 +453,25 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "attrs.op_attrs has 5 values for 6 nodes",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{units: 3}")),
             MalformedModel,
             "node 3 (\"dense0\"): attrs.op_attrs: not a JSON object",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{\"units\": 3}")),
             MalformedModel,
             "the value of \"units\" is 3, not a string",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{\"units\": \"three\"}")),
             AttributeType,
             "attribute \"units\" = \"three\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -407,6 +479,7 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             AttributeType,
             "not a boolean",
+            Class::Runtime,
         ),
         (
             Box::new(|s| {
@@ -414,11 +487,13 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "\"node_row_ptr\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["node_row_ptr"] = json!([0, 1, 2, 3, 4, 5, 7])),
             MalformedModel,
             "node_row_ptr [0, 1, 2, 3, 4, 5, 7] does not match",
+            Class::Logic,
         ),
         (
             Box::new(|s| {
@@ -426,46 +501,54 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             }),
             MalformedModel,
             "\"arg_nodes\" is missing",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["arg_nodes"] = json!([0, 1])),
             MalformedModel,
             "arg_nodes [0, 1] does not list the variables [0, 1, 2]",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][0]["name"] = json!("input")),
             MalformedModel,
             "no variable is named \"data\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["nodes"][2]["name"] = json!("data")),
             MalformedModel,
             "2 variables are named \"data\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["attrs"]["shape"][1][3] = json!([1, 4])),
             ShapeMismatch,
             "node 3 (\"dense0\") output 0 is declared [1, 4], but dense computes [1, 3]",
+            Class::Logic,
         ),
         (
             Box::new(|s| s["nodes"][2]["name"] = json!("dense0_weight")),
             MalformedModel,
             "two variables are named \"dense0_weight\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{\"use_bias\": \"true\"}")),
             MissingAttribute,
             "dense requires attribute \"units\"",
+            Class::Runtime,
         ),
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][5] = json!("{\"precision\": \"8\"}")),
             MissingAttribute,
             "shift_bit",
+            Class::Runtime,
         ),
     ];
     let total = cases.len();
-    for (mutate, code, needle) in cases {
-        expect_symbol_rejected(mutate, code, needle);
+    for (mutate, code, needle, class) in cases {
+        expect_symbol_rejected(mutate, code, needle, class);
     }
     assert!(total >= 50);
 }
@@ -491,7 +574,7 @@ fn what_the_deployed_loader_accepts_loads() {
         symbol["attrs"]["shape"][1][1] = json!([1024, 1024, 1023]);
         symbol["attrs"]["shape"][1][2] = json!([bias]);
         symbol["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]);
-        let (_, message) = rejection(&symbol, &params_bytes);
+        let (_, message, _) = rejection(&symbol, &params_bytes);
         assert_eq!(message.contains("storage plan"), over, "{message}");
     }
     // An empty device_index, a dtype list, node precisions, variable attrs with a func_name,
@@ -531,11 +614,94 @@ fn what_the_deployed_loader_accepts_loads() {
         .map(|o| o.name.as_str())
         .collect();
     assert_eq!(names, ["shift0", "#head1"]);
+    // Any postprocess string shorter than 32 bytes loads, with plain output unless it is
+    // argmax or detection; CVMAPIGetPreprocessMethod reports it.
+    let model = accepted(&|s| s["postprocess"] = json!("softmax"));
+    assert_eq!(model.meta.postprocess, cvm::Postprocess::None);
+    assert_eq!(model.meta.postprocess_name, "softmax");
+    assert_eq!(model.meta.contract, reference.meta.contract);
+    accepted(&|s| s["postprocess"] = json!("x".repeat(31)));
     // cvm_1.1.0 does not check dltype.
     accepted(&|s| {
         s["version"] = json!("cvm_1.1.0");
         s["attrs"]["dltype"] = json!(["list_str", ["float32"]]);
     });
+}
+
+#[test]
+fn operator_checks_carry_the_deployed_return_code() {
+    use ErrorCode::*;
+    // Parameter declarations (lower bounds, unknown attributes) and the input shapes dense and
+    // conv2d impose fail with a parameter error or `LOG(FATAL)` there (2); an attribute on an
+    // operator without parameters, and the shape rules, with a `VERIFY` (1).
+    let op_attrs = |dense: &'static str| {
+        move |s: &mut Value| {
+            s["attrs"]["op_attrs"][1][3] = json!(dense);
+        }
+    };
+    let cases: Vec<Mutation> = vec![
+        (
+            Box::new(op_attrs(r#"{"units": "0"}"#)),
+            AttributeOutOfRange,
+            "\"units\" = 0 is below its lower bound 1",
+            Class::Runtime,
+        ),
+        (
+            Box::new(op_attrs(r#"{"units": "2"}"#)),
+            ShapeMismatch,
+            "the weight is declared [3, 4], dense needs [2, 4]",
+            Class::Runtime,
+        ),
+        (
+            Box::new(|s| {
+                s["attrs"]["shape"][1][2] = json!([4]);
+                s["attrs"]["shape"][1][1] = json!([3, 4]);
+            }),
+            ShapeMismatch,
+            "the bias is declared [4], dense needs [3]",
+            Class::Runtime,
+        ),
+        (
+            Box::new(op_attrs(r#"{"units": "3", "colour": "red"}"#)),
+            UnknownAttribute,
+            "dense has no attribute \"colour\"",
+            Class::Runtime,
+        ),
+        (
+            Box::new(|s| s["attrs"]["op_attrs"][1][4] = json!(r#"{"alpha": "1"}"#)),
+            UnknownAttribute,
+            "relu has no attribute \"alpha\"",
+            Class::Logic,
+        ),
+        (
+            Box::new(|s| {
+                s["attrs"]["op_attrs"][1][5] = json!(r#"{"precision": "8", "shift_bit": "x"}"#)
+            }),
+            AttributeType,
+            "attribute \"shift_bit\" = \"x\"",
+            Class::Runtime,
+        ),
+        (
+            Box::new(|s| {
+                s["attrs"]["op_attrs"][1][5] = json!(r#"{"precision": "8", "shift_bit": "40"}"#)
+            }),
+            AttributeOutOfRange,
+            "shift_bit",
+            Class::Logic,
+        ),
+        (
+            Box::new(|s| {
+                s["nodes"][5]["attrs"]["func_name"] = json!("cvm_left_shift");
+                s["attrs"]["op_attrs"][1][5] = json!(r#"{"precision": "32", "shift_bit": "20"}"#);
+            }),
+            PrecisionConstraint,
+            "exceeds 32",
+            Class::Runtime,
+        ),
+    ];
+    for (mutate, code, needle, class) in cases {
+        expect_symbol_rejected(mutate, code, needle, class);
+    }
 }
 
 #[test]
@@ -564,7 +730,7 @@ fn parameter_names_the_canonical_model_cannot_hold_are_renamed() {
     assert_eq!(run(&model.model), run(&reference.model));
     // Still two variables may not share a name, however long.
     symbol["nodes"][1]["name"] = json!(long);
-    let (_, message) = rejection(&symbol, &params_bytes);
+    let (_, message, _) = rejection(&symbol, &params_bytes);
     assert!(message.contains("two variables are named"), "{message}");
 }
 
@@ -608,7 +774,7 @@ fn conv2d_needs_channels_and_kernel_size() {
         ),
         (r#"{"channels": "1", "use_bias": "False"}"#, "kernel_size"),
     ] {
-        let (code, message) = rejection(&conv_symbol(attrs), &conv_params());
+        let (code, message, _) = rejection(&conv_symbol(attrs), &conv_params());
         assert_eq!(code, ErrorCode::MissingAttribute, "{message}");
         assert!(
             message.contains(&format!("requires attribute \"{missing}\"")),
@@ -653,7 +819,7 @@ fn where_with_a_row_condition_is_undefined() {
         array("c", vec![2], vec![1, 0]),
         array("y", vec![2, 2], vec![0; 4]),
     ]);
-    let (code, message) = rejection(&symbol(json!([2])), &rows);
+    let (code, message, _) = rejection(&symbol(json!([2])), &rows);
     assert_eq!(code, ErrorCode::ShapeMismatch, "{message}");
     assert!(message.contains("undefined behaviour"), "{message}");
 }
@@ -677,7 +843,7 @@ fn params_are_set_one_by_one_as_deployed() {
     );
     list.last_mut().unwrap().shape = vec![4, 1];
     let error = load(&list).unwrap_err();
-    assert_eq!(error.code, ErrorCode::ShapeMismatch, "{error:?}");
+    assert_eq!(error.error.code, ErrorCode::ShapeMismatch, "{error:?}");
     // A name given twice: both are checked, the last wins.
     let mut list = arrays();
     let mut bias = list[1].clone();
@@ -691,7 +857,7 @@ fn params_are_set_one_by_one_as_deployed() {
     let mut list = arrays();
     bias.data = params::ArrayData::I32(vec![1, 2, 300]);
     list.insert(0, bias);
-    assert_eq!(load(&list).unwrap_err().code, ErrorCode::InvalidParam);
+    assert_eq!(load(&list).unwrap_err().error.code, ErrorCode::InvalidParam);
 }
 
 #[test]
@@ -732,10 +898,11 @@ fn data_may_stand_at_any_position() {
     assert_eq!(outputs[0].data, [0, 26, 68]);
 }
 
-fn expect_params_rejected(bytes: &[u8], code: ErrorCode, needle: &str) {
+fn expect_params_rejected(bytes: &[u8], code: ErrorCode, needle: &str, class: Class) {
     let (symbol, _) = example();
-    let (found, message) = rejection(&symbol, bytes);
+    let (found, message, found_class) = rejection(&symbol, bytes);
     assert_eq!(found, code, "{message}");
+    assert_eq!(found_class, class, "{message}");
     assert!(
         message.contains(needle),
         "{message:?} should contain {needle:?}"
@@ -748,16 +915,42 @@ fn every_params_check_rejects_a_malformed_file() {
     let good = params::write(&arrays());
     let mut bad_magic = good.clone();
     bad_magic[0] ^= 1;
-    expect_params_rejected(&bad_magic, MalformedModel, "list magic");
+    expect_params_rejected(&bad_magic, MalformedModel, "list magic", Class::Logic);
     let mut huge_names = good.clone();
     huge_names[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
-    expect_params_rejected(&huge_names, MalformedModel, "the number of names");
+    expect_params_rejected(
+        &huge_names,
+        MalformedModel,
+        "the number of names",
+        Class::Logic,
+    );
     let mut non_utf8 = good.clone();
     non_utf8[32] = 0xff; // first byte of the first name
-    expect_params_rejected(&non_utf8, MalformedModel, "name 0 is not UTF-8");
+    expect_params_rejected(
+        &non_utf8,
+        MalformedModel,
+        "name 0 is not UTF-8",
+        Class::Runtime,
+    );
+    // Bytes after the last array are never read.
     let mut trailing = good.clone();
-    trailing.push(0);
-    expect_params_rejected(&trailing, MalformedModel, "1 trailing bytes");
+    trailing.extend_from_slice(b"anything");
+    cvm::import(example().0.to_string().as_bytes(), &trailing).unwrap();
+    // The last array cut short: nothing of its data is a `CHECK` failure, part of it leaves the
+    // rest uninitialised there (undefined).
+    let bias_bytes = 3 * 4;
+    expect_params_rejected(
+        &good[..good.len() - bias_bytes],
+        MalformedModel,
+        "truncated reading the data",
+        Class::Runtime,
+    );
+    expect_params_rejected(
+        &good[..good.len() - 1],
+        MalformedModel,
+        "undefined behaviour",
+        Class::Logic,
+    );
 
     // Field-level corruption of the first array, located after the names.
     let names_end = 24 + 8 + "dense0_weight".len() + 8 + "dense0_bias".len();
@@ -771,37 +964,68 @@ fn every_params_check_rejects_a_malformed_file() {
         &corrupt(names_end, &3u64.to_le_bytes()),
         MalformedModel,
         "3 arrays for 2 names",
+        Class::Logic,
     );
     expect_params_rejected(
         &corrupt(array, &[0; 8]),
         MalformedModel,
         "parameter \"dense0_weight\": array magic",
+        Class::Runtime,
     );
     expect_params_rejected(
         &corrupt(array + 16, &2i32.to_le_bytes()),
         MalformedModel,
         "device type 2 is not 1",
+        Class::Runtime,
     );
     expect_params_rejected(
         &corrupt(array + 24, &7i32.to_le_bytes()),
         MalformedModel,
         "ndim 7 is outside 0..=6",
+        Class::Logic,
     );
     expect_params_rejected(
         &corrupt(array + 28, &[2]),
         MalformedModel,
         "(code 2, 8 bits, 1 lanes) is not int8 or int32",
+        Class::Logic,
     );
-    expect_params_rejected(&corrupt(array + 29, &[16]), MalformedModel, "16 bits");
+    // 16-bit values of a 12-byte array: the data size `CHECK` comes first.
+    expect_params_rejected(
+        &corrupt(array + 29, &[16]),
+        MalformedModel,
+        "of 16-bit values",
+        Class::Runtime,
+    );
     expect_params_rejected(
         &corrupt(array + 30, &2u16.to_le_bytes()),
         MalformedModel,
         "2 lanes",
+        Class::Logic,
+    );
+    expect_params_rejected(
+        &corrupt(array + 29, &[12]),
+        MalformedModel,
+        "cannot be allocated",
+        Class::Runtime,
+    );
+    expect_params_rejected(
+        &corrupt(array + 30, &0u16.to_le_bytes()),
+        MalformedModel,
+        "cannot be allocated",
+        Class::Runtime,
+    );
+    expect_params_rejected(
+        &corrupt(array + 16, &3i32.to_le_bytes()),
+        MalformedModel,
+        "device type 3 is not 1",
+        Class::Logic,
     );
     expect_params_rejected(
         &corrupt(array + 48, &13i64.to_le_bytes()),
         MalformedModel,
         "data size 13 does not match shape [3, 4]",
+        Class::Runtime,
     );
 
     // Semantic checks against the graph.
@@ -811,12 +1035,14 @@ fn every_params_check_rejects_a_malformed_file() {
         &params::write(&list),
         MalformedModel,
         "\"conv_weight\" is not a variable of the graph",
+        Class::Runtime,
     );
     let list = vec![arrays().remove(0)];
     expect_params_rejected(
         &params::write(&list),
         MalformedModel,
         "parameter \"dense0_bias\" of the graph is missing",
+        Class::Logic,
     );
     let mut list = arrays();
     list[1].shape = vec![1, 3];
@@ -824,6 +1050,7 @@ fn every_params_check_rejects_a_malformed_file() {
         &params::write(&list),
         ShapeMismatch,
         "has shape [1, 3], the graph declares [3]",
+        Class::Logic,
     );
     let mut list = arrays();
     list[1].data = params::ArrayData::I32(vec![-20, 5, 128]);
@@ -831,6 +1058,7 @@ fn every_params_check_rejects_a_malformed_file() {
         &params::write(&list),
         InvalidParam,
         "value 128 at index 2 exceeds precision 8",
+        Class::Logic,
     );
 }
 

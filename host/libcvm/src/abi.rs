@@ -182,7 +182,7 @@ pub unsafe extern "C" fn CVMAPIGetPreprocessMethod(net: *mut c_void, method: *mu
         // SAFETY: the function's contract.
         let model = unsafe { self::net(net) }.ok_or(Status::Runtime)?;
         // SAFETY: the function's contract.
-        unsafe { put_str(method, model.meta().postprocess.name()) }
+        unsafe { put_str(method, &model.meta().postprocess_name) }
     })
 }
 

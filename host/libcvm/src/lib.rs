@@ -5,10 +5,12 @@
 //! `include/cvm_runtime.h`; `docs/embedding.md` documents the ABI and its hazards.
 //!
 //! This file is the safe core: a loaded model ([`Net`]) with the byte contract's sizes, and the
-//! classes of the return codes. Every deterministic rejection or failure of the engine (a
-//! malformed or invalid model, a wrong input length, any engine error code) is
-//! [`Status::Logic`] (1); a failure of this node (the wasm runtime, a null pointer, an unknown
-//! device type, a panic) is [`Status::Runtime`] (2).
+//! classes of the return codes. A model the deployed runtime rejects gets the code it returns
+//! there: [`Status::Logic`] (1) for the checks it makes with `VERIFY`, [`Status::Runtime`] (2)
+//! for those it makes with `CHECK` or `LOG(FATAL)` and for parameter parsing errors
+//! ([`cvm::Class`], cvm-compat §1). Every other deterministic failure (an engine error of the
+//! run, a wrong input length) is [`Status::Logic`]; a failure of this node (the wasm runtime, a
+//! null pointer, an unknown device type, a panic) is [`Status::Runtime`].
 
 mod abi;
 
@@ -40,6 +42,17 @@ pub enum Status {
 impl From<NodeError> for Status {
     fn from(_: NodeError) -> Status {
         Status::Runtime
+    }
+}
+
+/// A rejection of a CVM model or input: the deployed runtime's class (a `VERIFY` is a logic
+/// error, a `CHECK`, `LOG(FATAL)` or parameter error a runtime error; cvm-compat §1).
+impl From<cvm::Class> for Status {
+    fn from(class: cvm::Class) -> Status {
+        match class {
+            cvm::Class::Logic => Status::Logic,
+            cvm::Class::Runtime => Status::Runtime,
+        }
     }
 }
 
@@ -89,14 +102,15 @@ impl Net {
     /// Reads and checks a CVM model (`symbol` JSON and `params` bytes) and loads it.
     ///
     /// # Errors
-    /// [`Status::Logic`] when the model fails a load check or validation (deterministic);
-    /// [`Status::Runtime`] for a device type `c_api.cc` does not know, or a failure of the
-    /// runtime.
+    /// The deployed runtime's class when the model fails a load check ([`cvm::Class`]),
+    /// [`Status::Logic`] when engine validation rejects it; [`Status::Runtime`] for a device type
+    /// `c_api.cc` does not know, or a failure of the runtime.
     pub fn load(graph: &[u8], params: &[u8], device_type: i32) -> Result<Net, Status> {
         if !DEVICE_TYPES.contains(&device_type) {
             return Err(Status::Runtime);
         }
-        let CvmModel { model, meta } = cvm::import(graph, params).map_err(|_| Status::Logic)?;
+        let CvmModel { model, meta } =
+            cvm::import(graph, params).map_err(|rejection| Status::from(rejection.class))?;
         let model = shared_runtime()?.load(&model.encode(), SCHEDULE_VERSION)?;
         Ok(Net { model, meta })
     }
@@ -138,7 +152,7 @@ impl Net {
 /// # Errors
 /// [`Status::Logic`] when the graph fails its checks or its gas exceeds the deployed limits.
 pub fn gas_from_graph(graph: &[u8]) -> Result<u64, Status> {
-    let graph = symbol::parse(graph).map_err(|_| Status::Logic)?;
+    let graph = symbol::parse(graph).map_err(|rejection| Status::from(rejection.class))?;
     cvm::legacy_gas(&graph).map_err(|_| Status::Logic)
 }
 
@@ -167,21 +181,26 @@ mod tests {
         );
         let loaded = Net::load(&symbol, &params, 0).map(|net| net.meta().legacy_gas);
         assert_eq!(loaded, Ok(185));
-        // Malformed graph JSON, malformed params, a failed load check: logic errors.
+        // The deployed runtime's classes: its JSON reader stops at a syntax error with a
+        // `CHECK` (2), an unknown operator is a `CHECK` (2), a graph without heads and a params
+        // file cut inside its last array (undefined there, rejected here) are logic errors (1).
         assert_eq!(
             Net::load(b"{\"nodes\": [", &params, 0).err(),
-            Some(Status::Logic)
+            Some(Status::Runtime)
         );
+        let text = String::from_utf8(symbol.clone()).unwrap();
+        let heads = "\"heads\": [\n  [\n   5,\n   0,\n   0\n  ]\n ]";
+        let headless = text.replacen(heads, "\"heads\": []", 1);
+        assert_ne!(headless, text);
         assert_eq!(
             Net::load(&symbol, &params[..params.len() - 1], 0).err(),
             Some(Status::Logic)
         );
-        let text = String::from_utf8(symbol.clone()).unwrap();
         let unknown_op = text.replacen("\"dense\"", "\"no_such_op\"", 1);
         assert_ne!(unknown_op, text);
         assert_eq!(
             Net::load(unknown_op.as_bytes(), &params, 0).err(),
-            Some(Status::Logic)
+            Some(Status::Runtime)
         );
         // Every device type of c_api.cc runs the same engine; others are the node's problem.
         for device_type in DEVICE_TYPES {
@@ -189,7 +208,11 @@ mod tests {
         }
         assert_eq!(Net::load(&symbol, &params, 7).err(), Some(Status::Runtime));
         assert_eq!(gas_from_graph(&symbol), Ok(185));
-        assert_eq!(gas_from_graph(b"[]"), Err(Status::Logic));
+        assert_eq!(gas_from_graph(b"[]"), Err(Status::Runtime));
+        assert_eq!(
+            Net::load(headless.as_bytes(), &params, 0).err(),
+            Some(Status::Logic)
+        );
     }
 
     #[test]

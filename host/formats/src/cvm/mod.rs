@@ -20,11 +20,64 @@ use cvm_engine::model::{
 };
 use cvm_engine::outcome::OutputTensor;
 use cvm_engine::tensor::precision_bound;
-use cvm_engine::{Error, ValidatedModel, fail};
+use cvm_engine::{Error, ValidatedModel, fail, ops};
 
 use crate::error::{ReadError, read_file};
 use symbol::NodeKind;
 pub use symbol::{Postprocess, Symbol, Version};
+
+/// The return code the deployed runtime's C interface gives a rejection (cvm-compat §1, "Error
+/// classes"): a failed `VERIFY` is a logic error, a failed `CHECK`, a `LOG(FATAL)`, a parameter
+/// parsing error or a JSON syntax error a runtime error. `libcvm` returns it; the CLI names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// `ERROR_LOGIC` (1).
+    Logic = 1,
+    /// `ERROR_RUNTIME` (2).
+    Runtime = 2,
+}
+
+impl Class {
+    /// The C interface's name of the class.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Logic => "ERROR_LOGIC",
+            Class::Runtime => "ERROR_RUNTIME",
+        }
+    }
+}
+
+/// A CVM model or input the deployed runtime rejects: the engine's deterministic error (what a
+/// host hashes) and the class of the deployed runtime's return code. Where the deployed runtime
+/// has undefined behaviour and the engine rejects instead, the class is [`Class::Logic`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{error} (deployed runtime: {})", class.name())]
+pub struct Rejection {
+    /// The deterministic error.
+    pub error: Error,
+    /// The deployed runtime's return code.
+    pub class: Class,
+}
+
+impl Rejection {
+    /// `error` as the deployed runtime's runtime error (`CHECK`, `LOG(FATAL)`, parameter parsing).
+    pub fn runtime(error: Error) -> Rejection {
+        Rejection {
+            error,
+            class: Class::Runtime,
+        }
+    }
+}
+
+/// Most deployed checks are `VERIFY`s: an engine error is a logic error unless said otherwise.
+impl From<Error> for Rejection {
+    fn from(error: Error) -> Rejection {
+        Rejection {
+            error,
+            class: Class::Logic,
+        }
+    }
+}
 
 /// The name of the model input in CVM graphs.
 pub const DATA: &str = "data";
@@ -43,6 +96,8 @@ pub struct CvmModel {
 pub struct CvmMeta {
     /// Output post-processing of the byte contract.
     pub postprocess: Postprocess,
+    /// The graph's `postprocess` string as written (`CVMAPIGetPreprocessMethod`).
+    pub postprocess_name: String,
     /// Gas as the deployed runtime computes it from the graph (cvm-compat §5).
     pub legacy_gas: u64,
     /// Precision of `data`: ≤ 8 means one byte per input element.
@@ -83,7 +138,7 @@ fn contract(
     input_elements: u64,
     input_precision: u8,
     head_types: &[&cvm_engine::TensorType],
-) -> Result<Contract, Error> {
+) -> Result<Contract, Rejection> {
     let input_type_size = if input_precision <= 8 { 1 } else { 4 };
     let wide = head_types.iter().any(|ty| ty.precision > 8);
     let output_type_size = match graph.postprocess {
@@ -129,9 +184,8 @@ pub fn read_dir(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), ReadError> {
 ///
 /// # Errors
 /// A deterministic error naming the node, entry or parameter.
-pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Error> {
+pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Rejection> {
     let graph = symbol::parse(symbol_bytes)?;
-    let arrays = params::parse(params_bytes)?;
 
     // Where every entry goes in the canonical model.
     let data_nodes: Vec<usize> = (0..graph.nodes.len())
@@ -140,17 +194,17 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
     let data_node = match data_nodes.as_slice() {
         [one] => *one,
         [] => {
-            return Err(fail!(
+            return Err(Rejection::runtime(fail!(
                 MalformedModel,
                 "symbol: no variable is named \"{DATA}\" (the model input)"
-            ));
+            )));
         }
         _ => {
-            return Err(fail!(
+            return Err(Rejection::runtime(fail!(
                 MalformedModel,
                 "symbol: {} variables are named \"{DATA}\"",
                 data_nodes.len()
-            ));
+            )));
         }
     };
     let mut value_of: Vec<Option<ValueRef>> = vec![None; graph.nodes.len()];
@@ -188,70 +242,15 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
     let mut seen = std::collections::HashSet::new();
     for node in graph.nodes.iter().filter(|n| n.kind == NodeKind::Variable) {
         if !seen.insert(node.name.as_str()) {
-            return Err(fail!(
+            return Err(Rejection::runtime(fail!(
                 MalformedModel,
                 "symbol: two variables are named \"{}\"",
                 node.name
-            ));
+            )));
         }
     }
 
-    // Parameters: every variable but data has an array, with the declared shape and precision.
-    // As the deployed loader sets them one by one: an array named `data` is checked for its
-    // shape and then replaced by the input; a name given twice is checked twice, the last wins.
-    let mut by_name: HashMap<&str, &params::Array> = HashMap::new();
-    for array in &arrays {
-        if array.name == DATA {
-            let shape = &graph.shapes[entry(data_node)];
-            if !same_shape(&array.shape, shape) {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "params: array \"{DATA}\" has shape {:?}, the graph declares {shape:?}",
-                    array.shape
-                ));
-            }
-            continue;
-        }
-        let Some(&id) = param_nodes
-            .iter()
-            .find(|&&id| graph.nodes[id].name == array.name)
-        else {
-            return Err(fail!(
-                MalformedModel,
-                "params: \"{}\" is not a variable of the graph",
-                array.name
-            ));
-        };
-        check_param(
-            array,
-            &graph.shapes[entry(id)],
-            graph.precisions[entry(id)] as u8,
-        )?;
-        by_name.insert(array.name.as_str(), array);
-    }
     let names = canonical_names(&graph);
-    let mut param_decls = Vec::with_capacity(param_nodes.len());
-    for &id in &param_nodes {
-        let name = &graph.nodes[id].name;
-        let array = by_name.get(name.as_str()).ok_or_else(|| {
-            fail!(
-                MalformedModel,
-                "params: parameter \"{name}\" of the graph is missing"
-            )
-        })?;
-        let shape = &graph.shapes[entry(id)];
-        let precision = graph.precisions[entry(id)] as u8;
-        let data = match &array.data {
-            params::ArrayData::I8(values) => ParamData::I8(values.clone()),
-            params::ArrayData::I32(values) => ParamData::I32(values.clone()),
-        };
-        param_decls.push(ParamDecl {
-            name: names[id].clone(),
-            shape: shape.clone(),
-            precision,
-            data,
-        });
-    }
 
     // Operator nodes with typed attributes.
     let mut nodes = Vec::new();
@@ -263,13 +262,22 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             .iter()
             .find(|&&name| !node.op_attrs.contains_key(name))
         {
-            return Err(fail!(
-                MissingAttribute,
-                "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
-                node.name,
-                op.name
-            )
-            .at_node(nodes.len() as u32, &node.name, op.name));
+            return Err(Rejection::runtime(
+                fail!(
+                    MissingAttribute,
+                    "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
+                    node.name,
+                    op.name
+                )
+                .at_node(nodes.len() as u32, &node.name, op.name),
+            ));
+        }
+        if let Some(error) = deployed_parameter_check(&graph, id, op) {
+            return Err(Rejection::runtime(error.at_node(
+                nodes.len() as u32,
+                &node.name,
+                op.name,
+            )));
         }
         if op.name == "conv2d"
             && let Some(&(w, k)) = node.inputs.get(1)
@@ -303,7 +311,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
                         "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
                         node.name
                     )
-                    .at_node(nodes.len() as u32, &node.name, op.name));
+                    .at_node(nodes.len() as u32, &node.name, op.name)
+                    .into());
                 }
             }
         }
@@ -319,7 +328,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
                     shape_of(*cond),
                     shape_of(*x)
                 )
-                .at_node(nodes.len() as u32, &node.name, op.name));
+                .at_node(nodes.len() as u32, &node.name, op.name)
+                .into());
             }
         }
         let mut attrs = Vec::with_capacity(node.op_attrs.len());
@@ -329,12 +339,29 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
                 .iter()
                 .find(|spec| spec.name == key)
                 .map(|spec| spec.kind);
+            // The deployed runtime's parameter parser rejects what it cannot parse, and an
+            // attribute it does not declare, with a `ParamError` (class 2); an operator without
+            // parameters rejects any attribute with a `VERIFY` (class 1).
+            if kind.is_none() {
+                let error = fail!(
+                    UnknownAttribute,
+                    "symbol: node {id} (\"{}\"): {} has no attribute \"{key}\"",
+                    node.name,
+                    op.name
+                )
+                .at_node(nodes.len() as u32, &node.name, op.name);
+                return Err(if op.attrs.is_empty() {
+                    error.into()
+                } else {
+                    Rejection::runtime(error)
+                });
+            }
             let value = parse_attr(text, kind).map_err(|message| {
-                fail!(
+                Rejection::runtime(fail!(
                     AttributeType,
                     "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
                     node.name
-                )
+                ))
             })?;
             if let Some(value) = value {
                 attrs.push(Attr {
@@ -350,6 +377,65 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             attrs,
         });
     }
+    // The parameters, read after every check of the graph as the deployed runtime loads them.
+    let arrays = params::parse(params_bytes)?;
+    // Parameters: every variable but data has an array, with the declared shape and precision.
+    // As the deployed loader sets them one by one: an array named `data` is checked for its
+    // shape and then replaced by the input; a name given twice is checked twice, the last wins.
+    let mut by_name: HashMap<&str, &params::Array> = HashMap::new();
+    for array in &arrays {
+        if array.name == DATA {
+            let shape = &graph.shapes[entry(data_node)];
+            if !same_shape(&array.shape, shape) {
+                return Err(fail!(
+                    ShapeMismatch,
+                    "params: array \"{DATA}\" has shape {:?}, the graph declares {shape:?}",
+                    array.shape
+                )
+                .into());
+            }
+            continue;
+        }
+        let Some(&id) = param_nodes
+            .iter()
+            .find(|&&id| graph.nodes[id].name == array.name)
+        else {
+            return Err(Rejection::runtime(fail!(
+                MalformedModel,
+                "params: \"{}\" is not a variable of the graph",
+                array.name
+            )));
+        };
+        check_param(
+            array,
+            &graph.shapes[entry(id)],
+            graph.precisions[entry(id)] as u8,
+        )?;
+        by_name.insert(array.name.as_str(), array);
+    }
+    let mut param_decls = Vec::with_capacity(param_nodes.len());
+    for &id in &param_nodes {
+        let name = &graph.nodes[id].name;
+        let array = by_name.get(name.as_str()).ok_or_else(|| {
+            fail!(
+                MalformedModel,
+                "params: parameter \"{name}\" of the graph is missing"
+            )
+        })?;
+        let shape = &graph.shapes[entry(id)];
+        let precision = graph.precisions[entry(id)] as u8;
+        let data = match &array.data {
+            params::ArrayData::I8(values) => ParamData::I8(values.clone()),
+            params::ArrayData::I32(values) => ParamData::I32(values.clone()),
+        };
+        param_decls.push(ParamDecl {
+            name: names[id].clone(),
+            shape: shape.clone(),
+            precision,
+            data,
+        });
+    }
+
     let outputs = head_names(&graph, &names)
         .into_iter()
         .zip(&graph.heads)
@@ -374,7 +460,21 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
     // The declared shape of every operator output must be the inferred one: the deployed
     // runtime allocates by the declared shapes (cvm-compat §6: a conv2d weight that disagrees
     // with its attributes overruns memory there).
-    let validated = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)?;
+    let validated = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)
+        .map_err(|error| {
+            // The one precision rule that fails with `LOG(FATAL)` rather than a `VERIFY`.
+            let left_shift = error
+                .node
+                .and_then(|node| model.nodes.get(node as usize))
+                .is_some_and(|node| {
+                    ops::by_code(node.op).is_some_and(|op| op.name == "cvm_left_shift")
+                });
+            if left_shift && error.code == cvm_engine::ErrorCode::PrecisionConstraint {
+                Rejection::runtime(error)
+            } else {
+                Rejection::from(error)
+            }
+        })?;
     let op_ids =
         (0..graph.nodes.len()).filter(|&id| matches!(graph.nodes[id].kind, NodeKind::Op(_)));
     for (node, id) in validated.nodes.iter().zip(op_ids) {
@@ -387,7 +487,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
                     node.name,
                     node.op.name,
                     ty.shape
-                ));
+                )
+                .into());
             }
         }
     }
@@ -403,6 +504,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Erro
             contract,
             legacy_gas: legacy_gas(&graph)?,
             postprocess: graph.postprocess,
+            postprocess_name: graph.postprocess_name.clone(),
             version: graph.version,
             input_precision,
             input_shape,
@@ -448,6 +550,69 @@ fn canonical_names(graph: &Symbol) -> Vec<String> {
             name
         })
         .collect()
+}
+
+/// The deployed checks of node `id` (operator `op`) that fail with `LOG(FATAL)` or a parameter
+/// error (class 2) where the engine's own validation would find the same fault with a code of
+/// class 1: a lower bound of the parameter declarations (dense `units` ≥ 1, expand_dims
+/// `num_newaxis` ≥ 1) and the shapes `CVM_ASSIGN_INPUT_SHAPE` imposes (dense weight (units, K) and
+/// bias (units), conv2d bias (channels)).
+fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Option<Error> {
+    let node = &graph.nodes[id];
+    let int = |key: &str| match node
+        .op_attrs
+        .get(key)
+        .map(|t| parse_attr(t, Some(AttrKind::Int)))
+    {
+        Some(Ok(Some(AttrValue::Int(value)))) => Some(value),
+        _ => None,
+    };
+    let shape = |input: usize| {
+        node.inputs
+            .get(input)
+            .map(|&(n, k)| &graph.shapes[graph.node_row_ptr[n] + k])
+    };
+    let below_one = |key: &str| {
+        int(key).filter(|&v| v < 1).map(|value| {
+            fail!(
+                AttributeOutOfRange,
+                "symbol: node {id} (\"{}\"): {} attribute \"{key}\" = {value} is below its lower bound 1",
+                node.name,
+                op.name
+            )
+        })
+    };
+    let assigned = |input: usize, what: &str, expected: Vec<i64>| {
+        let declared = shape(input)?;
+        let declared: Vec<i64> = declared.iter().map(|&d| i64::from(d)).collect();
+        (declared != expected).then(|| {
+            fail!(
+                ShapeMismatch,
+                "symbol: node {id} (\"{}\"): the {what} is declared {declared:?}, {} needs {expected:?}",
+                node.name,
+                op.name
+            )
+        })
+    };
+    let use_bias = node
+        .op_attrs
+        .get("use_bias")
+        .is_none_or(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+    match op.name {
+        "dense" => below_one("units").or_else(|| {
+            let units = int("units")?;
+            let data = shape(0).filter(|s| s.len() == 2)?;
+            shape(1).filter(|s| s.len() == 2)?;
+            assigned(1, "weight", vec![units, i64::from(data[1])])
+                .or_else(|| use_bias.then(|| assigned(2, "bias", vec![units])).flatten())
+        }),
+        "expand_dims" => below_one("num_newaxis"),
+        "conv2d" if use_bias => {
+            let channels = int("channels")?;
+            assigned(2, "bias", vec![channels])
+        }
+        _ => None,
+    }
 }
 
 /// Names of the graph's outputs in the canonical model: the node's name, with `:<index>` for a

@@ -4,8 +4,9 @@
 //! the bytes that remain before anything is allocated, so a crafted file cannot make the reader
 //! allocate more than the file's own size.
 
-use cvm_engine::Error;
 use cvm_engine::fail;
+
+use super::{Class, Rejection};
 
 /// Magic of the array list.
 pub const LIST_MAGIC: u64 = 0xF7E5_8D4F_0504_9CB7;
@@ -45,42 +46,46 @@ pub struct Array {
 struct Reader<'a> {
     bytes: &'a [u8],
     offset: usize,
+    /// The class of a short read: the list's header is read under `VERIFY`, an array's under
+    /// `CHECK`.
+    class: Class,
 }
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&[u8], Error> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8], Rejection> {
         let end = self
             .offset
             .checked_add(n)
             .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| {
-                fail!(
+            .ok_or_else(|| Rejection {
+                error: fail!(
                     MalformedModel,
                     "params: truncated reading {what} at byte {} (needs {n} bytes, {} remain)",
                     self.offset,
                     self.bytes.len() - self.offset
-                )
+                ),
+                class: self.class,
             })?;
         let slice = &self.bytes[self.offset..end];
         self.offset = end;
         Ok(slice)
     }
 
-    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], Error> {
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], Rejection> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, what)?);
         Ok(out)
     }
 
-    fn u64(&mut self, what: &str) -> Result<u64, Error> {
+    fn u64(&mut self, what: &str) -> Result<u64, Rejection> {
         self.array::<8>(what).map(u64::from_le_bytes)
     }
 
-    fn i64(&mut self, what: &str) -> Result<i64, Error> {
+    fn i64(&mut self, what: &str) -> Result<i64, Rejection> {
         self.array::<8>(what).map(i64::from_le_bytes)
     }
 
-    fn i32(&mut self, what: &str) -> Result<i32, Error> {
+    fn i32(&mut self, what: &str) -> Result<i32, Rejection> {
         self.array::<4>(what).map(i32::from_le_bytes)
     }
 
@@ -89,7 +94,7 @@ impl Reader<'_> {
     }
 
     /// A count of items of at least `item_bytes` bytes each, checked against what remains.
-    fn count(&mut self, what: &str, item_bytes: usize) -> Result<usize, Error> {
+    fn count(&mut self, what: &str, item_bytes: usize) -> Result<usize, Rejection> {
         let count = self.u64(what)?;
         let fits = usize::try_from(count).ok().filter(|&n| {
             n.checked_mul(item_bytes)
@@ -101,24 +106,34 @@ impl Reader<'_> {
                 "params: {what} = {count} is more than the {} remaining bytes can hold",
                 self.remaining()
             )
+            .into()
         })
     }
 }
 
-/// Parses a params file.
+/// Parses a params file, with the class of the deployed runtime's return code for each
+/// rejection (`param_dict.cc` reads the list under `VERIFY`, `ndarray.h` each array under
+/// `CHECK`; the data type's width and lanes are `CHECK`ed when the array is allocated, its code
+/// and width `VERIFY`ed when it is set).
 ///
 /// # Errors
 /// `MalformedModel` naming the byte offset, array or parameter that is wrong: bad magic,
 /// truncation, a name that is not UTF-8, a count of arrays different from the count of names,
-/// an unsupported device or data type, a data size that does not match the shape, trailing bytes.
-pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Error> {
-    let mut reader = Reader { bytes, offset: 0 };
+/// an unsupported device or data type, a data size that does not match the shape, an array
+/// with no data. Bytes after the last array are ignored, as deployed.
+pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
+    let mut reader = Reader {
+        bytes,
+        offset: 0,
+        class: Class::Logic,
+    };
     let magic = reader.u64("the list magic")?;
     if magic != LIST_MAGIC {
         return Err(fail!(
             MalformedModel,
             "params: list magic is {magic:#018x}, expected {LIST_MAGIC:#018x}"
-        ));
+        )
+        .into());
     }
     reader.u64("the reserved word")?;
     let n_names = reader.count("the number of names", 8)?;
@@ -126,8 +141,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Error> {
     for index in 0..n_names {
         let len = reader.count(&format!("the length of name {index}"), 1)?;
         let raw = reader.take(len, &format!("name {index}"))?;
-        let name = std::str::from_utf8(raw)
-            .map_err(|_| fail!(MalformedModel, "params: name {index} is not UTF-8"))?;
+        // A name that is not UTF-8 names no variable of a JSON graph: `LOG(FATAL)` there.
+        let name = std::str::from_utf8(raw).map_err(|_| {
+            Rejection::runtime(fail!(MalformedModel, "params: name {index} is not UTF-8"))
+        })?;
         names.push(name.to_string());
     }
     let n_arrays = reader.u64("the number of arrays")?;
@@ -135,48 +152,59 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Error> {
         return Err(fail!(
             MalformedModel,
             "params: {n_arrays} arrays for {n_names} names"
-        ));
+        )
+        .into());
     }
+    reader.class = Class::Runtime;
     let mut arrays = Vec::with_capacity(n_names);
-    for name in names {
+    let count = names.len();
+    for (index, name) in names.into_iter().enumerate() {
         let what = |field: &str| format!("{field} of parameter \"{name}\"");
+        let runtime = |message: String| {
+            Rejection::runtime(fail!(
+                MalformedModel,
+                "params: parameter \"{name}\": {message}"
+            ))
+        };
+        let logic = |message: String| -> Rejection {
+            fail!(MalformedModel, "params: parameter \"{name}\": {message}").into()
+        };
         let magic = reader.u64(&what("the array magic"))?;
         if magic != ARRAY_MAGIC {
-            return Err(fail!(
-                MalformedModel,
-                "params: parameter \"{name}\": array magic is {magic:#018x}, expected {ARRAY_MAGIC:#018x}"
-            ));
+            return Err(runtime(format!(
+                "array magic is {magic:#018x}, expected {ARRAY_MAGIC:#018x}"
+            )));
         }
         reader.u64(&what("the reserved word"))?;
         let device_type = reader.i32(&what("the device type"))?;
         let _device_id = reader.i32(&what("the device id"))?;
-        if device_type != 1 {
-            return Err(fail!(
-                MalformedModel,
-                "params: parameter \"{name}\": device type {device_type} is not 1 (CPU)"
-            ));
-        }
         let ndim = reader.i32(&what("ndim"))?;
         let [type_code, bits] = reader.array::<2>(&what("the data type"))?;
         let lanes = u16::from_le_bytes(reader.array::<2>(&what("the lane count"))?);
-        if type_code != 0 || !(bits == 8 || bits == 32) || lanes != 1 {
-            return Err(fail!(
-                MalformedModel,
-                "params: parameter \"{name}\": data type (code {type_code}, {bits} bits, {lanes} lanes) is not int8 or int32"
-            ));
-        }
+        // A negative ndim sizes a vector past its maximum (`std::length_error`, class 1); more
+        // than 6 dimensions can match no graph shape (the shape `VERIFY`).
         let ndim = usize::try_from(ndim)
             .ok()
             .filter(|&n| n <= 6)
-            .ok_or_else(|| {
-                fail!(
-                    MalformedModel,
-                    "params: parameter \"{name}\": ndim {ndim} is outside 0..=6"
-                )
-            })?;
+            .ok_or_else(|| logic(format!("ndim {ndim} is outside 0..=6")))?;
         let mut shape = Vec::with_capacity(ndim);
         for _ in 0..ndim {
             shape.push(reader.i64(&what("a dimension"))?);
+        }
+        // The array is allocated on its device: only the CPU (1) holds it; the FORMAL device (3)
+        // is refused by a `VERIFY` when the array is set; any other is a `LOG(FATAL)` or
+        // `CHECK` (or, for some values, an out-of-bounds read: undefined).
+        if device_type != 1 {
+            let message = format!("device type {device_type} is not 1 (CPU)");
+            return Err(if device_type == 3 {
+                logic(message)
+            } else {
+                runtime(message)
+            });
+        }
+        let dtype = format!("data type (code {type_code}, {bits} bits, {lanes} lanes)");
+        if lanes == 0 || bits % 8 != 0 || !bits.is_power_of_two() {
+            return Err(runtime(format!("{dtype} cannot be allocated")));
         }
         let elements = shape.iter().try_fold(1u64, |n, &d| {
             u64::try_from(d).ok().and_then(|d| n.checked_mul(d))
@@ -184,13 +212,27 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Error> {
         let byte_size = reader.i64(&what("the data size"))?;
         let expected = elements.and_then(|n| n.checked_mul(u64::from(bits / 8)));
         if expected.is_none() || u64::try_from(byte_size).ok() != expected {
-            return Err(fail!(
-                MalformedModel,
-                "params: parameter \"{name}\": data size {byte_size} does not match shape {shape:?} of {bits}-bit values"
-            ));
+            return Err(runtime(format!(
+                "data size {byte_size} does not match shape {shape:?} of {bits}-bit values"
+            )));
         }
         let byte_size = usize::try_from(byte_size).unwrap_or(usize::MAX);
+        // The deployed reader checks that it read some bytes, not all of them: an array with no
+        // data fails its `CHECK`, a short last array is left partly uninitialised (undefined).
+        if byte_size == 0 {
+            return Err(runtime("holds no data".into()));
+        }
+        // A short array before the last leaves the next array's header unreadable (`CHECK`).
+        if reader.remaining() > 0 && reader.remaining() < byte_size && index + 1 == count {
+            return Err(logic(format!(
+                "truncated data ({byte_size} bytes, {} remain): the deployed runtime leaves the rest uninitialised (undefined behaviour)",
+                reader.remaining()
+            )));
+        }
         let raw = reader.take(byte_size, &what("the data"))?;
+        if type_code != 0 || !(bits == 8 || bits == 32) || lanes != 1 {
+            return Err(logic(format!("{dtype} is not int8 or int32")));
+        }
         let data = if bits == 8 {
             // 8-bit arrays are sign-extended (cvm-compat §2).
             ArrayData::I8(raw.iter().map(|&b| b as i8).collect())
@@ -202,13 +244,6 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Error> {
             )
         };
         arrays.push(Array { name, shape, data });
-    }
-    if reader.remaining() != 0 {
-        return Err(fail!(
-            MalformedModel,
-            "params: {} trailing bytes after the last array",
-            reader.remaining()
-        ));
     }
     Ok(arrays)
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use cvm_engine::fail;
 use cvm_engine::{Error, ops};
+
+use super::Rejection;
 use serde_json::{Map, Value};
 
 /// Graph format versions.
@@ -20,7 +22,7 @@ pub enum Version {
 /// Output post-processing of the byte contract (cvm-compat §4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Postprocess {
-    /// Outputs as they are.
+    /// Outputs as they are (an empty or any other `postprocess` string).
     #[default]
     None,
     /// One int32 argmax over the last axis per row of each head.
@@ -89,6 +91,9 @@ pub struct Symbol {
     pub version: Version,
     /// Output post-processing.
     pub postprocess: Postprocess,
+    /// The `postprocess` string as written (empty when absent), which `CVMAPIGetPreprocessMethod`
+    /// reports.
+    pub postprocess_name: String,
     /// Nodes in topological order.
     pub nodes: Vec<SymbolNode>,
     /// Model outputs as (node id, output index).
@@ -103,22 +108,37 @@ pub struct Symbol {
     pub storage_ids: Vec<u64>,
 }
 
-fn bad(message: String) -> Error {
+/// A structural problem the deployed loader finds with a `VERIFY` (class 1).
+fn bad(message: String) -> Rejection {
     Error::new(
         cvm_engine::ErrorCode::MalformedModel,
         format!("symbol: {message}"),
     )
+    .into()
 }
 
-fn field<'a>(object: &'a Map<String, Value>, key: &str, what: &str) -> Result<&'a Value, Error> {
+/// A problem the deployed loader stops at with `CHECK` or `LOG(FATAL)` (class 2): a JSON syntax
+/// or type error, an unknown key, an unsupported version.
+fn fatal(message: String) -> Rejection {
+    Rejection::runtime(Error::new(
+        cvm_engine::ErrorCode::MalformedModel,
+        format!("symbol: {message}"),
+    ))
+}
+
+fn field<'a>(
+    object: &'a Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<&'a Value, Rejection> {
     object
         .get(key)
         .ok_or_else(|| bad(format!("{what}: \"{key}\" is missing")))
 }
 
-fn check_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), Error> {
+fn check_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), Rejection> {
     match object.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(bad(format!(
+        Some(key) => Err(fatal(format!(
             "{what}: unknown key \"{key}\" (allowed: {})",
             allowed.join(", ")
         ))),
@@ -126,21 +146,21 @@ fn check_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Resu
     }
 }
 
-fn array<'a>(value: &'a Value, what: &str) -> Result<&'a Vec<Value>, Error> {
+fn array<'a>(value: &'a Value, what: &str) -> Result<&'a Vec<Value>, Rejection> {
     value
         .as_array()
-        .ok_or_else(|| bad(format!("{what} must be a list")))
+        .ok_or_else(|| fatal(format!("{what} must be a list")))
 }
 
-fn index(value: &Value, what: &str) -> Result<usize, Error> {
+fn index(value: &Value, what: &str) -> Result<usize, Rejection> {
     value
         .as_u64()
         .and_then(|v| usize::try_from(v).ok())
-        .ok_or_else(|| bad(format!("{what}: {value} is not a non-negative integer")))
+        .ok_or_else(|| fatal(format!("{what}: {value} is not a non-negative integer")))
 }
 
 /// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`.
-fn entry(value: &Value, what: &str) -> Result<(usize, usize), Error> {
+fn entry(value: &Value, what: &str) -> Result<(usize, usize), Rejection> {
     match array(value, what)?.as_slice() {
         [node, output] => Ok((index(node, what)?, index(output, what)?)),
         [node, output, version] => {
@@ -159,15 +179,22 @@ fn typed_list<'a>(
     attrs: &'a Map<String, Value>,
     key: &str,
     tag: &str,
-) -> Result<Option<&'a Vec<Value>>, Error> {
+) -> Result<Option<&'a Vec<Value>>, Rejection> {
     let Some(value) = attrs.get(key) else {
         return Ok(None);
     };
+    // The deployed reader checks the tag's value and the element count with `VERIFY`, and the
+    // JSON types (a string tag, a list) with `CHECK`.
     match array(value, &format!("attrs.{key}"))?.as_slice() {
         [Value::String(found), list] if found == tag => {
             array(list, &format!("attrs.{key}")).map(Some)
         }
-        _ => Err(bad(format!("attrs.{key} must be [\"{tag}\", [...]]"))),
+        [Value::String(_)] | [Value::String(_), _] | [Value::String(_), _, ..] | [] => {
+            Err(bad(format!("attrs.{key} must be [\"{tag}\", [...]]")))
+        }
+        _ => Err(fatal(format!(
+            "attrs.{key} must be [\"{tag}\", [...]] (its tag must be a string)"
+        ))),
     }
 }
 
@@ -178,12 +205,12 @@ fn typed_list<'a>(
 /// not have, `LimitExceeded` for shapes past the CVM limits, `InvalidPrecision` for precisions
 /// outside −1 or 1..=32, `InvalidReference` for a graph out of topological order; every message
 /// names the node, entry or key.
-pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
+pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
     let value: Value =
-        serde_json::from_slice(text).map_err(|err| bad(format!("not valid JSON: {err}")))?;
+        serde_json::from_slice(text).map_err(|err| fatal(format!("not valid JSON: {err}")))?;
     let top = value
         .as_object()
-        .ok_or_else(|| bad("the graph must be a JSON object".into()))?;
+        .ok_or_else(|| fatal("the graph must be a JSON object".into()))?;
     check_keys(
         top,
         &[
@@ -202,21 +229,29 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         Some(Value::String(v)) if v == "cvm_1.0.0" => Version::V1_0,
         Some(Value::String(v)) if v == "cvm_1.1.0" => Version::V1_1,
         Some(other) => {
-            return Err(bad(format!(
+            return Err(fatal(format!(
                 "version {other} is not supported (cvm_1.0.0 or cvm_1.1.0)"
             )));
         }
     };
-    let postprocess = match top.get("postprocess") {
-        None => Postprocess::None,
-        Some(Value::String(p)) if p.is_empty() => Postprocess::None,
-        Some(Value::String(p)) if p == "argmax" => Postprocess::Argmax,
-        Some(Value::String(p)) if p == "detection" => Postprocess::Detection,
-        Some(other) => {
+    // Any string loads: "argmax" and "detection" change the output bytes, every other value
+    // (the empty one included) leaves them plain. The deployed constructor copies the value into
+    // a 32-byte buffer: 32 bytes or more overrun it (undefined behaviour).
+    let postprocess_name = match top.get("postprocess") {
+        None => String::new(),
+        Some(Value::String(p)) if p.len() < 32 => p.clone(),
+        Some(Value::String(p)) => {
             return Err(bad(format!(
-                "postprocess {other} is not one of \"\", \"argmax\", \"detection\""
+                "postprocess of {} bytes: the deployed runtime copies it into a 32-byte buffer and overruns it (undefined behaviour)",
+                p.len()
             )));
         }
+        Some(other) => return Err(fatal(format!("postprocess {other} is not a string"))),
+    };
+    let postprocess = match postprocess_name.as_str() {
+        "argmax" => Postprocess::Argmax,
+        "detection" => Postprocess::Detection,
+        _ => Postprocess::None,
     };
 
     let node_values = array(field(top, "nodes", "the graph")?, "nodes")?;
@@ -225,7 +260,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         let what = format!("node {id}");
         let object = node_value
             .as_object()
-            .ok_or_else(|| bad(format!("{what} must be an object")))?;
+            .ok_or_else(|| fatal(format!("{what} must be an object")))?;
         check_keys(
             object,
             &["op", "name", "inputs", "attrs", "precision"],
@@ -237,13 +272,13 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                 .and_then(|p| i32::try_from(p).ok())
                 .is_none()
         {
-            return Err(bad(format!(
+            return Err(fatal(format!(
                 "{what}: \"precision\" is {precision}, not an integer"
             )));
         }
         let name = field(object, "name", &what)?
             .as_str()
-            .ok_or_else(|| bad(format!("{what}: \"name\" must be a string")))?
+            .ok_or_else(|| fatal(format!("{what}: \"name\" must be a string")))?
             .to_string();
         let what = format!("node {id} (\"{name}\")");
         let inputs = array(field(object, "inputs", &what)?, &format!("{what} inputs"))?
@@ -267,7 +302,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                     &format!("{what} attrs"),
                 )?;
                 if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
-                    return Err(bad(format!("{what}: attrs.{key} must be a string")));
+                    return Err(fatal(format!("{what}: attrs.{key} must be a string")));
                 }
                 Some(
                     map.get("func_name")
@@ -277,7 +312,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                         })?,
                 )
             }
-            Some(_) => return Err(bad(format!("{what}: \"attrs\" must be an object"))),
+            Some(_) => return Err(fatal(format!("{what}: \"attrs\" must be an object"))),
         };
         let kind = match field(object, "op", &what)?.as_str() {
             // A variable's inputs are only checked for topological order, as deployed.
@@ -289,20 +324,23 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                 let op_name = strip_suffix(func);
                 // The deployed runtime registers the operators of spec 001 only (codes below
                 // 100); the engine's other operators are not CVM operators.
-                let op = cvm_op(op_name).ok_or_else(|| {
-                    fail!(
-                        UnknownOp,
-                        "symbol: {what}: operator \"{func}\" is not known"
-                    )
-                    .at_node(id as u32, &name, op_name)
-                })?;
+                let op = cvm_op(op_name)
+                    .ok_or_else(|| {
+                        fail!(
+                            UnknownOp,
+                            "symbol: {what}: operator \"{func}\" is not known"
+                        )
+                        .at_node(id as u32, &name, op_name)
+                    })
+                    .map_err(Rejection::runtime)?;
                 NodeKind::Op(op)
             }
-            _ => {
+            Some(_) => {
                 return Err(bad(format!(
                     "{what}: \"op\" must be \"null\" or \"cvm_op\""
                 )));
             }
+            None => return Err(fatal(format!("{what}: \"op\" must be a string"))),
         };
         nodes.push(SymbolNode {
             name,
@@ -365,7 +403,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
     // Graph attributes.
     let attrs = field(top, "attrs", "the graph")?
         .as_object()
-        .ok_or_else(|| bad("\"attrs\" must be an object".into()))?;
+        .ok_or_else(|| fatal("\"attrs\" must be an object".into()))?;
     check_keys(
         attrs,
         &[
@@ -379,32 +417,47 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         ],
         "attrs",
     )?;
-    // `dtype` is read and ignored: a list of integers, or a number under the "list_str" tag.
+    // `dtype` is read and ignored: a list of integers, or a number under the "list_str" tag. The
+    // deployed reader checks the element count with `VERIFY`; the JSON types and an unknown tag
+    // stop it at a `CHECK` or `LOG(FATAL)`.
     if let Some(value) = attrs.get("dtype") {
-        let ok = match array(value, "attrs.dtype")?.as_slice() {
-            [Value::String(tag), Value::Array(list)] if tag == "list_int" => list
-                .iter()
-                .all(|v| v.as_i64().is_some_and(|v| i32::try_from(v).is_ok())),
-            [Value::String(tag), number] if tag == "list_str" => number.as_u64().is_some(),
-            _ => false,
-        };
-        if !ok {
-            return Err(bad(
-                "attrs.dtype must be [\"list_int\", [...]] or [\"list_str\", <count>]".into(),
-            ));
+        let form = "attrs.dtype must be [\"list_int\", [...]] or [\"list_str\", <count>]";
+        let known = |tag: &str| tag == "list_int" || tag == "list_str";
+        match array(value, "attrs.dtype")?.as_slice() {
+            [Value::String(tag), Value::Array(list)] if tag == "list_int" => {
+                if !list
+                    .iter()
+                    .all(|v| v.as_i64().is_some_and(|v| i32::try_from(v).is_ok()))
+                {
+                    return Err(fatal(format!("{form}: a value is not an integer")));
+                }
+            }
+            [Value::String(tag), number] if tag == "list_str" => {
+                if number.as_u64().is_none() {
+                    return Err(fatal(format!("{form}: the count is not a number")));
+                }
+            }
+            [Value::String(tag), ..] if !known(tag) => {
+                return Err(fatal(format!("{form}: unknown tag \"{tag}\"")));
+            }
+            [Value::String(_)] | [] | [Value::String(_), _, _, ..] => {
+                return Err(bad(form.into()));
+            }
+            _ => return Err(fatal(form.into())),
         }
     }
-    let per_entry = |key: &str, tag: &str, required: bool| -> Result<Option<&Vec<Value>>, Error> {
-        match typed_list(attrs, key, tag)? {
-            Some(list) if list.len() == entries => Ok(Some(list)),
-            Some(list) => Err(bad(format!(
-                "attrs.{key} has {} values for {entries} entries",
-                list.len()
-            ))),
-            None if required => Err(bad(format!("attrs.{key} is missing"))),
-            None => Ok(None),
-        }
-    };
+    let per_entry =
+        |key: &str, tag: &str, required: bool| -> Result<Option<&Vec<Value>>, Rejection> {
+            match typed_list(attrs, key, tag)? {
+                Some(list) if list.len() == entries => Ok(Some(list)),
+                Some(list) => Err(bad(format!(
+                    "attrs.{key} has {} values for {entries} entries",
+                    list.len()
+                ))),
+                None if required => Err(bad(format!("attrs.{key} is missing"))),
+                None => Ok(None),
+            }
+        };
     let shapes = per_entry("shape", "list_shape", true)?
         .unwrap_or(&Vec::new())
         .iter()
@@ -415,31 +468,29 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
         .unwrap_or(&Vec::new())
         .iter()
         .enumerate()
-        .map(|(entry_id, p)| {
-            p.as_i64()
-                .filter(|&p| p == -1 || (1..=32).contains(&p))
-                .map(|p| p as i32)
-                .ok_or_else(|| {
-                    fail!(
-                        InvalidPrecision,
-                        "symbol: attrs.precision[{entry_id}] = {p} is not −1 or 1..=32"
-                    )
-                })
+        .map(|(entry_id, p)| match p.as_i64().map(i32::try_from) {
+            Some(Ok(p)) if p == -1 || (1..=32).contains(&p) => Ok(p),
+            Some(Ok(_)) => Err(fail!(
+                InvalidPrecision,
+                "symbol: attrs.precision[{entry_id}] = {p} is not −1 or 1..=32"
+            )
+            .into()),
+            _ => Err(fatal(format!(
+                "attrs.precision[{entry_id}] = {p} is not a 32-bit integer"
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let storage_ids = per_entry("storage_id", "list_int", true)?
         .unwrap_or(&Vec::new())
         .iter()
-        .map(|storage| {
-            storage
-                .as_i64()
-                .filter(|&s| (0..=i64::from(i32::MAX)).contains(&s))
-                .and_then(|id| u64::try_from(id).ok())
-                .ok_or_else(|| {
-                    bad(format!(
-                        "attrs.storage_id holds {storage}, not a non-negative integer"
-                    ))
-                })
+        .map(|storage| match storage.as_i64().map(i32::try_from) {
+            Some(Ok(id)) if id >= 0 => Ok(u64::from(id.unsigned_abs())),
+            Some(Ok(_)) => Err(bad(format!(
+                "attrs.storage_id holds {storage}, not a non-negative integer"
+            ))),
+            _ => Err(fatal(format!(
+                "attrs.storage_id holds {storage}, not a 32-bit integer"
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     check_storage(&nodes, &node_row_ptr, &storage_ids, &shapes)?;
@@ -459,14 +510,17 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
             .enumerate()
             .find(|(_, t)| t.as_str() != Some("int32"))
         {
-            return Err(bad(format!(
-                "attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported"
-            )));
+            let error = format!("attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported");
+            return Err(if other.is_string() {
+                bad(error)
+            } else {
+                fatal(error)
+            });
         }
     } else if let Some(types) = typed_list(attrs, "dltype", "list_str")?
         && types.iter().any(|t| !t.is_string())
     {
-        return Err(bad("attrs.dltype must list strings".into()));
+        return Err(fatal("attrs.dltype must list strings".into()));
     }
     let op_attrs = typed_list(attrs, "op_attrs", "list_str")?
         .ok_or_else(|| bad("attrs.op_attrs is missing".into()))?;
@@ -477,13 +531,18 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
             nodes.len()
         )));
     }
+    // Every entry is read as a string; the deployed loader parses only operators' entries.
     for (id, (node, text)) in nodes.iter_mut().zip(op_attrs).enumerate() {
-        node.op_attrs = parse_op_attrs(text).map_err(|m| {
-            bad(format!(
+        let error = |m: &str| {
+            fatal(format!(
                 "node {id} (\"{}\"): attrs.op_attrs: {m}",
                 node.name
             ))
-        })?;
+        };
+        let text = text.as_str().ok_or_else(|| error("must be a string"))?;
+        if node.kind != NodeKind::Variable {
+            node.op_attrs = parse_op_attrs(text).map_err(|m| error(&m))?;
+        }
     }
 
     // Variables: declared precisions; version 1.0.0 cross-checks.
@@ -493,7 +552,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
                 InvalidPrecision,
                 "symbol: variable \"{}\" must declare a precision in 1..=32, not −1",
                 node.name
-            ));
+            )
+            .into());
         }
     }
     let variables: Vec<usize> = (0..nodes.len())
@@ -528,6 +588,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Error> {
     Ok(Symbol {
         version,
         postprocess,
+        postprocess_name,
         nodes,
         heads,
         shapes,
@@ -577,7 +638,7 @@ fn check_storage(
     node_row_ptr: &[usize],
     storage_ids: &[u64],
     shapes: &[Vec<u32>],
-) -> Result<(), Error> {
+) -> Result<(), Rejection> {
     for (id, node) in nodes.iter().enumerate() {
         let NodeKind::Op(op) = node.kind else {
             continue;
@@ -610,7 +671,7 @@ fn check_storage(
 ///
 /// # Errors
 /// `LimitExceeded` above 2^32 bytes, as the deployed loader rejects it.
-pub fn storage_size(storage_ids: &[u64], shapes: &[Vec<u32>]) -> Result<u64, Error> {
+pub fn storage_size(storage_ids: &[u64], shapes: &[Vec<u32>]) -> Result<u64, Rejection> {
     let mut pool: BTreeMap<u64, u64> = BTreeMap::new();
     for (storage, shape) in storage_ids.iter().zip(shapes) {
         // Shapes are checked first: at most 2^30 elements each.
@@ -625,39 +686,45 @@ pub fn storage_size(storage_ids: &[u64], shapes: &[Vec<u32>]) -> Result<u64, Err
         return Err(fail!(
             LimitExceeded,
             "symbol: the storage plan needs {total} bytes, more than 2^32"
-        ));
+        )
+        .into());
     }
     Ok(total)
 }
 
 /// Checks one declared shape: 1..=6 dims, each in 1..=2^24, running product ≤ 2^30.
-fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Error> {
+fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Rejection> {
     let dims = array(value, &format!("attrs.shape[{entry_id}]"))?;
     if dims.is_empty() || dims.len() > 6 {
         return Err(fail!(
             LimitExceeded,
             "symbol: attrs.shape[{entry_id}] has {} dimensions, not 1..=6",
             dims.len()
-        ));
+        )
+        .into());
     }
     let mut size = 1u64;
     dims.iter()
         .map(|dim| {
-            let d = dim
-                .as_u64()
-                .filter(|&d| (1..=1 << 24).contains(&d))
-                .ok_or_else(|| {
-                    fail!(
-                        LimitExceeded,
-                        "symbol: attrs.shape[{entry_id}] has dimension {dim}, not in 1..=2^24"
-                    )
-                })?;
-            size *= d;
+            let d = dim.as_i64().ok_or_else(|| {
+                fatal(format!(
+                    "attrs.shape[{entry_id}] has dimension {dim}, not a 64-bit integer"
+                ))
+            })?;
+            if !(1..=1 << 24).contains(&d) {
+                return Err(fail!(
+                    LimitExceeded,
+                    "symbol: attrs.shape[{entry_id}] has dimension {dim}, not in 1..=2^24"
+                )
+                .into());
+            }
+            size *= d.unsigned_abs();
             if size > 1 << 30 {
                 return Err(fail!(
                     LimitExceeded,
                     "symbol: attrs.shape[{entry_id}] has more than 2^30 elements"
-                ));
+                )
+                .into());
             }
             Ok(d as u32)
         })
@@ -666,8 +733,7 @@ fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Error> {
 
 /// Parses one `op_attrs` string: a JSON object whose values are all strings. Keys that start
 /// and end with `__` are dropped.
-fn parse_op_attrs(value: &Value) -> Result<BTreeMap<String, String>, String> {
-    let text = value.as_str().ok_or("must be a string")?;
+fn parse_op_attrs(text: &str) -> Result<BTreeMap<String, String>, String> {
     if text.trim().is_empty() {
         return Ok(BTreeMap::new());
     }

@@ -70,8 +70,8 @@ func TestModels(t *testing.T) {
 		if _, status := lib.Inference(net, input[1:]); status != ErrorLogic {
 			t.Errorf("%s: a short input gave %d, want ERROR_LOGIC", fields[0], status)
 		}
-		if _, status := lib.LoadModel([]byte("{\"nodes\": ["), params, 0, 0); status != ErrorLogic {
-			t.Errorf("malformed graph JSON gave %d, want ERROR_LOGIC", status)
+		if _, status := lib.LoadModel([]byte("{\"nodes\": ["), params, 0, 0); status != ErrorRuntime {
+			t.Errorf("malformed graph JSON gave %d, want ERROR_RUNTIME", status)
 		}
 		if _, status := lib.LoadModel(graph, params[:len(params)-1], 0, 0); status != ErrorLogic {
 			t.Errorf("malformed params gave %d, want ERROR_LOGIC", status)
