@@ -135,9 +135,10 @@ fn load(
         let (symbol, params) = cvm::read_dir(path)?;
         match cvm::import(&symbol, &params) {
             Ok(imported) => (imported.model.encode(), Some(imported.meta)),
-            Err(error) => {
-                // The CVM load checks failed: a rejection, hashed like the engine's own.
-                return Ok(Loaded::Rejected(Verdict::rejected(error)));
+            Err(rejection) => {
+                // The CVM load checks failed: a rejection, hashed like the engine's own (its
+                // deployed return code, `rejection.class`, matters only to the C interface).
+                return Ok(Loaded::Rejected(Verdict::rejected(rejection.error)));
             }
         }
     } else if path.extension().is_some_and(|ext| ext == "json") {
