@@ -213,9 +213,9 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             Class::Runtime,
         ),
         (
-            Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 0, -1]])),
+            Box::new(|s| s["nodes"][4]["inputs"] = json!([[3, 0, 4_294_967_296u64]])),
             MalformedModel,
-            "is not a non-negative integer",
+            "4294967296 is not a 32-bit unsigned integer",
             Class::Runtime,
         ),
         (
@@ -458,7 +458,7 @@ fn every_symbol_check_rejects_a_malformed_graph() {
         (
             Box::new(|s| s["attrs"]["op_attrs"][1][3] = json!("{units: 3}")),
             MalformedModel,
-            "node 3 (\"dense0\"): attrs.op_attrs: not a JSON object",
+            "node 3 (\"dense0\"): attrs.op_attrs: at byte 2: expected '\"'",
             Class::Runtime,
         ),
         (
@@ -591,6 +591,12 @@ fn what_the_deployed_loader_accepts_loads() {
     // An output index past a node's outputs reads the next entry: (2, 1) is entry 3, dense0.
     let model = accepted(&|s| s["nodes"][4]["inputs"] = json!([[2, 1, 0]]));
     let reference = accepted(&|_| {});
+    assert_eq!(model.model.encode(), reference.model.encode());
+    // Numbers as a C++ stream reads a `uint32_t`: a negative one wraps (an entry's version is
+    // read and ignored; an output index of −1 names the entry before the node's first).
+    let model = accepted(&|s| s["nodes"][4]["inputs"] = json!([[3, 0, -1]]));
+    assert_eq!(model.model.encode(), reference.model.encode());
+    let model = accepted(&|s| s["nodes"][4]["inputs"] = json!([[4, -1, 0]]));
     assert_eq!(model.model.encode(), reference.model.encode());
     let model = accepted(&|s| s["heads"] = json!([[4, 1, 0]]));
     assert_eq!(model.model.encode(), reference.model.encode());
@@ -1072,12 +1078,24 @@ fn no_truncation_or_corruption_panics() {
             "params truncated at {len} accepted"
         );
     }
+    // The deployed reader takes the end of the input for the closing brackets it still
+    // expects: a graph cut among its final brackets, or before its last key (`version`, whose
+    // value is the default), loads as the whole one; every other cut fails.
+    let whole = cvm::import(&text, &good).unwrap();
+    let mut loaded = Vec::new();
     for len in 0..text.len() {
-        assert!(
-            cvm::import(&text[..len], &good).is_err(),
-            "symbol truncated at {len} accepted"
-        );
+        if let Ok(model) = cvm::import(&text[..len], &good) {
+            assert_eq!(model, whole, "symbol cut at {len}");
+            loaded.push(len);
+        }
     }
+    let version = text.len() - ",\"version\":\"cvm_1.0.0\"}".len();
+    assert_eq!(&text[version..version + 10], b",\"version\"");
+    let closing = |len: usize| text[len..version].iter().all(|b| b"}]".contains(b));
+    let expected: Vec<usize> = (0..text.len())
+        .filter(|&len| len == text.len() - 1 || (len <= version && closing(len)))
+        .collect();
+    assert_eq!(loaded, expected);
     let mut state = 0x51ed_27a1_0b0e_55c3u64;
     for _ in 0..2000 {
         state ^= state << 13;

@@ -7,6 +7,7 @@
 //! sorted). Every load failure is a deterministic [`cvm_engine::Error`] whose message names the
 //! node, entry or parameter; hosts report it as a hashed outcome like any model rejection.
 
+mod json;
 pub mod params;
 pub mod symbol;
 
@@ -342,7 +343,11 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             // The deployed runtime's parameter parser rejects what it cannot parse, and an
             // attribute it does not declare, with a `ParamError` (class 2); an operator without
             // parameters rejects any attribute with a `VERIFY` (class 1).
-            if kind.is_none() {
+            let parameterless = symbol::PARAMETERLESS_OPS.contains(&op.name);
+            if kind.is_none() || parameterless {
+                if symbol::is_hidden_key(key) && !parameterless {
+                    continue;
+                }
                 let error = fail!(
                     UnknownAttribute,
                     "symbol: node {id} (\"{}\"): {} has no attribute \"{key}\"",
@@ -350,7 +355,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
                     op.name
                 )
                 .at_node(nodes.len() as u32, &node.name, op.name);
-                return Err(if op.attrs.is_empty() {
+                return Err(if parameterless {
                     error.into()
                 } else {
                     Rejection::runtime(error)

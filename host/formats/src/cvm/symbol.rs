@@ -152,11 +152,24 @@ fn array<'a>(value: &'a Value, what: &str) -> Result<&'a Vec<Value>, Rejection> 
         .ok_or_else(|| fatal(format!("{what} must be a list")))
 }
 
+/// A `uint32_t` as the deployed reader reads it: a C++ stream takes a negative number of at
+/// most 32 bits and wraps it (−1 is 4294967295); anything else outside 32 bits fails.
 fn index(value: &Value, what: &str) -> Result<usize, Rejection> {
-    value
-        .as_u64()
-        .and_then(|v| usize::try_from(v).ok())
-        .ok_or_else(|| fatal(format!("{what}: {value} is not a non-negative integer")))
+    let wrapped = match value.as_i64() {
+        Some(v) if v < 0 => u32::try_from(v.unsigned_abs())
+            .ok()
+            .map(|m| 0u32.wrapping_sub(m)),
+        _ => value.as_u64().and_then(|v| u32::try_from(v).ok()),
+    };
+    wrapped
+        .map(|v| v as usize)
+        .ok_or_else(|| fatal(format!("{what}: {value} is not a 32-bit unsigned integer")))
+}
+
+/// Entry `row + output` in the deployed runtime's 32-bit arithmetic, where an output index read
+/// from a negative number wraps to an earlier entry.
+fn entry_id(row: usize, output: usize) -> usize {
+    (row as u32).wrapping_add(output as u32) as usize
 }
 
 /// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`.
@@ -207,7 +220,7 @@ fn typed_list<'a>(
 /// names the node, entry or key.
 pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
     let value: Value =
-        serde_json::from_slice(text).map_err(|err| fatal(format!("not valid JSON: {err}")))?;
+        super::json::parse(text).map_err(|err| fatal(format!("not valid JSON {err}")))?;
     let top = value
         .as_object()
         .ok_or_else(|| fatal("the graph must be a JSON object".into()))?;
@@ -370,7 +383,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .inputs
             .iter()
             .map(|&(input, output)| {
-                match node_row_ptr.get(input).and_then(|&row| row.checked_add(output)) {
+                match node_row_ptr.get(input).map(|&row| entry_id(row, output)) {
                     Some(entry) if entry < first => Ok(owner(entry)),
                     _ => Err(fail!(
                         InvalidReference,
@@ -388,7 +401,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .map(
-            |(node, output)| match node_row_ptr.get(node).and_then(|&row| row.checked_add(output)) {
+            |(node, output)| match node_row_ptr.get(node).map(|&row| entry_id(row, output)) {
                 Some(entry) if entry < entries => Ok(owner(entry)),
                 _ => Err(bad(format!(
                     "heads: entry ({node}, {output}) does not exist (the deployed runtime reads past its entries: undefined behaviour)"
@@ -731,20 +744,14 @@ fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Rejection> {
         .collect()
 }
 
-/// Parses one `op_attrs` string: a JSON object whose values are all strings. Keys that start
-/// and end with `__` are dropped.
+/// Parses one operator's `op_attrs` string as the deployed loader does: a JSON object whose
+/// values are all strings (an empty string is not one). Every key is kept, hidden ones
+/// (`__x__`) included: whether they are allowed depends on the operator.
 fn parse_op_attrs(text: &str) -> Result<BTreeMap<String, String>, String> {
-    if text.trim().is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let parsed: Value =
-        serde_json::from_str(text).map_err(|err| format!("not a JSON object: {err}"))?;
+    let parsed = super::json::parse(text.as_bytes())?;
     let object = parsed.as_object().ok_or("not a JSON object")?;
     let mut out = BTreeMap::new();
     for (key, value) in object {
-        if key.len() >= 4 && key.starts_with("__") && key.ends_with("__") {
-            continue;
-        }
         let text = value
             .as_str()
             .ok_or_else(|| format!("the value of \"{key}\" is {value}, not a string"))?;
@@ -752,6 +759,32 @@ fn parse_op_attrs(text: &str) -> Result<BTreeMap<String, String>, String> {
     }
     Ok(out)
 }
+
+/// Whether `key` is hidden from parameter parsers (`kAllowHidden`): more than 4 bytes, starting
+/// and ending with `__`. A parser ignores it; an operator without parameters still counts it.
+pub fn is_hidden_key(key: &str) -> bool {
+    key.len() > 4 && key.starts_with("__") && key.ends_with("__")
+}
+
+/// The operators the deployed runtime registers without a parameter parser: any attribute on
+/// them is rejected by a `VERIFY` (class 1), where an operator with parameters rejects an
+/// unknown one with a parameter error (class 2).
+pub const PARAMETERLESS_OPS: [&str; 14] = [
+    "relu",
+    "abs",
+    "negative",
+    "cvm_precision",
+    "elemwise_add",
+    "elemwise_sub",
+    "flatten",
+    "where",
+    "broadcast_add",
+    "broadcast_sub",
+    "broadcast_mul",
+    "broadcast_div",
+    "broadcast_max",
+    "broadcast_greater",
+];
 
 #[cfg(test)]
 mod tests {

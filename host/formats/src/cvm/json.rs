@@ -1,0 +1,259 @@
+//! The JSON the deployed loader reads (`include/utils/json.h` of the runtime): its reader is
+//! more lenient than JSON in some places and stricter in others, and a CVM graph must load here
+//! exactly when it loads there.
+//!
+//! - **Lenient.** End of input after at least one item closes an open object or list, so a
+//!   file missing its final brackets loads; nothing after the top-level value is read. Numbers
+//!   are read as C++ streams read them: a leading `+` and leading zeros are accepted.
+//! - **Strict.** A string may hold the escapes `\"`, `\\`, `\n`, `\r`, `\t` only (no `\u`, `\/`,
+//!   `\b`, `\f`), and no raw line break. Where a number is expected only an integer is read, so
+//!   `8.5` or `1e3` fails when the reader meets the `.` or `e`.
+//!
+//! [`parse`] turns the text into a [`serde_json::Value`] for the structural checks of
+//! `symbol.rs`. A token that is no integer (`8.5`, `true`, `null`, `0x10`) becomes
+//! [`Value::Null`], which every typed read rejects, as the deployed reader rejects it wherever it
+//! meets it (a number where a string belongs, a string where a number belongs). An integer
+//! outside 64 bits becomes [`Value::Null`] too: no field of the graph is wider. Strings that are
+//! not UTF-8 are read lossily (their bytes only name things).
+//!
+//! Every failure is a failed `CHECK` or `LOG(FATAL)` there: class 2 ([`super::Class::Runtime`]).
+
+use serde_json::{Map, Number, Value};
+
+/// Parses `text` as the deployed reader would read it; `Err` says where it fails.
+///
+/// # Errors
+/// A message naming the byte offset and what the reader expected.
+pub fn parse(text: &[u8]) -> Result<Value, String> {
+    let mut reader = Reader { text, at: 0 };
+    reader.value(0)
+}
+
+/// Deepest nesting accepted. The deployed reader recurses without a bound; no graph nests
+/// deeper than 5, and this bound keeps a crafted file from exhausting the stack here.
+const MAX_DEPTH: usize = 64;
+
+struct Reader<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+/// `isspace` in the C locale.
+fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn peek_non_space(&mut self) -> Option<u8> {
+        while let Some(byte) = self.peek() {
+            if !is_space(byte) {
+                return Some(byte);
+            }
+            self.at += 1;
+        }
+        None
+    }
+
+    fn next_non_space(&mut self) -> Option<u8> {
+        let byte = self.peek_non_space();
+        if byte.is_some() {
+            self.at += 1;
+        }
+        byte
+    }
+
+    fn error(&self, message: &str) -> String {
+        format!("at byte {}: {message}", self.at)
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(self.error(&format!("more than {MAX_DEPTH} levels of nesting")));
+        }
+        match self.peek_non_space() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.list(depth),
+            Some(b'"') => self.string().map(Value::String),
+            Some(_) => self.scalar(),
+            None => Err(self.error("expected a value, found the end of the input")),
+        }
+    }
+
+    /// Whether another item follows in an object or list that already holds `items` items,
+    /// consuming the separator or the closing bracket (`NextObjectItem`, `NextArrayItem`).
+    fn more(&mut self, items: usize, close: u8) -> Result<bool, String> {
+        if items == 0 {
+            if self.peek_non_space() == Some(close) {
+                self.at += 1;
+                return Ok(false);
+            }
+            return Ok(true);
+        }
+        match self.next_non_space() {
+            None => Ok(false),
+            Some(byte) if byte == close => Ok(false),
+            Some(b',') => Ok(true),
+            Some(other) => Err(self.error(&format!(
+                "expected ',' or '{}', found '{}'",
+                char::from(close),
+                other.escape_ascii()
+            ))),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, String> {
+        self.at += 1;
+        let mut map = Map::new();
+        while self.more(map.len(), b'}')? {
+            let key = self.string()?;
+            if self.next_non_space() != Some(b':') {
+                return Err(self.error(&format!("expected ':' after the key \"{key}\"")));
+            }
+            let value = self.value(depth + 1)?;
+            // A repeated key is read again: the last value wins.
+            map.remove(&key);
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
+
+    fn list(&mut self, depth: usize) -> Result<Value, String> {
+        self.at += 1;
+        let mut items = Vec::new();
+        while self.more(items.len(), b']')? {
+            items.push(self.value(depth + 1)?);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        if self.next_non_space() != Some(b'"') {
+            return Err(self.error("expected '\"'"));
+        }
+        let mut bytes = Vec::new();
+        loop {
+            let Some(byte) = self.peek() else {
+                return Err(self.error("the input ends inside a string"));
+            };
+            self.at += 1;
+            match byte {
+                b'"' => break,
+                b'\\' => {
+                    let escaped = match self.peek() {
+                        Some(b'r') => b'\r',
+                        Some(b'n') => b'\n',
+                        Some(b'\\') => b'\\',
+                        Some(b't') => b'\t',
+                        Some(b'"') => b'"',
+                        other => {
+                            return Err(self.error(&format!(
+                                "unknown string escape \\{} (only \\\" \\\\ \\n \\r \\t)",
+                                other.map_or_else(
+                                    || "<end>".into(),
+                                    |b| b.escape_ascii().to_string()
+                                )
+                            )));
+                        }
+                    };
+                    self.at += 1;
+                    bytes.push(escaped);
+                }
+                b'\r' | b'\n' => return Err(self.error("a line break inside a string")),
+                other => bytes.push(other),
+            }
+        }
+        Ok(String::from_utf8(bytes)
+            .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()))
+    }
+
+    /// A number or any other bare token, up to the next separator.
+    fn scalar(&mut self) -> Result<Value, String> {
+        let start = self.at;
+        while let Some(byte) = self.peek() {
+            if is_space(byte) || matches!(byte, b',' | b']' | b'}') {
+                break;
+            }
+            self.at += 1;
+        }
+        if start == self.at {
+            return Err(self.error("expected a value"));
+        }
+        Ok(integer(&self.text[start..self.at]).map_or(Value::Null, Value::Number))
+    }
+}
+
+/// An integer as a C++ stream reads one whole: an optional sign, then decimal digits.
+fn integer(token: &[u8]) -> Option<Number> {
+    let (negative, digits) = match token {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        rest => (false, rest),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    if negative {
+        let value = i64::try_from(magnitude).ok()?;
+        Some(Number::from(-value))
+    } else {
+        Some(Number::from(magnitude))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(text: &str) -> Result<Value, String> {
+        parse(text.as_bytes())
+    }
+
+    #[test]
+    fn reads_what_the_deployed_reader_reads() {
+        assert_eq!(
+            read(r#" {"a": [1, -2, +3, 007], "b": "x"} "#).unwrap(),
+            json!({"a": [1, -2, 3, 7], "b": "x"})
+        );
+        // End of input after an item closes what is open; trailing text is never read.
+        assert_eq!(read(r#"{"a": [1, 2"#).unwrap(), json!({"a": [1, 2]}));
+        assert_eq!(read(r#"{"a": "x"} trailing {"#).unwrap(), json!({"a": "x"}));
+        // Repeated keys: the last wins.
+        assert_eq!(read(r#"{"a": 1, "a": 2}"#).unwrap(), json!({"a": 2}));
+        // Escapes of the reader.
+        assert_eq!(read(r#"["\"\\\n\r\t"]"#).unwrap(), json!(["\"\\\n\r\t"]));
+        // Tokens that are no integer read as null, which every typed read rejects.
+        assert_eq!(
+            read("[8.5, 1e3, true, null, 0x10, 99999999999999999999]").unwrap(),
+            json!([null, null, null, null, null, null])
+        );
+    }
+
+    #[test]
+    fn rejects_what_the_deployed_reader_rejects() {
+        for (text, needle) in [
+            (r#"{"nodes": ["#, "expected a value"),
+            ("{", "expected '\"'"),
+            ("", "expected a value"),
+            (r#"["\u0041"]"#, "unknown string escape \\u"),
+            (r#"["\/"]"#, "unknown string escape \\/"),
+            ("[\"a\nb\"]", "a line break inside a string"),
+            (r#"["abc"#, "the input ends inside a string"),
+            (r#"{"a" 1}"#, "expected ':'"),
+            (r#"[1 2]"#, "expected ',' or ']'"),
+            (r#"{"a": 1 "b": 2}"#, "expected ',' or '}'"),
+            (r#"{1: 2}"#, "expected '\"'"),
+            ("[1,]", "expected a value"),
+        ] {
+            let error = read(text).unwrap_err();
+            assert!(error.contains(needle), "{text:?}: {error}");
+        }
+        let deep = "[".repeat(MAX_DEPTH + 2);
+        assert!(read(&deep).unwrap_err().contains("levels of nesting"));
+    }
+}
