@@ -590,17 +590,20 @@ fn estimate(source: &ModelSource, json: bool, schedule: u32) -> Result<(), Failu
     if json {
         let mut value = render::estimate_json(&estimate);
         if let Some(meta) = &loaded.cvm {
-            value["legacy_gas"] = meta.legacy_gas.into();
+            value["legacy_gas"] = match &meta.legacy_gas {
+                Ok(gas) => (*gas).into(),
+                Err(error) => error.message.clone().into(),
+            };
             value["cvm"] = render::cvm_contract_json(&meta.contract);
         }
         println!("{value}");
     } else {
         print!("{}", render::estimate_text(&estimate));
         if let Some(meta) = &loaded.cvm {
-            println!(
-                "legacy gas:  {} (the deployed CVM runtime's figure)",
-                meta.legacy_gas
-            );
+            match &meta.legacy_gas {
+                Ok(gas) => println!("legacy gas:  {gas} (the deployed CVM runtime's figure)"),
+                Err(error) => println!("legacy gas:  none ({})", error.message),
+            }
             print!("{}", render::cvm_contract_text(&meta.contract));
         }
     }
@@ -624,7 +627,10 @@ fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
             "CVM model {}, post-processing \"{}\", legacy gas {}",
             meta.version.name(),
             meta.postprocess_name,
-            meta.legacy_gas
+            match &meta.legacy_gas {
+                Ok(gas) => gas.to_string(),
+                Err(error) => format!("none ({})", error.message),
+            }
         );
         print!("{}", render::cvm_contract_text(&meta.contract));
     }

@@ -42,7 +42,7 @@ fn rejection(symbol: &Value, params_bytes: &[u8]) -> (ErrorCode, String, Class) 
 fn the_compat_example_loads_runs_and_costs_185() {
     let (symbol, params_bytes) = example();
     let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
-    assert_eq!(model.meta.legacy_gas, 185);
+    assert_eq!(model.meta.legacy_gas, Ok(185));
     assert_eq!(model.meta.input_precision, 8);
     assert_eq!(model.meta.input_shape, [1, 4]);
     // Conversion is deterministic: the same files give the same canonical bytes.
@@ -710,6 +710,169 @@ fn operator_checks_carry_the_deployed_return_code() {
     }
 }
 
+/// A CVM graph of variables (`null`, name, shape, precision) and single-output operators
+/// (func_name, name, inputs, op_attrs, shape), in that order of nodes; the last node is the head.
+fn graph(nodes: &[(&str, &str, &[usize], &str, Value)]) -> Value {
+    let mut json_nodes = Vec::new();
+    let (mut shapes, mut precisions, mut op_attrs, mut args) = (vec![], vec![], vec![], vec![]);
+    for (id, (func, name, inputs, attrs, shape)) in nodes.iter().enumerate() {
+        let inputs: Vec<Value> = inputs.iter().map(|&i| json!([i, 0, 0])).collect();
+        if *func == "null" {
+            json_nodes.push(json!({"op": "null", "name": name, "inputs": []}));
+            precisions.push(json!(8));
+            args.push(id);
+        } else {
+            json_nodes.push(json!({"op": "cvm_op", "name": name,
+                "attrs": {"func_name": func}, "inputs": inputs}));
+            precisions.push(json!(-1));
+        }
+        shapes.push(shape.clone());
+        op_attrs.push(json!(attrs));
+    }
+    let n = nodes.len();
+    json!({
+        "nodes": json_nodes,
+        "arg_nodes": args,
+        "node_row_ptr": (0..=n).collect::<Vec<_>>(),
+        "heads": [[n - 1, 0, 0]],
+        "attrs": {
+            "dltype": ["list_str", vec!["int32"; n]],
+            "shape": ["list_shape", shapes],
+            "precision": ["list_int", precisions],
+            "storage_id": ["list_int", (0..n).collect::<Vec<_>>()],
+            "op_attrs": ["list_str", op_attrs]
+        }
+    })
+}
+
+#[test]
+fn aliases_pass_the_graph_checks_and_gas_but_do_not_load() {
+    use cvm_formats::cvm::symbol;
+    let add = |func: &str| {
+        graph(&[
+            ("null", "data", &[], "{}", json!([1, 4])),
+            (func, "sum", &[0, 0], "{}", json!([1, 4])),
+        ])
+    };
+    let reference = symbol::parse(add("broadcast_add").to_string().as_bytes()).unwrap();
+    for alias in ["add", "add_3", "__add_symbol___1", "nn.relu"] {
+        let text = if alias == "nn.relu" {
+            graph(&[
+                ("null", "data", &[], "{}", json!([1, 4])),
+                (alias, "r", &[0], "{}", json!([1, 4])),
+            ])
+        } else {
+            add(alias)
+        }
+        .to_string();
+        // CVMAPIGetGasFromGraphFile counts the node as the operator it names.
+        let parsed = symbol::parse(text.as_bytes()).unwrap();
+        assert_eq!(cvm::legacy_gas(&parsed), cvm::legacy_gas(&reference));
+        let (code, message, class) =
+            rejection(&serde_json::from_str(&text).unwrap(), &params::write(&[]));
+        assert_eq!(
+            (code, class),
+            (ErrorCode::UnknownOp, Class::Logic),
+            "{message}"
+        );
+        assert!(message.contains("function undefined"), "{message}");
+    }
+    // "__add_symbol__" itself loses its last "_" to the suffix rule: no such operator.
+    let (_, message, class) = rejection(&add("__add_symbol__"), &params::write(&[]));
+    assert_eq!(class, Class::Runtime, "{message}");
+}
+
+#[test]
+fn reshape_passes_over_codes_below_minus_4() {
+    let reshape = |target: &str| {
+        graph(&[
+            ("null", "data", &[], "{}", json!([2, 3])),
+            ("reshape", "r", &[0], target, json!([3, 2])),
+        ])
+    };
+    let plain = cvm::import(
+        reshape(r#"{"shape": "(3, 2)"}"#).to_string().as_bytes(),
+        &params::write(&[]),
+    )
+    .unwrap();
+    let skipped = cvm::import(
+        reshape(r#"{"shape": "(-5, 3, -100, 2, -7)"}"#)
+            .to_string()
+            .as_bytes(),
+        &params::write(&[]),
+    )
+    .unwrap();
+    assert_eq!(skipped.model, plain.model);
+    // The two sizes after a −4 are its arguments, checked as such, whatever their value.
+    let (_, message, class) = rejection(
+        &reshape(r#"{"shape": "(-4, -5, -6, 2)"}"#),
+        &params::write(&[]),
+    );
+    assert_eq!(class, Class::Logic, "{message}");
+}
+
+#[test]
+fn the_input_is_shaped_as_the_deployed_runtime_shapes_it() {
+    // `data` after an operator: the deployed runtime sizes the input by entry 1 (the position
+    // of `data` among the variables), here relu's (4), not data's (1, 4). The lengths agree,
+    // the shapes do not: every inference fails there, and here.
+    let symbol = graph(&[
+        ("null", "w", &[], "{}", json!([4])),
+        ("relu", "r", &[0], "{}", json!([4])),
+        ("null", "data", &[], "{}", json!([1, 4])),
+        ("broadcast_add", "y", &[2, 1], "{}", json!([1, 4])),
+    ]);
+    let w = params::Array {
+        name: "w".into(),
+        shape: vec![4],
+        data: params::ArrayData::I8(vec![1, 2, 3, 4]),
+    };
+    let model = cvm::import(symbol.to_string().as_bytes(), &params::write(&[w])).unwrap();
+    assert_eq!(model.meta.deployed_input_shape, [4]);
+    assert_eq!(model.meta.contract.input_length, 4);
+    let error = cvm::decode_input(&model.meta, &[1, 2, 3, 4], false).unwrap_err();
+    assert!(error.message.contains("fails every inference"), "{error}");
+    // With data first, its own shape.
+    let (reference, params_bytes) = example();
+    let reference = cvm::import(reference.to_string().as_bytes(), &params_bytes).unwrap();
+    assert_eq!(
+        reference.meta.deployed_input_shape,
+        reference.meta.input_shape
+    );
+}
+
+#[test]
+fn a_model_over_the_legacy_gas_limits_loads() {
+    // 16384 batches of 64 boxes through get_valid_counts and non_max_suppression: the legacy
+    // operation count 20 · 16384 · (16384 · 64 · 6) exceeds 2^40. The deployed runtime checks
+    // the limits only when asked for the gas (CVMAPIGetGasFromModel, ..FromGraphFile), so the
+    // model loads and runs there; its gas is the error.
+    let (b, n) = (16_384, 64);
+    let symbol = json!({
+        "nodes": [
+            {"op": "null", "name": "data", "inputs": []},
+            {"op": "cvm_op", "name": "valid", "attrs": {"func_name": "get_valid_counts"},
+             "inputs": [[0, 0, 0]]},
+            {"op": "cvm_op", "name": "nms", "attrs": {"func_name": "non_max_suppression"},
+             "inputs": [[1, 1, 0], [1, 0, 0]]}
+        ],
+        "arg_nodes": [0],
+        "node_row_ptr": [0, 1, 3, 4],
+        "heads": [[2, 0, 0]],
+        "attrs": {
+            "dltype": ["list_str", ["int32", "int32", "int32", "int32"]],
+            "shape": ["list_shape", [[b, n, 6], [b], [b, n, 6], [b, n, 6]]],
+            "precision": ["list_int", [8, -1, -1, -1]],
+            "storage_id": ["list_int", [0, 1, 2, 3]],
+            "op_attrs": ["list_str", ["{}", "{}", "{}"]]
+        }
+    });
+    let model = cvm::import(symbol.to_string().as_bytes(), &params::write(&[])).unwrap();
+    let error = model.meta.legacy_gas.unwrap_err();
+    assert_eq!(error.code, ErrorCode::LimitExceeded);
+    assert!(error.message.contains("operations exceed 2^40"), "{error}");
+}
+
 #[test]
 fn parameter_names_the_canonical_model_cannot_hold_are_renamed() {
     // The deployed loader asks only that variables differ: an empty name and one of 300 bytes
@@ -876,7 +1039,7 @@ fn version_1_1_recomputes_row_pointers_and_takes_no_dltype() {
     symbol["attrs"].as_object_mut().unwrap().remove("dltype");
     let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
     assert_eq!(model.meta.version, cvm::Version::V1_1);
-    assert_eq!(model.meta.legacy_gas, 185);
+    assert_eq!(model.meta.legacy_gas, Ok(185));
 }
 
 #[test]

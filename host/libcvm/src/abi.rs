@@ -231,9 +231,10 @@ getter!(
     |model| model.meta().contract.storage_size
 );
 getter!(
-    /// The legacy gas of the model's graph (what the chain charges).
+    /// The legacy gas of the model's graph (what the chain charges); `ERROR_LOGIC` when it
+    /// exceeds the deployed limits, which the deployed runtime checks here and not at load.
     CVMAPIGetGasFromModel,
-    |model| model.meta().legacy_gas
+    |model| model.meta().legacy_gas.clone().map_err(|_| Status::Logic)?
 );
 
 /// The legacy gas of a graph JSON given as a NUL-terminated string.

@@ -179,8 +179,8 @@ mod tests {
             fixture("cvm_dense", "symbol"),
             fixture("cvm_dense", "params"),
         );
-        let loaded = Net::load(&symbol, &params, 0).map(|net| net.meta().legacy_gas);
-        assert_eq!(loaded, Ok(185));
+        let loaded = Net::load(&symbol, &params, 0).map(|net| net.meta().legacy_gas.clone());
+        assert_eq!(loaded, Ok(Ok(185)));
         // The deployed runtime's classes: its JSON reader stops at a syntax error with a
         // `CHECK` (2), an unknown operator is a `CHECK` (2), a graph without heads and a params
         // file cut inside its last array (undefined there, rejected here) are logic errors (1).

@@ -99,12 +99,20 @@ pub struct CvmMeta {
     pub postprocess: Postprocess,
     /// The graph's `postprocess` string as written (`CVMAPIGetPreprocessMethod`).
     pub postprocess_name: String,
-    /// Gas as the deployed runtime computes it from the graph (cvm-compat §5).
-    pub legacy_gas: u64,
+    /// Gas as the deployed runtime computes it from the graph (cvm-compat §5), or why it
+    /// cannot: above the deployed limits (a model over them still loads there; only the gas
+    /// calls fail).
+    pub legacy_gas: Result<u64, Error>,
     /// Precision of `data`: ≤ 8 means one byte per input element.
     pub input_precision: u8,
     /// Shape of `data`.
     pub input_shape: Vec<u32>,
+    /// The shape the deployed runtime gives the input: that of the entry whose id is the
+    /// position of `data` among the variables (`GetInputShape` reads an input index as an entry
+    /// id). It is `data`'s own shape when only variables come before `data`; otherwise
+    /// `CVMAPIGetInputLength` reports this shape's size, and unless the two shapes are equal
+    /// every inference fails there (`SetInput`'s `VERIFY`).
+    pub deployed_input_shape: Vec<u32>,
     /// The graph version.
     pub version: Version,
     /// Declared shapes of the heads, in order.
@@ -368,6 +376,14 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
                     node.name
                 ))
             })?;
+            let value = match value {
+                // The deployed shape rule passes over entries below −4 that are not the two
+                // arguments of a −4: they add no dimension and read no input axis.
+                Some(AttrValue::Ints(target)) if op.name == "reshape" && key == "shape" => {
+                    Some(AttrValue::Ints(without_skipped_reshape_codes(&target)))
+                }
+                other => other,
+            };
             if let Some(value) = value {
                 attrs.push(Attr {
                     name: key.clone(),
@@ -382,6 +398,26 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             attrs,
         });
     }
+    // An operator named by an alias passes the graph checks, but the deployed runtime finds no
+    // kernel under that name when it sets the graph up, before it reads the parameters.
+    if let Some((id, node, alias)) = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .find_map(|(id, n)| n.alias.map(|alias| (id, n, alias)))
+    {
+        let target = match node.kind {
+            NodeKind::Op(op) => op.name,
+            NodeKind::Variable => "",
+        };
+        return Err(fail!(
+            UnknownOp,
+            "symbol: node {id} (\"{}\"): \"{alias}\" names {target} in the graph checks and the legacy gas, but the deployed runtime has no kernel under that name (\"function undefined\")",
+            node.name
+        )
+        .into());
+    }
+
     // The parameters, read after every check of the graph as the deployed runtime loads them.
     let arrays = params::parse(params_bytes)?;
     // Parameters: every variable but data has an array, with the declared shape and precision.
@@ -502,17 +538,23 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         .iter()
         .filter_map(|&(_, value)| validated.value_types.get(value))
         .collect::<Vec<_>>();
-    let input_elements = input_shape.iter().map(|&d| u64::from(d)).product();
+    let variables_before_data = graph.nodes[..data_node]
+        .iter()
+        .filter(|node| node.kind == NodeKind::Variable)
+        .count();
+    let deployed_input_shape = graph.shapes[variables_before_data].clone();
+    let input_elements = deployed_input_shape.iter().map(|&d| u64::from(d)).product();
     let contract = contract(&graph, input_elements, input_precision, &head_types)?;
     Ok(CvmModel {
         meta: CvmMeta {
             contract,
-            legacy_gas: legacy_gas(&graph)?,
+            legacy_gas: legacy_gas(&graph),
             postprocess: graph.postprocess,
             postprocess_name: graph.postprocess_name.clone(),
             version: graph.version,
             input_precision,
             input_shape,
+            deployed_input_shape,
             output_shapes: graph
                 .heads
                 .iter()
@@ -618,6 +660,25 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
         }
         _ => None,
     }
+}
+
+/// A reshape `shape` without the entries the deployed shape rule passes over: those below −4,
+/// except the two that follow a −4 (the sizes it splits into, checked as such).
+fn without_skipped_reshape_codes(target: &[i64]) -> Vec<i64> {
+    let mut kept = Vec::with_capacity(target.len());
+    let mut split_arguments = 0;
+    for &value in target {
+        if split_arguments > 0 {
+            split_arguments -= 1;
+            kept.push(value);
+        } else if value == -4 {
+            split_arguments = 2;
+            kept.push(value);
+        } else if value >= -4 {
+            kept.push(value);
+        }
+    }
+    kept
 }
 
 /// Names of the graph's outputs in the canonical model: the node's name, with `:<index>` for a
@@ -831,6 +892,14 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
 /// `MalformedInput` when the byte length is wrong: the deployed runtime's `VERIFY` fails, a
 /// deterministic error of the run.
 pub fn decode_input(model: &CvmMeta, bytes: &[u8], big_endian: bool) -> Result<InputTensor, Error> {
+    if model.deployed_input_shape != model.input_shape {
+        return Err(fail!(
+            MalformedInput,
+            "the deployed runtime shapes this model's input as entry {:?}, not as data {:?} (an input index read as an entry id), and fails every inference of it",
+            model.deployed_input_shape,
+            model.input_shape
+        ));
+    }
     let elements: usize = model.input_shape.iter().map(|&d| d as usize).product();
     let width = if model.input_precision <= 8 { 1 } else { 4 };
     if bytes.len() != elements * width {

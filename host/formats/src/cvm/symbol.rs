@@ -72,6 +72,8 @@ pub struct SymbolNode {
     pub inputs: Vec<(usize, usize)>,
     /// Operator attributes as written (string values), from `attrs.op_attrs`.
     pub op_attrs: BTreeMap<String, String>,
+    /// The alias the graph named the operator by ([`ALIASES`]), if it did.
+    pub alias: Option<&'static str>,
 }
 
 impl SymbolNode {
@@ -327,6 +329,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             }
             Some(_) => return Err(fatal(format!("{what}: \"attrs\" must be an object"))),
         };
+        let mut alias = None;
         let kind = match field(object, "op", &what)?.as_str() {
             // A variable's inputs are only checked for topological order, as deployed.
             Some("null") => NodeKind::Variable,
@@ -337,7 +340,9 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 let op_name = strip_suffix(func);
                 // The deployed runtime registers the operators of spec 001 only (codes below
                 // 100); the engine's other operators are not CVM operators.
-                let op = cvm_op(op_name)
+                let found = ALIASES.iter().find(|(name, _)| *name == op_name);
+                alias = found.map(|(name, _)| *name);
+                let op = cvm_op(found.map_or(op_name, |(_, target)| target))
                     .ok_or_else(|| {
                         fail!(
                             UnknownOp,
@@ -360,6 +365,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             kind,
             inputs,
             op_attrs: BTreeMap::new(),
+            alias,
         });
     }
 
@@ -623,6 +629,25 @@ fn strip_suffix(name: &str) -> &str {
 pub fn cvm_op(name: &str) -> Option<&'static ops::OpDef> {
     ops::by_name(name).filter(|op| op.code < 100)
 }
+
+/// Other names the deployed runtime registers for its operators (`add_alias` under `src/top/`),
+/// with the operator each names. The graph checks and the legacy gas treat such a node as that
+/// operator, but no kernel is registered under the alias: loading the model fails with a
+/// `VERIFY` ("function undefined", class 1). The `__x__` names are reached through a suffix
+/// (`__add_symbol___1`), since a trailing `_` is cut.
+pub const ALIASES: [(&str, &str); 11] = [
+    ("add", "broadcast_add"),
+    ("subtract", "broadcast_sub"),
+    ("multiply", "broadcast_mul"),
+    ("__add_symbol__", "broadcast_add"),
+    ("__sub_symbol__", "broadcast_sub"),
+    ("__mul_symbol__", "broadcast_mul"),
+    ("__max_symbol__", "broadcast_max"),
+    ("__div_symbol__", "broadcast_div"),
+    ("__greater_symbol__", "broadcast_greater"),
+    ("nn.relu", "relu"),
+    ("vision.non_max_suppression", "non_max_suppression"),
+];
 
 /// Operators the deployed loader lets write an output into the storage of one of their inputs,
 /// spelled as deployed (`nagetive`: `negative` never qualifies; cvm-compat §1).
