@@ -518,7 +518,7 @@ fn every_symbol_check_rejects_a_malformed_graph() {
         (
             Box::new(|s| s["nodes"][2]["name"] = json!("data")),
             MalformedModel,
-            "2 variables are named \"data\"",
+            "two variables are named \"data\"",
             Class::Runtime,
         ),
         (
@@ -1040,6 +1040,32 @@ fn version_1_1_recomputes_row_pointers_and_takes_no_dltype() {
     let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
     assert_eq!(model.meta.version, cvm::Version::V1_1);
     assert_eq!(model.meta.legacy_gas, Ok(185));
+
+    // Names are checked for repeats only among the nodes arg_nodes lists: unlisted, two
+    // parameters of one name fail when the second is never loaded (1), two `data` variables
+    // leave the second unwritten (undefined: rejected, 1); listed, they stop the loader (2).
+    // The params hold the weight alone, so that nothing else is wrong with the renamed graph.
+    let weight_only = params::write(&arrays()[..1]);
+    let renamed = |name: &str, listed: Option<Value>| {
+        let mut copy = symbol.clone();
+        copy["nodes"][2]["name"] = json!(name);
+        if let Some(listed) = listed {
+            copy["arg_nodes"] = listed;
+        }
+        rejection(&copy, &weight_only)
+    };
+    let (_, message, class) = renamed("dense0_weight", None);
+    assert_eq!(class, Class::Logic, "{message}");
+    assert!(message.contains("loads only the first"), "{message}");
+    let (_, message, class) = renamed("data", None);
+    assert_eq!(class, Class::Logic, "{message}");
+    assert!(message.contains("undefined behaviour"), "{message}");
+    let (_, message, class) = renamed("dense0_weight", Some(json!([1, 2])));
+    assert_eq!(class, Class::Runtime, "{message}");
+    assert!(message.contains("two variables are named"), "{message}");
+    let (_, message, class) = renamed("dense0_bias", Some(json!([0, 9])));
+    assert_eq!(class, Class::Logic, "{message}");
+    assert!(message.contains("reads past its nodes"), "{message}");
 }
 
 #[test]

@@ -196,7 +196,24 @@ pub fn read_dir(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), ReadError> {
 pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Rejection> {
     let graph = symbol::parse(symbol_bytes)?;
 
-    // Where every entry goes in the canonical model.
+    // Names. The deployed loader stops (`LOG(FATAL)`) on a repeated name among the nodes its
+    // `arg_nodes` lists; under cvm_1.1.0 a variable it does not list escapes that check, and of
+    // two variables of one name only the first is ever set: a second parameter is never loaded
+    // (a `VERIFY` of the params), a second `data` never written (undefined behaviour).
+    let mut seen = std::collections::HashSet::new();
+    for &id in &graph.name_checked {
+        if !seen.insert(graph.nodes[id].name.as_str()) {
+            let what = match graph.nodes[id].kind {
+                NodeKind::Variable => "variables",
+                NodeKind::Op(_) => "nodes of arg_nodes",
+            };
+            return Err(Rejection::runtime(fail!(
+                MalformedModel,
+                "symbol: two {what} are named \"{}\"",
+                graph.nodes[id].name
+            )));
+        }
+    }
     let data_nodes: Vec<usize> = (0..graph.nodes.len())
         .filter(|&id| graph.nodes[id].kind == NodeKind::Variable && graph.nodes[id].name == DATA)
         .collect();
@@ -209,13 +226,25 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             )));
         }
         _ => {
-            return Err(Rejection::runtime(fail!(
+            return Err(fail!(
                 MalformedModel,
-                "symbol: {} variables are named \"{DATA}\"",
+                "symbol: {} variables are named \"{DATA}\": the deployed runtime writes the input into the first and reads the others unwritten (undefined behaviour)",
                 data_nodes.len()
-            )));
+            )
+            .into());
         }
     };
+    let mut seen = std::collections::HashSet::new();
+    for node in graph.nodes.iter().filter(|n| n.kind == NodeKind::Variable) {
+        if !seen.insert(node.name.as_str()) {
+            return Err(fail!(
+                MalformedModel,
+                "symbol: two variables are named \"{}\": the deployed runtime loads only the first from the params",
+                node.name
+            )
+            .into());
+        }
+    }
     let mut value_of: Vec<Option<ValueRef>> = vec![None; graph.nodes.len()];
     let mut param_nodes = Vec::new();
     let mut op_index = 0u32;
@@ -246,18 +275,6 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         }
     };
     let entry = |id: usize| graph.node_row_ptr[id];
-
-    // Variable names are unique (the deployed loader stops on a duplicate).
-    let mut seen = std::collections::HashSet::new();
-    for node in graph.nodes.iter().filter(|n| n.kind == NodeKind::Variable) {
-        if !seen.insert(node.name.as_str()) {
-            return Err(Rejection::runtime(fail!(
-                MalformedModel,
-                "symbol: two variables are named \"{}\"",
-                node.name
-            )));
-        }
-    }
 
     let names = canonical_names(&graph);
 

@@ -108,6 +108,9 @@ pub struct Symbol {
     pub node_row_ptr: Vec<usize>,
     /// Memory-plan id of every entry (`attrs.storage_id`): entries with one id share a buffer.
     pub storage_ids: Vec<u64>,
+    /// The nodes whose names the deployed loader requires distinct (`LOG(FATAL)` on a repeat):
+    /// those the JSON `arg_nodes` lists.
+    pub name_checked: Vec<usize>,
 }
 
 /// A structural problem the deployed loader finds with a `VERIFY` (class 1).
@@ -604,6 +607,26 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             )));
         }
     }
+    // The nodes whose names the deployed loader checks for repeats: those the JSON `arg_nodes`
+    // lists (under cvm_1.0.0 the variables, as checked above; under cvm_1.1.0 whatever it lists,
+    // or none when it is absent). An id past the nodes is read out of bounds there.
+    let name_checked = match (version, top.get("arg_nodes")) {
+        (Version::V1_0, _) => variables,
+        (Version::V1_1, None) => Vec::new(),
+        (Version::V1_1, Some(listed)) => {
+            let listed = array(listed, "arg_nodes")?
+                .iter()
+                .map(|v| index(v, "arg_nodes"))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(id) = listed.iter().find(|&&id| id >= nodes.len()) {
+                return Err(bad(format!(
+                    "arg_nodes lists node {id} of {}: the deployed runtime reads past its nodes (undefined behaviour)",
+                    nodes.len()
+                )));
+            }
+            listed
+        }
+    };
     Ok(Symbol {
         version,
         postprocess,
@@ -614,6 +637,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         precisions,
         node_row_ptr,
         storage_ids,
+        name_checked,
     })
 }
 
