@@ -123,6 +123,14 @@ fn every_symbol_check_rejects_a_malformed_graph() {
     use ErrorCode::*;
     let cases: Vec<Mutation> = vec![
         (
+            Box::new(|s| {
+                s["nodes"][4].as_object_mut().unwrap().remove("attrs");
+            }),
+            MalformedModel,
+            "no attrs, so no operator",
+            Class::Runtime,
+        ),
+        (
             Box::new(|s| s["extra"] = json!(1)),
             MalformedModel,
             "unknown key \"extra\"",
@@ -486,7 +494,7 @@ fn every_symbol_check_rejects_a_malformed_graph() {
                 s.as_object_mut().unwrap().remove("node_row_ptr");
             }),
             MalformedModel,
-            "\"node_row_ptr\" is missing",
+            "reads entry (3, 0) through node_row_ptr [], past its arrays (undefined behaviour",
             Class::Logic,
         ),
         (
@@ -1033,13 +1041,37 @@ fn params_are_set_one_by_one_as_deployed() {
 fn version_1_1_recomputes_row_pointers_and_takes_no_dltype() {
     let (mut symbol, params_bytes) = example();
     symbol["version"] = json!("cvm_1.1.0");
-    let object = symbol.as_object_mut().unwrap();
-    object.remove("node_row_ptr");
-    object.remove("arg_nodes");
+    // Row pointers that do not match the nodes are replaced (after the in-place check has read
+    // them, within bounds here).
+    symbol["node_row_ptr"] = json!([0, 1, 2, 3, 4, 5, 7]);
+    symbol.as_object_mut().unwrap().remove("arg_nodes");
     symbol["attrs"].as_object_mut().unwrap().remove("dltype");
     let model = cvm::import(symbol.to_string().as_bytes(), &params_bytes).unwrap();
     assert_eq!(model.meta.version, cvm::Version::V1_1);
     assert_eq!(model.meta.legacy_gas, Ok(185));
+    // Without row pointers, the in-place check of an operator off its list (dense) reads an
+    // empty array: the deployed loader crashes (cvm-compat §6). A graph of in-place operators
+    // only never reads it and loads.
+    let mut without_rows = symbol.clone();
+    without_rows.as_object_mut().unwrap().remove("node_row_ptr");
+    let (_, message, class) = rejection(&without_rows, &params_bytes);
+    assert_eq!(class, Class::Logic, "{message}");
+    assert!(message.contains("undefined behaviour"), "{message}");
+    let relu_only = json!({
+        "version": "cvm_1.1.0",
+        "nodes": [
+            {"op": "null", "name": "data", "inputs": []},
+            {"op": "cvm_op", "name": "r", "attrs": {"func_name": "relu"}, "inputs": [[0, 0]]}
+        ],
+        "heads": [[1, 0]],
+        "attrs": {
+            "shape": ["list_shape", [[1, 4], [1, 4]]],
+            "precision": ["list_int", [8, -1]],
+            "storage_id": ["list_int", [0, 0]],
+            "op_attrs": ["list_str", ["{}", "{}"]]
+        }
+    });
+    cvm::import(relu_only.to_string().as_bytes(), &params::write(&[])).unwrap();
 
     // Names are checked for repeats only among the nodes arg_nodes lists: unlisted, two
     // parameters of one name fail when the second is never loaded (1), two `data` variables

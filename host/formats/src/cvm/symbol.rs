@@ -337,8 +337,11 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             // A variable's inputs are only checked for topological order, as deployed.
             Some("null") => NodeKind::Variable,
             Some("cvm_op") => {
+                // Without `attrs` the deployed loader looks up the operator "" (a `CHECK`).
                 let func = func.ok_or_else(|| {
-                    bad(format!("{what}: attrs.func_name (the operator) is missing"))
+                    fatal(format!(
+                        "{what}: no attrs, so no operator (the deployed loader looks up \"\")"
+                    ))
                 })?;
                 let op_name = strip_suffix(func);
                 // The deployed runtime registers the operators of spec 001 only (codes below
@@ -371,6 +374,11 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             alias,
         });
     }
+
+    // The inputs as written, for the in-place check, which the deployed loader makes on them
+    // with the row pointers of the JSON before it checks either.
+    let written_inputs: Vec<Vec<(usize, usize)>> =
+        nodes.iter().map(|node| node.inputs.clone()).collect();
 
     // Entries, topological order.
     let mut node_row_ptr = Vec::with_capacity(nodes.len() + 1);
@@ -515,7 +523,20 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    check_storage(&nodes, &node_row_ptr, &storage_ids, &shapes)?;
+    let written_rows = match top.get("node_row_ptr") {
+        Some(rows) => array(rows, "node_row_ptr")?
+            .iter()
+            .map(|v| index(v, "node_row_ptr"))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    check_storage(
+        &nodes,
+        &written_inputs,
+        &written_rows,
+        &storage_ids,
+        &shapes,
+    )?;
     if let Some(list) = typed_list(attrs, "device_index", "list_int")?
         && !list.is_empty()
     {
@@ -695,12 +716,29 @@ pub const IN_PLACE_OPS: [&str; 14] = [
 /// The memory-plan checks of the deployed loader: an operator off [`IN_PLACE_OPS`] writes no
 /// output into the storage id of one of its inputs, and the storage pool (each id sized for its
 /// largest entry, four bytes per element) holds at most 2^32 bytes.
+///
+/// The in-place check reads the inputs as written and the row pointers of the JSON
+/// (`written_rows`, empty when absent), before either is checked (cvm_1.0.0) or replaced
+/// (cvm_1.1.0): an entry past those arrays is read out of bounds there (undefined behaviour; a
+/// crash when `node_row_ptr` is absent).
 fn check_storage(
     nodes: &[SymbolNode],
-    node_row_ptr: &[usize],
+    written_inputs: &[Vec<(usize, usize)>],
+    written_rows: &[usize],
     storage_ids: &[u64],
     shapes: &[Vec<u32>],
 ) -> Result<(), Rejection> {
+    let storage = |node: usize, index: usize| {
+        written_rows
+            .get(node)
+            .map(|&row| entry_id(row, index))
+            .and_then(|entry| storage_ids.get(entry))
+            .ok_or_else(|| {
+                bad(format!(
+                    "the in-place check reads entry ({node}, {index}) through node_row_ptr {written_rows:?}, past its arrays (undefined behaviour in the deployed loader)"
+                ))
+            })
+    };
     for (id, node) in nodes.iter().enumerate() {
         let NodeKind::Op(op) = node.kind else {
             continue;
@@ -708,16 +746,14 @@ fn check_storage(
         if IN_PLACE_OPS.contains(&op.name) {
             continue;
         }
-        for output in node_row_ptr[id]..node_row_ptr[id + 1] {
-            for &(input, index) in &node.inputs {
-                let entry = node_row_ptr[input] + index;
-                if storage_ids[entry] == storage_ids[output] {
+        for output in 0..node.outputs() {
+            let written = storage(id, output)?;
+            for &(input, index) in &written_inputs[id] {
+                if storage(input, index)? == written {
                     return Err(bad(format!(
-                        "node {id} (\"{}\"): operator {} writes output {} into storage id {} of its input ({input}, {index}); only {} may reuse an input's storage",
+                        "node {id} (\"{}\"): operator {} writes output {output} into storage id {written} of its input ({input}, {index}); only {} may reuse an input's storage",
                         node.name,
                         op.name,
-                        output - node_row_ptr[id],
-                        storage_ids[output],
                         IN_PLACE_OPS.join(", ")
                     )));
                 }
