@@ -113,6 +113,36 @@ fn expect_symbol_rejected(
     );
 }
 
+/// Appends variables of the given shapes (precision 8, storage ids of their own) that no
+/// operator reads to a cvm_1.0.0 graph whose head is its last node.
+fn with_unused_variables(symbol: &mut Value, shapes: &[Value]) {
+    for shape in shapes {
+        let id = symbol["nodes"].as_array().unwrap().len();
+        let entries = symbol["attrs"]["shape"][1].as_array().unwrap().len();
+        symbol["nodes"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"op": "null", "name": format!("unused{id}"), "inputs": []}));
+        symbol["arg_nodes"].as_array_mut().unwrap().push(json!(id));
+        symbol["node_row_ptr"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(entries + 1));
+        for (key, value) in [
+            ("shape", shape.clone()),
+            ("precision", json!(8)),
+            ("storage_id", json!(100 + id)),
+            ("dltype", json!("int32")),
+        ] {
+            symbol["attrs"][key][1].as_array_mut().unwrap().push(value);
+        }
+        symbol["attrs"]["op_attrs"][1]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("{}"));
+    }
+}
+
 /// A change to the example symbol, the code it must be rejected with, a message fragment, and the
 /// class of the deployed runtime's return code (`Runtime` for its `CHECK`, `LOG(FATAL)`, JSON and
 /// parameter errors, `Logic` for its `VERIFY`s and where it has undefined behaviour).
@@ -252,12 +282,9 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             Class::Logic,
         ),
         (
-            Box::new(|s| {
-                s["attrs"]["shape"][1][1] = json!([1024, 1024, 1024]);
-                s["attrs"]["shape"][1][2] = json!([1024, 1024, 1024]);
-            }),
+            Box::new(|s| with_unused_variables(s, &[json!([1024, 1024, 1024]), json!([1024])])),
             LimitExceeded,
-            "the storage plan needs 8589934644 bytes, more than 2^32",
+            "the storage plan needs 4294971504 bytes, more than 2^32",
             Class::Logic,
         ),
         (
@@ -574,14 +601,14 @@ fn what_the_deployed_loader_accepts_loads() {
     // shared by entries that do not meet.
     accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]));
     accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 0, 0, 1, 0, 1]]));
-    // The storage plan at its bound: 16 (data) + 4·(2^30 − 2^20) (weight) + 4·1048569 (bias)
-    // + 12 (dense0, relu0 and shift0 sharing one id) = 2^32 bytes passes the plan check (the
-    // shapes are then rejected by dense's shape rule); one more bias element exceeds it.
-    for (bias, over) in [(1_048_569, false), (1_048_570, true)] {
+    // The storage plan at its bound: 16 (data) + 48 (weight) + 12 (bias) + 12 (dense0, relu0
+    // and shift0 sharing one id) + 4·(2^30 − 2^20) + 4·1048554 (two variables no operator reads)
+    // = 2^32 bytes passes the plan check (the params then lack the two); one more element
+    // exceeds it.
+    for (extra, over) in [(1_048_554, false), (1_048_555, true)] {
         let (mut symbol, params_bytes) = example();
-        symbol["attrs"]["shape"][1][1] = json!([1024, 1024, 1023]);
-        symbol["attrs"]["shape"][1][2] = json!([bias]);
         symbol["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]);
+        with_unused_variables(&mut symbol, &[json!([1024, 1024, 1023]), json!([extra])]);
         let (_, message, _) = rejection(&symbol, &params_bytes);
         assert_eq!(message.contains("storage plan"), over, "{message}");
     }
@@ -847,6 +874,34 @@ fn the_input_is_shaped_as_the_deployed_runtime_shapes_it() {
         reference.meta.deployed_input_shape,
         reference.meta.input_shape
     );
+}
+
+#[test]
+fn the_gas_of_a_graph_takes_the_set_up_checks_only() {
+    // CVMAPIGetGasFromGraphFile sets the graph up (reading, the graph checks, attribute parsing,
+    // shape and precision inference) and counts; it never builds a model, so the heads, the
+    // `data` variable and the size of the memory plan are not checked.
+    let gas = |mutate: &dyn Fn(&mut Value)| {
+        let (mut symbol, _) = example();
+        mutate(&mut symbol);
+        cvm::graph_gas(symbol.to_string().as_bytes())
+    };
+    assert_eq!(gas(&|_| {}), Ok(185));
+    assert_eq!(gas(&|s| s["heads"] = json!([])), Ok(185));
+    assert_eq!(gas(&|s| s["heads"] = json!([[9, 0, 0]])), Ok(185));
+    assert_eq!(gas(&|s| s["nodes"][0]["name"] = json!("input")), Ok(185));
+    assert!(
+        gas(&|s| with_unused_variables(s, &[json!([1024, 1024, 1024]), json!([1024])])).is_ok()
+    );
+    // A shape the operators do not infer fails as it fails a load.
+    let error = gas(&|s| s["attrs"]["shape"][1][3] = json!([1, 4])).unwrap_err();
+    assert_eq!(error.class, Class::Logic);
+    assert!(
+        error.error.message.contains("dense computes [1, 3]"),
+        "{error}"
+    );
+    let error = gas(&|s| s["attrs"]["op_attrs"][1][3] = json!(r#"{"units": "x"}"#)).unwrap_err();
+    assert_eq!(error.class, Class::Runtime);
 }
 
 #[test]

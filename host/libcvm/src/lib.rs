@@ -17,7 +17,7 @@ mod abi;
 use std::sync::OnceLock;
 
 use cvm_engine::limits::MAX_GAS_PER_RUN;
-use cvm_formats::cvm::{self, CvmMeta, CvmModel, symbol};
+use cvm_formats::cvm::{self, CvmMeta, CvmModel};
 use runtime::{LoadError, NodeError, Runtime, RuntimeConfig, Verdict};
 
 /// The gas schedule every model is loaded under. The C interface has no schedule argument, so
@@ -147,13 +147,14 @@ impl Net {
     }
 }
 
-/// `CVMAPIGetGasFromGraphFile`: the legacy gas of a graph JSON.
+/// `CVMAPIGetGasFromGraphFile`: the legacy gas of a graph JSON, after the checks the deployed
+/// runtime makes when it sets a graph up (`cvm::check_graph`).
 ///
 /// # Errors
-/// [`Status::Logic`] when the graph fails its checks or its gas exceeds the deployed limits.
+/// The deployed runtime's class when the graph fails a check; [`Status::Logic`] when its gas
+/// exceeds the deployed limits.
 pub fn gas_from_graph(graph: &[u8]) -> Result<u64, Status> {
-    let graph = symbol::parse(graph).map_err(|rejection| Status::from(rejection.class))?;
-    cvm::legacy_gas(&graph).map_err(|_| Status::Logic)
+    cvm::graph_gas(graph).map_err(|rejection| Status::from(rejection.class))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
 };
 use cvm_engine::outcome::OutputTensor;
+use cvm_engine::tensor::TensorType;
 use cvm_engine::tensor::precision_bound;
 use cvm_engine::{Error, ValidatedModel, fail, ops};
 
@@ -188,32 +189,214 @@ pub fn read_dir(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), ReadError> {
     ))
 }
 
+/// A CVM graph that passed every check the deployed runtime makes when it sets a graph up
+/// (`CvmRuntime::Init`: reading the JSON, `PrepareGraphWithVersion`, each operator's attribute
+/// parsing, and shape and precision inference over the declared shapes): what
+/// `CVMAPIGetGasFromGraphFile` requires before it counts, and what [`import`] builds a model
+/// from.
+#[derive(Clone, Debug)]
+pub struct CheckedGraph {
+    /// The graph.
+    pub symbol: Symbol,
+    /// Each node's typed attributes (empty for variables), in node order.
+    pub attrs: Vec<Vec<Attr>>,
+}
+
+/// Reads and checks a graph as the deployed runtime sets one up ([`CheckedGraph`]).
+///
+/// # Errors
+/// The first failed check, with the deployed runtime's class.
+pub fn check_graph(symbol_bytes: &[u8]) -> Result<CheckedGraph, Rejection> {
+    let graph = symbol::parse(symbol_bytes)?;
+    let mut all_attrs = Vec::with_capacity(graph.nodes.len());
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            all_attrs.push(Vec::new());
+            continue;
+        };
+        all_attrs.push(operator_attrs(&graph, id, op)?);
+    }
+    infer_declared(&graph, &all_attrs)?;
+    Ok(CheckedGraph {
+        symbol: graph,
+        attrs: all_attrs,
+    })
+}
+
+/// `CVMAPIGetGasFromGraphFile`: the legacy gas of a graph JSON (cvm-compat §5), after the
+/// checks of [`check_graph`].
+///
+/// # Errors
+/// A failed check, or `LimitExceeded` past the deployed limits (class 1).
+pub fn graph_gas(symbol_bytes: &[u8]) -> Result<u64, Rejection> {
+    let checked = check_graph(symbol_bytes)?;
+    legacy_gas(&checked.symbol).map_err(Rejection::from)
+}
+
+/// The typed attributes of operator node `id`, with the checks the deployed parameter parsers
+/// make: required attributes, declared bounds and the input shapes dense and conv2d impose (a
+/// parameter error or `LOG(FATAL)`, class 2), values that parse, attributes each operator has.
+fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr>, Rejection> {
+    let node = &graph.nodes[id];
+    let at = |error: Error| error.at_node(op_index(graph, id), &node.name, op.name);
+    if let Some(missing) = required_attrs(op.name)
+        .iter()
+        .find(|&&name| !node.op_attrs.contains_key(name))
+    {
+        return Err(Rejection::runtime(at(fail!(
+            MissingAttribute,
+            "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
+            node.name,
+            op.name
+        ))));
+    }
+    if let Some(error) = deployed_parameter_check(graph, id, op) {
+        return Err(Rejection::runtime(at(error)));
+    }
+    let mut attrs = Vec::with_capacity(node.op_attrs.len());
+    for (key, text) in &node.op_attrs {
+        let kind = op
+            .attrs
+            .iter()
+            .find(|spec| spec.name == key)
+            .map(|spec| spec.kind);
+        // The deployed runtime's parameter parser rejects what it cannot parse, and an
+        // attribute it does not declare, with a `ParamError` (class 2); an operator without
+        // parameters rejects any attribute with a `VERIFY` (class 1).
+        let parameterless = symbol::PARAMETERLESS_OPS.contains(&op.name);
+        if kind.is_none() || parameterless {
+            if symbol::is_hidden_key(key) && !parameterless {
+                continue;
+            }
+            let error = at(fail!(
+                UnknownAttribute,
+                "symbol: node {id} (\"{}\"): {} has no attribute \"{key}\"",
+                node.name,
+                op.name
+            ));
+            return Err(if parameterless {
+                error.into()
+            } else {
+                Rejection::runtime(error)
+            });
+        }
+        let value = parse_attr(text, kind).map_err(|message| {
+            Rejection::runtime(fail!(
+                AttributeType,
+                "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
+                node.name
+            ))
+        })?;
+        let value = match value {
+            // The deployed shape rule passes over entries below −4 that are not the two
+            // arguments of a −4: they add no dimension and read no input axis.
+            Some(AttrValue::Ints(target)) if op.name == "reshape" && key == "shape" => {
+                Some(AttrValue::Ints(without_skipped_reshape_codes(&target)))
+            }
+            other => other,
+        };
+        if let Some(value) = value {
+            attrs.push(Attr {
+                name: key.clone(),
+                value,
+            });
+        }
+    }
+    Ok(attrs)
+}
+
+/// Shape and precision inference as the deployed runtime runs it when it sets a graph up: each
+/// operator over the declared shapes of its inputs and the precisions inferred so far (the
+/// variables' declared ones), its outputs required to have their declared shapes and a precision
+/// in 1..=32. Every failure is a `VERIFY` there (class 1) except cvm_left_shift's
+/// p + shift_bit above 32 (`LOG(FATAL)`, class 2). The engine's own resource limits are not
+/// applied here: they are the engine's, checked when the model is loaded.
+fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>]) -> Result<(), Rejection> {
+    let rows = &graph.node_row_ptr;
+    let mut precisions: Vec<u8> = graph
+        .precisions
+        .iter()
+        .map(|&p| u8::try_from(p).unwrap_or(0))
+        .collect();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            continue;
+        };
+        let at = |error: Error| error.at_node(op_index(graph, id), &node.name, op.name);
+        if !op.arity.accepts(node.inputs.len()) {
+            return Err(at(fail!(
+                ArityMismatch,
+                "symbol: node {id} (\"{}\"): {} takes {} inputs, got {}",
+                node.name,
+                op.name,
+                op.arity,
+                node.inputs.len()
+            ))
+            .into());
+        }
+        let inputs: Vec<TensorType> = node
+            .inputs
+            .iter()
+            .map(|&(n, k)| {
+                TensorType::new(graph.shapes[rows[n] + k].clone(), precisions[rows[n] + k])
+            })
+            .collect();
+        let checked = cvm_engine::attrs::Attrs::check(&attrs[id], op.attrs).map_err(at)?;
+        let outputs = (op.build)(&checked, inputs.len())
+            .and_then(|operator| operator.infer(&inputs))
+            .map_err(|error| {
+                let error = at(error);
+                if op.name == "cvm_left_shift"
+                    && error.code == cvm_engine::ErrorCode::PrecisionConstraint
+                {
+                    Rejection::runtime(error)
+                } else {
+                    Rejection::from(error)
+                }
+            })?;
+        for (output, ty) in outputs.iter().enumerate() {
+            let entry = rows[id] + output;
+            let declared = &graph.shapes[entry];
+            if declared != ty.dims() {
+                return Err(at(fail!(
+                    ShapeMismatch,
+                    "symbol: node {id} (\"{}\") output {output} is declared {declared:?}, but {} computes {}",
+                    node.name,
+                    op.name,
+                    ty.shape
+                ))
+                .into());
+            }
+            if !(1..=32).contains(&ty.precision) {
+                return Err(at(fail!(
+                    PrecisionOverflow,
+                    "symbol: node {id} (\"{}\") output {output} has precision {}, outside 1..=32",
+                    node.name,
+                    ty.precision
+                ))
+                .into());
+            }
+            precisions[entry] = ty.precision;
+        }
+    }
+    Ok(())
+}
+
 /// Converts a CVM model to the canonical form, performing every load check of cvm-compat
 /// §1–§2 and checking the declared shapes against the engine's shape inference.
 ///
 /// # Errors
 /// A deterministic error naming the node, entry or parameter.
 pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Rejection> {
-    let graph = symbol::parse(symbol_bytes)?;
+    let CheckedGraph {
+        symbol: graph,
+        attrs: node_attrs,
+    } = check_graph(symbol_bytes)?;
 
-    // Names. The deployed loader stops (`LOG(FATAL)`) on a repeated name among the nodes its
-    // `arg_nodes` lists; under cvm_1.1.0 a variable it does not list escapes that check, and of
-    // two variables of one name only the first is ever set: a second parameter is never loaded
-    // (a `VERIFY` of the params), a second `data` never written (undefined behaviour).
-    let mut seen = std::collections::HashSet::new();
-    for &id in &graph.name_checked {
-        if !seen.insert(graph.nodes[id].name.as_str()) {
-            let what = match graph.nodes[id].kind {
-                NodeKind::Variable => "variables",
-                NodeKind::Op(_) => "nodes of arg_nodes",
-            };
-            return Err(Rejection::runtime(fail!(
-                MalformedModel,
-                "symbol: two {what} are named \"{}\"",
-                graph.nodes[id].name
-            )));
-        }
-    }
+    // Names: a repeat among the nodes `arg_nodes` lists stopped `symbol::parse`; under
+    // cvm_1.1.0 a variable it does not list escapes that check, and of two variables of one name
+    // only the first is ever set: a second parameter is never loaded (a `VERIFY` of the
+    // params), a second `data` never written (undefined behaviour).
     let data_nodes: Vec<usize> = (0..graph.nodes.len())
         .filter(|&id| graph.nodes[id].kind == NodeKind::Variable && graph.nodes[id].name == DATA)
         .collect();
@@ -278,143 +461,28 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
 
     let names = canonical_names(&graph);
 
-    // Operator nodes with typed attributes.
-    let mut nodes = Vec::new();
+    // Undefined behaviour of the deployed kernels, which the engine rejects.
     for (id, node) in graph.nodes.iter().enumerate() {
-        let NodeKind::Op(op) = node.kind else {
-            continue;
-        };
-        if let Some(missing) = required_attrs(op.name)
-            .iter()
-            .find(|&&name| !node.op_attrs.contains_key(name))
+        if let NodeKind::Op(op) = node.kind
+            && let Some(error) = undefined_kernel_behaviour(&graph, id, op)
         {
-            return Err(Rejection::runtime(
-                fail!(
-                    MissingAttribute,
-                    "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
-                    node.name,
-                    op.name
-                )
-                .at_node(nodes.len() as u32, &node.name, op.name),
-            ));
+            return Err(error.into());
         }
-        if let Some(error) = deployed_parameter_check(&graph, id, op) {
-            return Err(Rejection::runtime(error.at_node(
-                nodes.len() as u32,
-                &node.name,
-                op.name,
-            )));
-        }
-        if op.name == "conv2d"
-            && let Some(&(w, k)) = node.inputs.get(1)
-        {
-            let weight = &graph.shapes[entry(w) + k];
-            let int = |key: &str| match node
-                .op_attrs
-                .get(key)
-                .map(|t| parse_attr(t, Some(AttrKind::Ints)))
-            {
-                Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
-                _ => None,
-            };
-            let declared = [int("channels"), int("kernel_size")];
-            let from_weight = [
-                weight.first().map(|&c| vec![i64::from(c)]),
-                weight
-                    .get(2..4)
-                    .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
-            ];
-            for ((name, declared), actual) in ["channels", "kernel_size"]
-                .iter()
-                .zip(declared)
-                .zip(from_weight)
-            {
-                if let (Some(declared), Some(actual)) = (declared, actual)
-                    && declared != actual
-                {
-                    return Err(fail!(
-                        ShapeMismatch,
-                        "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
-                        node.name
-                    )
-                    .at_node(nodes.len() as u32, &node.name, op.name)
-                    .into());
-                }
-            }
-        }
-        if op.name == "where"
-            && let [cond, x, ..] = node.inputs.as_slice()
-        {
-            let shape_of = |(n, k): (usize, usize)| &graph.shapes[entry(n) + k];
-            if shape_of(*cond) != shape_of(*x) {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "symbol: node {id} (\"{}\"): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)",
-                    node.name,
-                    shape_of(*cond),
-                    shape_of(*x)
-                )
-                .at_node(nodes.len() as u32, &node.name, op.name)
-                .into());
-            }
-        }
-        let mut attrs = Vec::with_capacity(node.op_attrs.len());
-        for (key, text) in &node.op_attrs {
-            let kind = op
-                .attrs
-                .iter()
-                .find(|spec| spec.name == key)
-                .map(|spec| spec.kind);
-            // The deployed runtime's parameter parser rejects what it cannot parse, and an
-            // attribute it does not declare, with a `ParamError` (class 2); an operator without
-            // parameters rejects any attribute with a `VERIFY` (class 1).
-            let parameterless = symbol::PARAMETERLESS_OPS.contains(&op.name);
-            if kind.is_none() || parameterless {
-                if symbol::is_hidden_key(key) && !parameterless {
-                    continue;
-                }
-                let error = fail!(
-                    UnknownAttribute,
-                    "symbol: node {id} (\"{}\"): {} has no attribute \"{key}\"",
-                    node.name,
-                    op.name
-                )
-                .at_node(nodes.len() as u32, &node.name, op.name);
-                return Err(if parameterless {
-                    error.into()
-                } else {
-                    Rejection::runtime(error)
-                });
-            }
-            let value = parse_attr(text, kind).map_err(|message| {
-                Rejection::runtime(fail!(
-                    AttributeType,
-                    "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
-                    node.name
-                ))
-            })?;
-            let value = match value {
-                // The deployed shape rule passes over entries below −4 that are not the two
-                // arguments of a −4: they add no dimension and read no input axis.
-                Some(AttrValue::Ints(target)) if op.name == "reshape" && key == "shape" => {
-                    Some(AttrValue::Ints(without_skipped_reshape_codes(&target)))
-                }
-                other => other,
-            };
-            if let Some(value) = value {
-                attrs.push(Attr {
-                    name: key.clone(),
-                    value,
-                });
-            }
-        }
-        nodes.push(Node {
-            name: names[id].clone(),
-            op: op.code,
-            inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
-            attrs,
-        });
     }
+    let nodes: Vec<Node> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(id, node)| match node.kind {
+            NodeKind::Op(op) => Some(Node {
+                name: names[id].clone(),
+                op: op.code,
+                inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
+                attrs: node_attrs[id].clone(),
+            }),
+            NodeKind::Variable => None,
+        })
+        .collect();
     // An operator named by an alias passes the graph checks, but the deployed runtime finds no
     // kernel under that name when it sets the graph up, before it reads the parameters.
     if let Some((id, node, alias)) = graph
@@ -433,6 +501,13 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             node.name
         )
         .into());
+    }
+
+    // What the deployed runtime checks when it builds a model from the set-up graph: the size
+    // of its memory plan and the heads.
+    symbol::storage_size(&graph.storage_ids, &graph.shapes)?;
+    if let Some(problem) = graph.heads_problem.clone() {
+        return Err(problem);
     }
 
     // The parameters, read after every check of the graph as the deployed runtime loads them.
@@ -515,41 +590,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         outputs,
     };
 
-    // The declared shape of every operator output must be the inferred one: the deployed
-    // runtime allocates by the declared shapes (cvm-compat §6: a conv2d weight that disagrees
-    // with its attributes overruns memory there).
-    let validated = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)
-        .map_err(|error| {
-            // The one precision rule that fails with `LOG(FATAL)` rather than a `VERIFY`.
-            let left_shift = error
-                .node
-                .and_then(|node| model.nodes.get(node as usize))
-                .is_some_and(|node| {
-                    ops::by_code(node.op).is_some_and(|op| op.name == "cvm_left_shift")
-                });
-            if left_shift && error.code == cvm_engine::ErrorCode::PrecisionConstraint {
-                Rejection::runtime(error)
-            } else {
-                Rejection::from(error)
-            }
-        })?;
-    let op_ids =
-        (0..graph.nodes.len()).filter(|&id| matches!(graph.nodes[id].kind, NodeKind::Op(_)));
-    for (node, id) in validated.nodes.iter().zip(op_ids) {
-        for (output, ty) in node.output_types.iter().enumerate() {
-            let declared = &graph.shapes[entry(id) + output];
-            if declared != ty.dims() {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "symbol: node {id} (\"{}\") output {output} is declared {declared:?}, but {} computes {}",
-                    node.name,
-                    node.op.name,
-                    ty.shape
-                )
-                .into());
-            }
-        }
-    }
+    // The graph's checks passed (`check_graph`); the engine's own limits remain.
+    let validated = ValidatedModel::from_bytes(&model.encode(), &cvm_engine::gas::Schedule::V1)?;
     let head_types = validated
         .outputs
         .iter()
@@ -580,6 +622,75 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         },
         model,
     })
+}
+
+/// Operator node `id` where a deployed kernel has undefined behaviour on shapes its loader
+/// accepts: a conv2d weight that disagrees with `channels` or `kernel_size` (the kernel overruns
+/// memory), a `where` whose condition is not of x's shape (it copies bytes, not elements).
+fn undefined_kernel_behaviour(graph: &Symbol, id: usize, op: &ops::OpDef) -> Option<Error> {
+    let node = &graph.nodes[id];
+    let entry = |id: usize| graph.node_row_ptr[id];
+    if op.name == "conv2d"
+        && let Some(&(w, k)) = node.inputs.get(1)
+    {
+        let weight = &graph.shapes[entry(w) + k];
+        let int = |key: &str| match node
+            .op_attrs
+            .get(key)
+            .map(|t| parse_attr(t, Some(AttrKind::Ints)))
+        {
+            Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
+            _ => None,
+        };
+        let declared = [int("channels"), int("kernel_size")];
+        let from_weight = [
+            weight.first().map(|&c| vec![i64::from(c)]),
+            weight
+                .get(2..4)
+                .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
+        ];
+        for ((name, declared), actual) in ["channels", "kernel_size"]
+            .iter()
+            .zip(declared)
+            .zip(from_weight)
+        {
+            if let (Some(declared), Some(actual)) = (declared, actual)
+                && declared != actual
+            {
+                return Some(fail!(
+                    ShapeMismatch,
+                    "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
+                    node.name
+                )
+                .at_node(op_index(graph, id), &node.name, op.name));
+            }
+        }
+    }
+    if op.name == "where"
+        && let [cond, x, ..] = node.inputs.as_slice()
+    {
+        let shape_of = |(n, k): (usize, usize)| &graph.shapes[entry(n) + k];
+        if shape_of(*cond) != shape_of(*x) {
+            return Some(fail!(
+                ShapeMismatch,
+                "symbol: node {id} (\"{}\"): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)",
+                node.name,
+                shape_of(*cond),
+                shape_of(*x)
+            )
+            .at_node(op_index(graph, id), &node.name, op.name));
+        }
+    }
+    None
+}
+
+/// The index of operator node `id` among the operators: its node index in the canonical model,
+/// which errors carry.
+fn op_index(graph: &Symbol, id: usize) -> u32 {
+    graph.nodes[..id]
+        .iter()
+        .filter(|node| node.kind != NodeKind::Variable)
+        .count() as u32
 }
 
 /// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at

@@ -111,6 +111,9 @@ pub struct Symbol {
     /// The nodes whose names the deployed loader requires distinct (`LOG(FATAL)` on a repeat):
     /// those the JSON `arg_nodes` lists.
     pub name_checked: Vec<usize>,
+    /// Why the heads cannot be a model's outputs (none, or an entry past the last), which the
+    /// deployed runtime finds when it builds a model from the graph, not when it prices it.
+    pub heads_problem: Option<Rejection>,
 }
 
 /// A structural problem the deployed loader finds with a `VERIFY` (class 1).
@@ -412,22 +415,26 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .collect::<Result<Vec<_>, _>>()?;
         nodes[id].inputs = resolved;
     }
-    let heads = array(field(top, "heads", "the graph")?, "heads")?
+    // The heads are read here, and checked only when a model is built from the graph (the
+    // gas of a graph never looks at them).
+    let mut heads = Vec::new();
+    let mut heads_problem = None;
+    for (node, output) in array(field(top, "heads", "the graph")?, "heads")?
         .iter()
         .map(|e| entry(e, "heads"))
         .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .map(
-            |(node, output)| match node_row_ptr.get(node).map(|&row| entry_id(row, output)) {
-                Some(entry) if entry < entries => Ok(owner(entry)),
-                _ => Err(bad(format!(
+    {
+        match node_row_ptr.get(node).map(|&row| entry_id(row, output)) {
+            Some(entry) if entry < entries => heads.push(owner(entry)),
+            _ => {
+                heads_problem.get_or_insert_with(|| bad(format!(
                     "heads: entry ({node}, {output}) does not exist (the deployed runtime reads past its entries: undefined behaviour)"
-                ))),
-            },
-        )
-        .collect::<Result<Vec<_>, _>>()?;
-    if heads.is_empty() {
-        return Err(bad("heads: the graph has no outputs".into()));
+                )));
+            }
+        }
+    }
+    if heads.is_empty() && heads_problem.is_none() {
+        heads_problem = Some(bad("heads: the graph has no outputs".into()));
     }
 
     // Graph attributes.
@@ -530,13 +537,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),
     };
-    check_storage(
-        &nodes,
-        &written_inputs,
-        &written_rows,
-        &storage_ids,
-        &shapes,
-    )?;
+    check_storage(&nodes, &written_inputs, &written_rows, &storage_ids)?;
     if let Some(list) = typed_list(attrs, "device_index", "list_int")?
         && !list.is_empty()
     {
@@ -602,6 +603,36 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
     let variables: Vec<usize> = (0..nodes.len())
         .filter(|&id| nodes[id].kind == NodeKind::Variable)
         .collect();
+    // The deployed loader first requires distinct names among the nodes the JSON `arg_nodes`
+    // lists, whatever they are (`LOG(FATAL)`); an id past the nodes is read out of bounds.
+    // Under cvm_1.0.0 the list must then be the variables; under cvm_1.1.0 it is replaced, and
+    // variables it does not list escape the check.
+    let name_checked = match top.get("arg_nodes") {
+        None => Vec::new(),
+        Some(listed) => array(listed, "arg_nodes")?
+            .iter()
+            .map(|v| index(v, "arg_nodes"))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if let Some(id) = name_checked.iter().find(|&&id| id >= nodes.len()) {
+        return Err(bad(format!(
+            "arg_nodes lists node {id} of {}: the deployed runtime reads past its nodes (undefined behaviour)",
+            nodes.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for &id in &name_checked {
+        if !seen.insert(nodes[id].name.as_str()) {
+            let what = match nodes[id].kind {
+                NodeKind::Variable => "variables",
+                NodeKind::Op(_) => "nodes of arg_nodes",
+            };
+            return Err(fatal(format!(
+                "two {what} are named \"{}\"",
+                nodes[id].name
+            )));
+        }
+    }
     if version == Version::V1_0 {
         let declared_rows = array(
             field(top, "node_row_ptr", "the graph (cvm_1.0.0)")?,
@@ -628,26 +659,6 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             )));
         }
     }
-    // The nodes whose names the deployed loader checks for repeats: those the JSON `arg_nodes`
-    // lists (under cvm_1.0.0 the variables, as checked above; under cvm_1.1.0 whatever it lists,
-    // or none when it is absent). An id past the nodes is read out of bounds there.
-    let name_checked = match (version, top.get("arg_nodes")) {
-        (Version::V1_0, _) => variables,
-        (Version::V1_1, None) => Vec::new(),
-        (Version::V1_1, Some(listed)) => {
-            let listed = array(listed, "arg_nodes")?
-                .iter()
-                .map(|v| index(v, "arg_nodes"))
-                .collect::<Result<Vec<_>, _>>()?;
-            if let Some(id) = listed.iter().find(|&&id| id >= nodes.len()) {
-                return Err(bad(format!(
-                    "arg_nodes lists node {id} of {}: the deployed runtime reads past its nodes (undefined behaviour)",
-                    nodes.len()
-                )));
-            }
-            listed
-        }
-    };
     Ok(Symbol {
         version,
         postprocess,
@@ -659,6 +670,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         node_row_ptr,
         storage_ids,
         name_checked,
+        heads_problem,
     })
 }
 
@@ -713,9 +725,9 @@ pub const IN_PLACE_OPS: [&str; 14] = [
     "cvm_left_shift",
 ];
 
-/// The memory-plan checks of the deployed loader: an operator off [`IN_PLACE_OPS`] writes no
-/// output into the storage id of one of its inputs, and the storage pool (each id sized for its
-/// largest entry, four bytes per element) holds at most 2^32 bytes.
+/// The in-place check of the deployed loader's memory plan: an operator off [`IN_PLACE_OPS`]
+/// writes no output into the storage id of one of its inputs. (The plan's size is checked when a
+/// model is built: [`storage_size`].)
 ///
 /// The in-place check reads the inputs as written and the row pointers of the JSON
 /// (`written_rows`, empty when absent), before either is checked (cvm_1.0.0) or replaced
@@ -726,7 +738,6 @@ fn check_storage(
     written_inputs: &[Vec<(usize, usize)>],
     written_rows: &[usize],
     storage_ids: &[u64],
-    shapes: &[Vec<u32>],
 ) -> Result<(), Rejection> {
     let storage = |node: usize, index: usize| {
         written_rows
@@ -760,7 +771,7 @@ fn check_storage(
             }
         }
     }
-    storage_size(storage_ids, shapes).map(|_| ())
+    Ok(())
 }
 
 /// The deployed runtime's storage size (`CVMAPIGetStorageSize`): every entry needs 4 bytes per
