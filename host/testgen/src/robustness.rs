@@ -88,6 +88,8 @@ pub fn cvm_import(data: &[u8]) {
     };
     let split = (u32::from_le_bytes(*length) as usize).min(rest.len());
     let (symbol, params) = rest.split_at(split);
+    // The gas of the graph alone takes the same reader and checks.
+    let _ = cvm::graph_gas(symbol);
     if let Ok(model) = cvm::import(symbol, params) {
         let bytes = model.model.encode();
         assert!(
