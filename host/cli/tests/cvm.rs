@@ -877,6 +877,43 @@ fn the_input_is_shaped_as_the_deployed_runtime_shapes_it() {
 }
 
 #[test]
+fn max_over_the_whole_tensor_starts_from_zero_as_deployed() {
+    // Both deployed backends reduce a `max` without axes from an accumulator of 0, so
+    // all-negative data gives 0; with axes listed they start from the first value.
+    let run = |attrs: &'static str, output_shape: Value| {
+        let symbol = graph(&[
+            ("null", "data", &[], "{}", json!([1, 4])),
+            ("max", "m", &[0], attrs, output_shape),
+        ]);
+        let model = cvm::import(symbol.to_string().as_bytes(), &params::write(&[])).unwrap();
+        let report = cvm_engine::run(
+            &cvm_engine::load(&model.model.encode(), 1).unwrap(),
+            vec![cvm_engine::InputTensor {
+                shape: vec![1, 4],
+                data: vec![-3, -1, -2, -5],
+            }],
+            u64::MAX,
+        );
+        let cvm_engine::Status::Ok { outputs } = report.outcome.status else {
+            panic!("{report:?}")
+        };
+        (model.model, outputs[0].data.clone())
+    };
+    let (model, data) = run("{}", json!([1]));
+    assert_eq!(data, [0]);
+    let names: Vec<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["m", "#1.floor"]);
+    assert_eq!(model.outputs[0].name, "m");
+    assert_eq!(run(r#"{"axis": "()"}"#, json!([1])).1, [0]);
+    assert_eq!(run(r#"{"axis": "(0, 1)"}"#, json!([1])).1, [-1]);
+    assert_eq!(run(r#"{"axis": "(1,)"}"#, json!([1])).1, [-1]);
+    assert_eq!(
+        run(r#"{"axis": "(0,)", "exclude": "true"}"#, json!([1])).1,
+        [-1]
+    );
+}
+
+#[test]
 fn the_gas_of_a_graph_takes_the_set_up_checks_only() {
     // CVMAPIGetGasFromGraphFile sets the graph up (reading, the graph checks, attribute parsing,
     // shape and precision inference) and counts; it never builds a model, so the heads, the

@@ -4,7 +4,10 @@
 //!
 //! Every export runs its body inside `catch_unwind`: a panic (an engine bug) becomes
 //! `ERROR_RUNTIME`, never an unwind across the C boundary nor an abort of the caller's process.
-//! Null pointers are `ERROR_RUNTIME`, as the deployed `CHECK`s make them.
+//! Null pointers get the deployed runtime's class: `ERROR_RUNTIME` where it `CHECK`s them (a
+//! handle, an output pointer), `ERROR_LOGIC` where it builds a `std::string` from them (the
+//! graph and params of `CVMAPILoadModel` with a length above 0, the graph of
+//! `CVMAPIGetGasFromGraphFile`: libstdc++ throws a `logic_error`), as for a negative length.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_char, c_int, c_ulonglong, c_void};
@@ -64,7 +67,7 @@ unsafe fn put(out: *mut c_ulonglong, value: u64) -> Result<(), Status> {
 ///
 /// # Safety
 /// A non-null `out` must have room for `text.len() + 1` bytes (every string written here is at
-/// most 9 bytes; the Cortex node passes 34).
+/// most 31 bytes, a `postprocess` name; the Cortex node passes 34).
 unsafe fn put_str(out: *mut c_char, text: &str) -> Result<(), Status> {
     if out.is_null() {
         return Err(Status::Runtime);
@@ -76,6 +79,20 @@ unsafe fn put_str(out: *mut c_char, text: &str) -> Result<(), Status> {
         out.add(text.len()).write(0);
     }
     Ok(())
+}
+
+/// `len` bytes at `ptr` as the deployed `CVMAPILoadModel` takes them into a `std::string`: a
+/// null pointer with length 0 is the empty string; with a length above 0, or a negative length,
+/// the string's constructor throws a `logic_error` ([`Status::Logic`]).
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn string_bytes<'a>(ptr: *const c_char, len: c_int) -> Result<&'a [u8], Status> {
+    if ptr.is_null() && len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: this function's contract.
+    unsafe { bytes(ptr, len) }.ok_or(Status::Logic)
 }
 
 /// Loads a CVM model: `graph_strlen` bytes of graph JSON and `param_strlen` bytes of params.
@@ -96,9 +113,9 @@ pub unsafe extern "C" fn CVMAPILoadModel(
 ) -> c_int {
     guarded(|| {
         // SAFETY: the function's contract.
-        let graph = unsafe { bytes(graph_json, graph_strlen) }.ok_or(Status::Runtime)?;
+        let graph = unsafe { string_bytes(graph_json, graph_strlen) }?;
         // SAFETY: the function's contract.
-        let params = unsafe { bytes(param_bytes, param_strlen) }.ok_or(Status::Runtime)?;
+        let params = unsafe { string_bytes(param_bytes, param_strlen) }?;
         if net.is_null() {
             return Err(Status::Runtime);
         }
@@ -248,8 +265,9 @@ pub unsafe extern "C" fn CVMAPIGetGasFromGraphFile(
     gas: *mut c_ulonglong,
 ) -> c_int {
     guarded(|| {
+        // The deployed runtime builds a `std::string` from it: a `logic_error` for null.
         if graph_json.is_null() {
-            return Err(Status::Runtime);
+            return Err(Status::Logic);
         }
         // SAFETY: not null, and NUL-terminated by the function's contract.
         let graph = unsafe { CStr::from_ptr(graph_json) }.to_bytes();

@@ -25,7 +25,7 @@ use cvm_engine::tensor::precision_bound;
 use cvm_engine::{Error, ValidatedModel, fail, ops};
 
 use crate::error::{ReadError, read_file};
-use symbol::NodeKind;
+use symbol::{NodeKind, SymbolNode};
 pub use symbol::{Postprocess, Symbol, Version};
 
 /// The return code the deployed runtime's C interface gives a rejection (cvm-compat §1, "Error
@@ -428,6 +428,11 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             .into());
         }
     }
+    // A `max` over the whole tensor starts from 0 in both deployed backends, so it gives
+    // max(0, x…): the canonical model follows it with a relu, which its readers read instead.
+    let floored: Vec<bool> = (0..graph.nodes.len())
+        .map(|id| starts_from_zero(&graph.nodes[id], &node_attrs[id]))
+        .collect();
     let mut value_of: Vec<Option<ValueRef>> = vec![None; graph.nodes.len()];
     let mut param_nodes = Vec::new();
     let mut op_index = 0u32;
@@ -439,7 +444,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
                 ValueRef::Param(param_nodes.len() as u32 - 1)
             }
             NodeKind::Op(_) => {
-                op_index += 1;
+                op_index += if floored[id] { 2 } else { 1 };
                 ValueRef::Node {
                     node: op_index - 1,
                     output: 0,
@@ -469,20 +474,41 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
             return Err(error.into());
         }
     }
-    let nodes: Vec<Node> = graph
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(id, node)| match node.kind {
-            NodeKind::Op(op) => Some(Node {
-                name: names[id].clone(),
-                op: op.code,
-                inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
-                attrs: node_attrs[id].clone(),
-            }),
-            NodeKind::Variable => None,
-        })
-        .collect();
+    let mut taken: std::collections::HashSet<String> = names.iter().cloned().collect();
+    let mut floor_names = Vec::new();
+    for id in (0..graph.nodes.len()).filter(|&id| floored[id]) {
+        let mut name = format!("#{id}.floor");
+        while taken.contains(&name) {
+            name.insert(0, '#');
+        }
+        taken.insert(name.clone());
+        floor_names.push(name);
+    }
+    let mut floor_names = floor_names.into_iter();
+    let mut nodes: Vec<Node> = Vec::new();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let NodeKind::Op(op) = node.kind else {
+            continue;
+        };
+        nodes.push(Node {
+            name: names[id].clone(),
+            op: op.code,
+            inputs: node.inputs.iter().map(|&e| reference(e)).collect(),
+            attrs: node_attrs[id].clone(),
+        });
+        if floored[id] {
+            let relu = ops::by_name("relu").map_or(0, |relu| relu.code);
+            nodes.push(Node {
+                name: floor_names.next().unwrap_or_default(),
+                op: relu,
+                inputs: vec![ValueRef::Node {
+                    node: nodes.len() as u32 - 1,
+                    output: 0,
+                }],
+                attrs: Vec::new(),
+            });
+        }
+    }
     // An operator named by an alias passes the graph checks, but the deployed runtime finds no
     // kernel under that name when it sets the graph up, before it reads the parameters.
     if let Some((id, node, alias)) = graph
@@ -622,6 +648,26 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         },
         model,
     })
+}
+
+/// Whether `node` is a `max` that reduces the whole tensor through the deployed kernels' branch
+/// that starts from 0 (no `axis`, or an empty one, and no `exclude`): both deployed backends
+/// then give max(0, x…) where spec 001 gives the true maximum (cvm-compat §6).
+fn starts_from_zero(node: &SymbolNode, attrs: &[Attr]) -> bool {
+    let is_max = matches!(node.kind, NodeKind::Op(op) if op.name == "max");
+    let attr = |name: &str| {
+        attrs
+            .iter()
+            .find(|attr| attr.name == name)
+            .map(|a| &a.value)
+    };
+    let every_axis = match attr("axis") {
+        None => true,
+        Some(AttrValue::Ints(axes)) => axes.is_empty(),
+        Some(_) => false,
+    };
+    let exclude = matches!(attr("exclude"), Some(AttrValue::Bool(true)));
+    is_max && every_axis && !exclude
 }
 
 /// Operator node `id` where a deployed kernel has undefined behaviour on shapes its loader

@@ -176,17 +176,28 @@ static void check_error_classes(void) {
   /* Wrong input lengths: logic errors. */
   CHECK(inference(m->net, m->input, m->input_len - 1, out) == ERROR_LOGIC, "short input");
   CHECK(inference(m->net, m->input, -1, out) == ERROR_LOGIC, "negative input length");
-  /* Node-local failures: runtime errors. */
+  /* A null graph or params with a length, or a negative length: the deployed runtime builds a
+     std::string from them, which throws a logic_error. A null graph of length 0 is the empty
+     string, a JSON error (CHECK: runtime error). */
+  CHECK(load_model(NULL, 3, params, params_len, &net, 0, 0) == ERROR_LOGIC, "null graph");
+  CHECK(load_model(m->symbol, -1, params, params_len, &net, 0, 0) == ERROR_LOGIC,
+        "negative graph length");
+  CHECK(load_model(m->symbol, m->symbol_len, NULL, 5, &net, 0, 0) == ERROR_LOGIC, "null params");
+  CHECK(load_model(NULL, 0, params, params_len, &net, 0, 0) == ERROR_RUNTIME, "empty graph");
+  CHECK(load_model(m->symbol, m->symbol_len, NULL, 0, &net, 0, 0) == ERROR_LOGIC,
+        "empty params");
+  CHECK(get_gas_from_graph(NULL, &value) == ERROR_LOGIC, "null graph for gas");
+  /* Checked pointers and node-local failures: runtime errors. */
   CHECK(load_model(m->symbol, m->symbol_len, params, params_len, &net, 9, 0) == ERROR_RUNTIME,
         "unknown device type");
-  CHECK(load_model(NULL, 3, params, params_len, &net, 0, 0) == ERROR_RUNTIME, "null graph");
+
   CHECK(load_model(m->symbol, m->symbol_len, params, params_len, NULL, 0, 0) == ERROR_RUNTIME,
         "null handle pointer");
   CHECK(inference(NULL, m->input, m->input_len, out) == ERROR_RUNTIME, "null handle");
   CHECK(inference(m->net, m->input, m->input_len, NULL) == ERROR_RUNTIME, "null output");
   CHECK(get_input_length(m->net, NULL) == ERROR_RUNTIME, "null size");
   CHECK(get_version(NULL, out) == ERROR_RUNTIME, "null handle for the version");
-  CHECK(get_gas_from_graph(NULL, &value) == ERROR_RUNTIME, "null graph for gas");
+
   CHECK(free_model(NULL) == SUCCEED, "freeing NULL");
   /* Every device type of the deployed runtime loads, on the same engine. */
   for (int device_type = 0; device_type <= 2; device_type++) {
