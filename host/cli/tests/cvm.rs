@@ -703,6 +703,12 @@ fn operator_checks_carry_the_deployed_return_code() {
             Class::Runtime,
         ),
         (
+            Box::new(op_attrs(r#"{"units": "4294967299"}"#)),
+            AttributeType,
+            "does not fit the deployed runtime's 32-bit int",
+            Class::Runtime,
+        ),
+        (
             Box::new(op_attrs(r#"{"units": "3", "colour": "red"}"#)),
             UnknownAttribute,
             "dense has no attribute \"colour\"",

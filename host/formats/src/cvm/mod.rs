@@ -250,9 +250,6 @@ fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr
             op.name
         ))));
     }
-    if let Some(error) = deployed_parameter_check(graph, id, op) {
-        return Err(Rejection::runtime(at(error)));
-    }
     let mut attrs = Vec::with_capacity(node.op_attrs.len());
     for (key, text) in &node.op_attrs {
         let kind = op
@@ -287,6 +284,17 @@ fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr
                 node.name
             ))
         })?;
+        // The deployed parameters of one integer are C++ `int`s: a stream fails to read a value
+        // outside 32 bits (a parameter error).
+        if let Some(AttrValue::Int(number)) = value
+            && i32::try_from(number).is_err()
+        {
+            return Err(Rejection::runtime(at(fail!(
+                AttributeType,
+                "symbol: node {id} (\"{}\"): attribute \"{key}\" = {number} does not fit the deployed runtime's 32-bit int",
+                node.name
+            ))));
+        }
         let value = match value {
             // The deployed shape rule passes over entries below −4 that are not the two
             // arguments of a −4: they add no dimension and read no input axis.
@@ -301,6 +309,9 @@ fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr
                 value,
             });
         }
+    }
+    if let Some(error) = deployed_parameter_check(graph, id, op) {
+        return Err(Rejection::runtime(at(error)));
     }
     Ok(attrs)
 }
