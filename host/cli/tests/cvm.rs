@@ -883,6 +883,62 @@ fn the_input_is_shaped_as_the_deployed_runtime_shapes_it() {
 }
 
 #[test]
+fn data_type_and_layout_parameters_are_read_as_deployed() {
+    // The reductions' `dtype` is read (a data type name, else a parameter error) and unused.
+    let sum = |attrs: &'static str| {
+        graph(&[
+            ("null", "data", &[], "{}", json!([1, 4])),
+            ("sum", "s", &[0], attrs, json!([1])),
+        ])
+    };
+    let plain = cvm::import(sum("{}").to_string().as_bytes(), &params::write(&[])).unwrap();
+    let typed = cvm::import(
+        sum(r#"{"dtype": "float32"}"#).to_string().as_bytes(),
+        &params::write(&[]),
+    )
+    .unwrap();
+    assert_eq!(typed.model, plain.model);
+    let (_, message, class) = rejection(&sum(r#"{"dtype": "int7"}"#), &params::write(&[]));
+    assert_eq!(class, Class::Runtime, "{message}");
+    assert!(message.contains("not a data type"), "{message}");
+    // conv2d's `out_layout` is parsed as a layout (else a `CHECK`), then must be NCHW (a
+    // `VERIFY`); `out_dtype` is a data type name or "same".
+    for (attrs, class, needle) in [
+        (
+            r#""out_layout": """#,
+            Class::Runtime,
+            "not a layout: no axis",
+        ),
+        (r#""out_layout": "NCHH""#, Class::Runtime, "repeated"),
+        (r#""out_layout": "NC8h""#, Class::Runtime, "missing axis H"),
+        (r#""out_layout": "NHWC""#, Class::Logic, "out_layout"),
+        (r#""out_dtype": "int7""#, Class::Runtime, "not a data type"),
+        (r#""out_dtype": "float32""#, Class::Logic, "out_dtype"),
+    ] {
+        let symbol = conv_symbol(&conv_attrs(attrs));
+        let (_, message, found) = rejection(&symbol, &conv_params());
+        assert_eq!(found, class, "{attrs}: {message}");
+        assert!(message.contains(needle), "{attrs}: {message}");
+    }
+    for attrs in [
+        r#""out_layout": "__undef__""#,
+        r#""out_layout": "NCHW""#,
+        r#""out_dtype": "int32""#,
+    ] {
+        cvm::import(
+            conv_symbol(&conv_attrs(attrs)).to_string().as_bytes(),
+            &conv_params(),
+        )
+        .unwrap_or_else(|e| panic!("{attrs}: {e}"));
+    }
+}
+
+/// The attributes of [`conv_symbol`]'s convolution with one more.
+fn conv_attrs(extra: &str) -> String {
+    format!(r#"{{"channels": "1", "kernel_size": "(2, 2)", "use_bias": "False", {extra}}}"#)
+}
+
+#[test]
 fn max_over_the_whole_tensor_starts_from_zero_as_deployed() {
     // Both deployed backends reduce a `max` without axes from an accumulator of 0, so
     // all-negative data gives 0; with axes listed they start from the first value.

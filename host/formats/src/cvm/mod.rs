@@ -252,6 +252,19 @@ fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr
     }
     let mut attrs = Vec::with_capacity(node.op_attrs.len());
     for (key, text) in &node.op_attrs {
+        // Parameters the deployed parser reads as a data type or a layout: a value it cannot
+        // read is a parameter error or a `CHECK` (class 2). The reductions' `dtype` is read
+        // and never used; the engine's reductions do not take it.
+        if let Some(problem) = deployed_enum_problem(op.name, key, text) {
+            return Err(Rejection::runtime(at(fail!(
+                AttributeType,
+                "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {problem}",
+                node.name
+            ))));
+        }
+        if matches!(op.name, "sum" | "max") && key == "dtype" {
+            continue;
+        }
         let kind = op
             .attrs
             .iter()
@@ -845,6 +858,81 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
         }
         _ => None,
     }
+}
+
+/// The data types a deployed parameter declared with `CVMUTIL_DECLARE_DTYPE_FIELD` reads.
+const DEPLOYED_DTYPES: [&str; 11] = [
+    "float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8", "int16",
+    "int32", "int64",
+];
+
+/// Why the deployed parser cannot read attribute `key` = `text` of `op` as the data type or
+/// layout it declares (`include/cvm/top/`, `include/cvm/layout.h`), if it cannot. Values it
+/// reads but the operator does not support are left to the operator's own checks (class 1).
+fn deployed_enum_problem(op: &str, key: &str, text: &str) -> Option<String> {
+    let value = text.trim();
+    match (op, key) {
+        ("conv2d", "out_dtype") if value != "same" && !DEPLOYED_DTYPES.contains(&value) => {
+            Some("not a data type".into())
+        }
+        ("sum" | "max", "dtype") if !DEPLOYED_DTYPES.contains(&value) => {
+            Some("not a data type".into())
+        }
+        ("conv2d", "out_layout") if value != "__undef__" => layout_problem(value),
+        _ => None,
+    }
+}
+
+/// Why `layout` is not a layout as `Layout::parse` reads one: upper-case axes, each once, and
+/// lower-case sub-axes of a present axis, each once and after a size; nothing else, and not
+/// empty.
+fn layout_problem(layout: &str) -> Option<String> {
+    let (mut axes, mut subaxes) = ([false; 26], [false; 26]);
+    let mut factor = 0u64;
+    let mut any = false;
+    for c in layout.bytes() {
+        match c {
+            b'A'..=b'Z' => {
+                let axis = usize::from(c - b'A');
+                if factor != 0 || axes[axis] {
+                    return Some(format!(
+                        "not a layout: axis {} misplaced or repeated",
+                        char::from(c)
+                    ));
+                }
+                axes[axis] = true;
+            }
+            b'a'..=b'z' => {
+                let axis = usize::from(c - b'a');
+                if factor == 0 || subaxes[axis] {
+                    return Some(format!(
+                        "not a layout: sub-axis {} without a size or repeated",
+                        char::from(c)
+                    ));
+                }
+                subaxes[axis] = true;
+                factor = 0;
+            }
+            b'0'..=b'9' => {
+                factor = factor
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(c - b'0'))
+            }
+            _ => return Some(format!("not a layout: '{}'", c.escape_ascii())),
+        }
+        any |= c.is_ascii_alphabetic();
+    }
+    if !any {
+        return Some("not a layout: no axis".into());
+    }
+    (0..26)
+        .find(|&axis| subaxes[axis] && !axes[axis])
+        .map(|axis| {
+            format!(
+                "not a layout: sub-axis of the missing axis {}",
+                char::from(b'A' + axis as u8)
+            )
+        })
 }
 
 /// A reshape `shape` without the entries the deployed shape rule passes over: those below −4,
