@@ -118,7 +118,7 @@ impl Reader<'_> {
 ///
 /// # Errors
 /// `MalformedModel` naming the byte offset, array or parameter that is wrong: bad magic,
-/// truncation, a name that is not UTF-8, a count of arrays different from the count of names,
+/// truncation, a count of arrays different from the count of names,
 /// an unsupported device or data type, a data size that does not match the shape, an array
 /// with no data. Bytes after the last array are ignored, as deployed.
 pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
@@ -141,11 +141,8 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
     for index in 0..n_names {
         let len = reader.count(&format!("the length of name {index}"), 1)?;
         let raw = reader.take(len, &format!("name {index}"))?;
-        // A name that is not UTF-8 names no variable of a JSON graph: `LOG(FATAL)` there.
-        let name = std::str::from_utf8(raw).map_err(|_| {
-            Rejection::runtime(fail!(MalformedModel, "params: name {index} is not UTF-8"))
-        })?;
-        names.push(name.to_string());
+        // Names are bytes there; bytes that are not UTF-8 are read lossily, as the graph's are.
+        names.push(String::from_utf8_lossy(raw).into_owned());
     }
     let n_arrays = reader.u64("the number of arrays")?;
     if n_arrays != n_names as u64 {
