@@ -78,17 +78,18 @@ fn contract_sizes_follow_the_deployed_formulas() {
     );
     assert_eq!((plain.output_length, plain.output_type_size), (3, 1));
     assert_eq!(plain.storage_size, 4 * (4 + 12 + 3 + 3 + 3 + 3));
-    // Entries sharing a storage id share the largest of their sizes: ids 0 0 1 2 2 1 (the
-    // variables share, relu0 writes in place, shift0 reuses the bias's id: every sharing the
-    // deployed loader accepts) give max(4, 12) + max(3, 3) + max(3, 3) elements.
-    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 0, 1, 2, 2, 1]]);
-    assert_eq!(sizes(&symbol).storage_size, 4 * (12 + 3 + 3));
+    // Entries sharing a storage id share the largest of their sizes: ids 0 1 2 3 3 0 (relu0
+    // writes in place, shift0 reuses data's id once dense0 has read it) give max(4, 3) + 12 + 3
+    // + max(3, 3) elements.
+    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 0]]);
+    assert_eq!(sizes(&symbol).storage_size, 4 * (4 + 12 + 3 + 3));
     // Argmax: one int32 per row.
     symbol["postprocess"] = json!("argmax");
     let argmax = sizes(&symbol);
     assert_eq!((argmax.output_length, argmax.output_type_size), (4, 4));
     // A head above 8 bits makes every output element int32: dense0 has precision 20.
     symbol["postprocess"] = json!("");
+    symbol["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 4, 5]]);
     symbol["heads"] = json!([[3, 0, 0], [5, 0, 0]]);
     let wide = sizes(&symbol);
     assert_eq!((wide.output_length, wide.output_type_size), (24, 4));
@@ -600,7 +601,7 @@ fn what_the_deployed_loader_accepts_loads() {
     // In-place operators may reuse an input's storage (relu, cvm_right_shift), and ids may be
     // shared by entries that do not meet.
     accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 3, 3]]));
-    accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 0, 0, 1, 0, 1]]));
+    accepted(&|s| s["attrs"]["storage_id"] = json!(["list_int", [0, 1, 2, 3, 0, 3]]));
     // The storage plan at its bound: 16 (data) + 48 (weight) + 12 (bias) + 12 (dense0, relu0
     // and shift0 sharing one id) + 4·(2^30 − 2^20) + 4·1048554 (two variables no operator reads)
     // = 2^32 bytes passes the plan check (the params then lack the two); one more element
@@ -1036,6 +1037,41 @@ fn a_model_over_the_legacy_gas_limits_loads() {
 }
 
 #[test]
+fn a_memory_plan_that_overwrites_a_live_value_is_rejected() {
+    // The deployed runtime computes in the plan: an entry written over one still to be read
+    // makes it compute with the overwritten value. Parameters, loaded once and read at every
+    // inference, keep their storage to themselves.
+    for (ids, heads, needle) in [
+        // The weight shares data's storage: data is written over it at every inference.
+        (
+            json!([0, 0, 1, 2, 3, 4]),
+            json!([[5, 0, 0]]),
+            "writes entry 0 (\"data\") into storage id 0 while entry 1 (\"dense0_weight\")",
+        ),
+        // Two parameters share: the bias, loaded after the weight, replaces it.
+        (
+            json!([0, 1, 1, 2, 3, 4]),
+            json!([[5, 0, 0]]),
+            "writes entry 2 (\"dense0_bias\") into storage id 1 while entry 1",
+        ),
+        // relu0 writes in place over dense0, which is also an output.
+        (
+            json!([0, 1, 2, 3, 3, 4]),
+            json!([[3, 0, 0], [5, 0, 0]]),
+            "writes entry 4 (\"relu0\") into storage id 3 while entry 3 (\"dense0\")",
+        ),
+    ] {
+        let (mut symbol, params_bytes) = example();
+        symbol["attrs"]["storage_id"] = json!(["list_int", ids]);
+        symbol["heads"] = heads;
+        let (_, message, class) = rejection(&symbol, &params_bytes);
+        assert_eq!(class, Class::Logic, "{message}");
+        assert!(message.contains(needle), "{message}");
+        assert!(message.contains("computes with the overwritten value"), "{message}");
+    }
+}
+
+#[test]
 fn parameter_names_the_canonical_model_cannot_hold_are_renamed() {
     // The deployed loader asks only that variables differ: an empty name and one of 300 bytes
     // load, matched to their arrays by those names, and become #<node id> in the canonical model.
@@ -1307,11 +1343,12 @@ fn every_params_check_rejects_a_malformed_file() {
     );
     let mut non_utf8 = good.clone();
     non_utf8[32] = 0xff; // first byte of the first name
-    // Read lossily, it names no variable: a `LOG(FATAL)` there as here.
+    // Its bytes name no variable: a `LOG(FATAL)` there as here (the message shows the byte 0xff
+    // as the character that stands for it).
     expect_params_rejected(
         &non_utf8,
         MalformedModel,
-        "\"\u{fffd}ense0_weight\" is not a variable of the graph",
+        "\"\u{10ffff}ense0_weight\" is not a variable of the graph",
         Class::Runtime,
     );
     // Bytes after the last array are never read.
@@ -1360,10 +1397,27 @@ fn every_params_check_rejects_a_malformed_file() {
         "device type 2 is not 1",
         Class::Runtime,
     );
+    // ndim 7 reads the data size and data as dimensions: the data size `CHECK` fails. A
+    // well-formed array of 7 dimensions fails the shape `VERIFY` of setting it; a negative
+    // ndim sizes a vector past its maximum (`length_error`, class 1).
     expect_params_rejected(
         &corrupt(array + 24, &7i32.to_le_bytes()),
         MalformedModel,
-        "ndim 7 is outside 0..=6",
+        "does not match shape [3, 4, 12,",
+        Class::Runtime,
+    );
+    let mut list = arrays();
+    list[0].shape = vec![3, 4, 1, 1, 1, 1, 1];
+    expect_params_rejected(
+        &params::write(&list),
+        ShapeMismatch,
+        "has shape [3, 4, 1, 1, 1, 1, 1], the graph declares [3, 4]",
+        Class::Logic,
+    );
+    expect_params_rejected(
+        &corrupt(array + 24, &(-1i32).to_le_bytes()),
+        MalformedModel,
+        "ndim -1 is negative",
         Class::Logic,
     );
     expect_params_rejected(

@@ -13,6 +13,8 @@
 use std::ffi::{CStr, c_char, c_int, c_ulonglong, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use cvm_formats::cvm;
+
 use crate::{Net, Status, gas_from_graph};
 
 /// Runs `body`, turning a panic into [`Status::Runtime`].
@@ -67,13 +69,13 @@ unsafe fn put(out: *mut c_ulonglong, value: u64) -> Result<(), Status> {
 ///
 /// # Safety
 /// A non-null `out` must have room for `text.len() + 1` bytes (every string written here is at
-/// most 31 bytes, a `postprocess` name; the Cortex node passes 34).
-unsafe fn put_str(out: *mut c_char, text: &str) -> Result<(), Status> {
+/// most 31 bytes, a `postprocess` name without NUL; the Cortex node passes 34).
+unsafe fn put_str(out: *mut c_char, text: &[u8]) -> Result<(), Status> {
     if out.is_null() {
         return Err(Status::Runtime);
     }
     // SAFETY: not null, and by this function's contract `text.len() + 1` writable bytes, which
-    // cannot overlap `text` (a `&'static str` of this library).
+    // cannot overlap `text` (bytes this library owns).
     unsafe {
         std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast::<u8>(), text.len());
         out.add(text.len()).write(0);
@@ -185,7 +187,7 @@ pub unsafe extern "C" fn CVMAPIGetVersion(net: *mut c_void, version: *mut c_char
         // SAFETY: the function's contract.
         let model = unsafe { self::net(net) }.ok_or(Status::Runtime)?;
         // SAFETY: the function's contract.
-        unsafe { put_str(version, model.meta().version.name()) }
+        unsafe { put_str(version, model.meta().version.name().as_bytes()) }
     })
 }
 
@@ -199,7 +201,7 @@ pub unsafe extern "C" fn CVMAPIGetPreprocessMethod(net: *mut c_void, method: *mu
         // SAFETY: the function's contract.
         let model = unsafe { self::net(net) }.ok_or(Status::Runtime)?;
         // SAFETY: the function's contract.
-        unsafe { put_str(method, &model.meta().postprocess_name) }
+        unsafe { put_str(method, &cvm::bytes_of_text(&model.meta().postprocess_name)) }
     })
 }
 

@@ -13,8 +13,8 @@
 //! `symbol.rs`. A token that is no integer (`8.5`, `true`, `null`, `0x10`) becomes
 //! [`Value::Null`], which every typed read rejects, as the deployed reader rejects it wherever it
 //! meets it (a number where a string belongs, a string where a number belongs). An integer
-//! outside 64 bits becomes [`Value::Null`] too: no field of the graph is wider. Strings that are
-//! not UTF-8 are read lossily (their bytes only name things).
+//! outside 64 bits becomes [`Value::Null`] too: no field of the graph is wider. Strings are
+//! bytes there; [`from_bytes`] turns them into text one to one, so names compare as there.
 //!
 //! Every failure is a failed `CHECK` or `LOG(FATAL)` there: class 2 ([`super::Class::Runtime`]).
 
@@ -114,9 +114,22 @@ impl Reader<'_> {
                 return Err(self.error(&format!("expected ':' after the key \"{key}\"")));
             }
             let value = self.value(depth + 1)?;
-            // A repeated key is read again: the last value wins.
-            map.remove(&key);
-            map.insert(key, value);
+            // A repeated key is read again: the last value wins, except for the graph's `attrs`,
+            // a structure the reader loads into the one it has, key by key.
+            match (map.get_mut(&key), value) {
+                (Some(Value::Object(first)), Value::Object(second))
+                    if depth == 0 && key == "attrs" =>
+                {
+                    for (name, value) in second {
+                        first.remove(&name);
+                        first.insert(name, value);
+                    }
+                }
+                (_, value) => {
+                    map.remove(&key);
+                    map.insert(key, value);
+                }
+            }
         }
         Ok(Value::Object(map))
     }
@@ -166,8 +179,7 @@ impl Reader<'_> {
                 other => bytes.push(other),
             }
         }
-        Ok(String::from_utf8(bytes)
-            .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()))
+        Ok(from_bytes(&bytes))
     }
 
     /// A number or any other bare token, up to the next separator.
@@ -186,6 +198,66 @@ impl Reader<'_> {
     }
 }
 
+/// First of the 128 private-use characters (U+10FF80..=U+10FFFF) that stand for single bytes in
+/// [`from_bytes`].
+const ESCAPED_BYTE: u32 = 0x10_FF80;
+
+/// A string of the deployed runtime's bytes as text, one to one: valid UTF-8 stays as it is,
+/// except characters of U+10FF80..=U+10FFFF, which are taken byte by byte like invalid ones,
+/// and each such byte b (always ≥ 0x80) becomes the character U+10FF00 + b. Distinct byte
+/// strings stay distinct, so names compare as the deployed runtime compares them;
+/// [`to_bytes`] gives the bytes back.
+pub fn from_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (valid, after) = match std::str::from_utf8(rest) {
+            Ok(text) => (text, &rest[rest.len()..]),
+            Err(error) => {
+                let (valid, after) = rest.split_at(error.valid_up_to());
+                (std::str::from_utf8(valid).unwrap_or_default(), after)
+            }
+        };
+        for c in valid.chars() {
+            if u32::from(c) >= ESCAPED_BYTE {
+                let mut buffer = [0u8; 4];
+                for &byte in c.encode_utf8(&mut buffer).as_bytes() {
+                    out.push(escaped(byte));
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        if let Some((&byte, tail)) = after.split_first() {
+            out.push(escaped(byte));
+            rest = tail;
+        } else {
+            rest = after;
+        }
+    }
+    out
+}
+
+/// The character that stands for `byte` (≥ 0x80) in [`from_bytes`].
+fn escaped(byte: u8) -> char {
+    char::from_u32(ESCAPED_BYTE - 0x80 + u32::from(byte)).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+/// The bytes [`from_bytes`] made `text` from.
+pub fn to_bytes(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        let code = u32::from(c);
+        if code >= ESCAPED_BYTE {
+            out.push((code - ESCAPED_BYTE + 0x80) as u8);
+        } else {
+            let mut buffer = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+        }
+    }
+    out
+}
+
 /// An integer as a C++ stream reads one whole: an optional sign, then decimal digits.
 fn integer(token: &[u8]) -> Option<Number> {
     let (negative, digits) = match token {
@@ -198,8 +270,8 @@ fn integer(token: &[u8]) -> Option<Number> {
     }
     let magnitude: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
     if negative {
-        let value = i64::try_from(magnitude).ok()?;
-        Some(Number::from(-value))
+        let value = 0i128 - i128::from(magnitude);
+        i64::try_from(value).ok().map(Number::from)
     } else {
         Some(Number::from(magnitude))
     }
@@ -227,11 +299,41 @@ mod tests {
         assert_eq!(read(r#"{"a": 1, "a": 2}"#).unwrap(), json!({"a": 2}));
         // Escapes of the reader.
         assert_eq!(read(r#"["\"\\\n\r\t"]"#).unwrap(), json!(["\"\\\n\r\t"]));
+        assert_eq!(read("[-9223372036854775808]").unwrap(), json!([i64::MIN]));
+        // A repeated graph `attrs` is loaded into the first, key by key.
+        assert_eq!(
+            read(r#"{"attrs": {"a": 1, "b": 2}, "attrs": {"b": 3}}"#).unwrap(),
+            json!({"attrs": {"a": 1, "b": 3}})
+        );
         // Tokens that are no integer read as null, which every typed read rejects.
         assert_eq!(
             read("[8.5, 1e3, true, null, 0x10, 99999999999999999999]").unwrap(),
             json!([null, null, null, null, null, null])
         );
+    }
+
+    #[test]
+    fn bytes_and_text_correspond_one_to_one() {
+        let mut mixed = "é\u{10FF80}".as_bytes().to_vec();
+        mixed.extend_from_slice(b"\xffz");
+        let cases: [&[u8]; 6] = [
+            b"plain",
+            b"\xff",
+            b"\xfe",
+            "\u{10FFFF}".as_bytes(),
+            b"a\xc3",
+            &mixed,
+        ];
+        let texts: Vec<String> = cases.iter().map(|bytes| from_bytes(bytes)).collect();
+        for (bytes, text) in cases.iter().zip(&texts) {
+            assert_eq!(&to_bytes(text), bytes);
+        }
+        for (i, a) in texts.iter().enumerate() {
+            for b in &texts[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(from_bytes(b"plain"), "plain");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod json;
 pub mod params;
+pub use json::{from_bytes as text_of_bytes, to_bytes as bytes_of_text};
 pub mod symbol;
 
 use std::collections::{BTreeMap, HashMap};
@@ -200,6 +201,9 @@ pub struct CheckedGraph {
     pub symbol: Symbol,
     /// Each node's typed attributes (empty for variables), in node order.
     pub attrs: Vec<Vec<Attr>>,
+    /// Each operator node's index in the canonical model (where a relu follows every `max`
+    /// that starts from 0), which its errors carry.
+    pub indices: Vec<u32>,
 }
 
 /// Reads and checks a graph as the deployed runtime sets one up ([`CheckedGraph`]).
@@ -209,17 +213,23 @@ pub struct CheckedGraph {
 pub fn check_graph(symbol_bytes: &[u8]) -> Result<CheckedGraph, Rejection> {
     let graph = symbol::parse(symbol_bytes)?;
     let mut all_attrs = Vec::with_capacity(graph.nodes.len());
+    let mut indices = Vec::with_capacity(graph.nodes.len());
+    let mut next = 0u32;
     for (id, node) in graph.nodes.iter().enumerate() {
+        indices.push(next);
         let NodeKind::Op(op) = node.kind else {
             all_attrs.push(Vec::new());
             continue;
         };
-        all_attrs.push(operator_attrs(&graph, id, op)?);
+        let attrs = operator_attrs(&graph, id, op, next)?;
+        next += 1 + u32::from(starts_from_zero(node, &attrs));
+        all_attrs.push(attrs);
     }
-    infer_declared(&graph, &all_attrs)?;
+    infer_declared(&graph, &all_attrs, &indices)?;
     Ok(CheckedGraph {
         symbol: graph,
         attrs: all_attrs,
+        indices,
     })
 }
 
@@ -236,9 +246,14 @@ pub fn graph_gas(symbol_bytes: &[u8]) -> Result<u64, Rejection> {
 /// The typed attributes of operator node `id`, with the checks the deployed parameter parsers
 /// make: required attributes, declared bounds and the input shapes dense and conv2d impose (a
 /// parameter error or `LOG(FATAL)`, class 2), values that parse, attributes each operator has.
-fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr>, Rejection> {
+fn operator_attrs(
+    graph: &Symbol,
+    id: usize,
+    op: &ops::OpDef,
+    index: u32,
+) -> Result<Vec<Attr>, Rejection> {
     let node = &graph.nodes[id];
-    let at = |error: Error| error.at_node(op_index(graph, id), &node.name, op.name);
+    let at = |error: Error| error.at_node(index, &node.name, op.name);
     if let Some(missing) = required_attrs(op.name)
         .iter()
         .find(|&&name| !node.op_attrs.contains_key(name))
@@ -335,7 +350,7 @@ fn operator_attrs(graph: &Symbol, id: usize, op: &ops::OpDef) -> Result<Vec<Attr
 /// in 1..=32. Every failure is a `VERIFY` there (class 1) except cvm_left_shift's
 /// p + shift_bit above 32 (`LOG(FATAL)`, class 2). The engine's own resource limits are not
 /// applied here: they are the engine's, checked when the model is loaded.
-fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>]) -> Result<(), Rejection> {
+fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>], indices: &[u32]) -> Result<(), Rejection> {
     let rows = &graph.node_row_ptr;
     let mut precisions: Vec<u8> = graph
         .precisions
@@ -346,7 +361,7 @@ fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>]) -> Result<(), Rejection> 
         let NodeKind::Op(op) = node.kind else {
             continue;
         };
-        let at = |error: Error| error.at_node(op_index(graph, id), &node.name, op.name);
+        let at = |error: Error| error.at_node(indices[id], &node.name, op.name);
         if !op.arity.accepts(node.inputs.len()) {
             return Err(at(fail!(
                 ArityMismatch,
@@ -358,14 +373,15 @@ fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>]) -> Result<(), Rejection> 
             ))
             .into());
         }
-        let inputs: Vec<TensorType> = node
+        let mut inputs: Vec<TensorType> = node
             .inputs
             .iter()
             .map(|&(n, k)| {
                 TensorType::new(graph.shapes[rows[n] + k].clone(), precisions[rows[n] + k])
             })
             .collect();
-        let checked = cvm_engine::attrs::Attrs::check(&attrs[id], op.attrs).map_err(at)?;
+        let node_attrs = set_up_view(op.name, &attrs[id], &mut inputs);
+        let checked = cvm_engine::attrs::Attrs::check(&node_attrs, op.attrs).map_err(at)?;
         let outputs = (op.build)(&checked, inputs.len())
             .and_then(|operator| operator.infer(&inputs))
             .map_err(|error| {
@@ -415,6 +431,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
     let CheckedGraph {
         symbol: graph,
         attrs: node_attrs,
+        indices,
     } = check_graph(symbol_bytes)?;
 
     // Names: a repeat among the nodes `arg_nodes` lists stopped `symbol::parse`; under
@@ -493,7 +510,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
     // Undefined behaviour of the deployed kernels, which the engine rejects.
     for (id, node) in graph.nodes.iter().enumerate() {
         if let NodeKind::Op(op) = node.kind
-            && let Some(error) = undefined_kernel_behaviour(&graph, id, op)
+            && let Some(error) = undefined_kernel_behaviour(&graph, id, op, indices[id])
         {
             return Err(error.into());
         }
@@ -555,6 +572,13 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
 
     // What the deployed runtime checks when it builds a model from the set-up graph: the size
     // of its memory plan and the heads.
+    if graph.postprocess_overflow {
+        return Err(fail!(
+            MalformedModel,
+            "symbol: a postprocess of 32 bytes or more: the deployed runtime copies it into a 32-byte buffer and overruns it (undefined behaviour)"
+        )
+        .into());
+    }
     symbol::storage_size(&graph.storage_ids, &graph.shapes)?;
     if let Some(problem) = graph.heads_problem.clone() {
         return Err(problem);
@@ -619,6 +643,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         });
     }
 
+    check_memory_plan(&graph, data_node, &arrays)?;
+
     let outputs = head_names(&graph, &names)
         .into_iter()
         .zip(&graph.heads)
@@ -674,6 +700,160 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
     })
 }
 
+/// What the deployed set-up's shape rules see of an operator, where they see less than its
+/// kernel: conv2d computes its output from `channels` and `kernel_size` and never looks at the
+/// weight (a weight that disagrees is undefined behaviour of the kernel, rejected when a model
+/// is built), and strided_slice reads only as many `begin` entries as the input has axes (more
+/// make its kernel read past the shape, rejected likewise). The attributes to infer with; the
+/// conv2d weight in `inputs` becomes the one the attributes describe.
+fn set_up_view(op: &str, attrs: &[Attr], inputs: &mut [TensorType]) -> Vec<Attr> {
+    let ints = |name: &str| {
+        attrs
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| match &a.value {
+                AttrValue::Ints(values) => Some(values.clone()),
+                AttrValue::Int(value) => Some(vec![*value]),
+                _ => None,
+            })
+    };
+    match op {
+        "conv2d" => {
+            let groups = ints("groups").and_then(|g| g.first().copied()).unwrap_or(1);
+            let described = (|| {
+                let channels = u32::try_from(*ints("channels")?.first()?).ok()?;
+                let kernel = ints("kernel_size")?;
+                let [kh, kw] = [*kernel.first()?, *kernel.get(1)?];
+                let data_channels = i64::from(*inputs.first()?.dims().get(1)?);
+                let per_group = u32::try_from(data_channels.checked_div(groups)?).ok()?;
+                Some(vec![
+                    channels,
+                    per_group,
+                    u32::try_from(kh).ok()?,
+                    u32::try_from(kw).ok()?,
+                ])
+            })();
+            if let (Some(shape), Some(weight)) = (described, inputs.get_mut(1)) {
+                *weight = TensorType::new(shape, weight.precision);
+            }
+            attrs.to_vec()
+        }
+        "strided_slice" => {
+            let rank = inputs.first().map_or(0, |data| data.dims().len());
+            attrs
+                .iter()
+                .map(|attr| match &attr.value {
+                    AttrValue::Ints(begin) if attr.name == "begin" && begin.len() > rank => Attr {
+                        name: attr.name.clone(),
+                        value: AttrValue::Ints(begin[..rank].to_vec()),
+                    },
+                    _ => attr.clone(),
+                })
+                .collect()
+        }
+        _ => attrs.to_vec(),
+    }
+}
+
+/// The deployed runtime computes in the graph's memory plan: every entry is a view of the
+/// buffer of its storage id, the parameters are written there once at load (in the order of
+/// the params file), `data` before every inference, and each operator's outputs when it runs.
+/// A plan in which an entry is written while another entry of its storage id is still to be
+/// read makes the deployed runtime compute with the overwritten value, which the engine (that
+/// keeps every value) does not reproduce: such a plan is rejected (class 1). An operator may
+/// write into the storage of an input it reads last (in place); a parameter that is read must
+/// keep its storage to itself, since it is read again at every inference.
+fn check_memory_plan(
+    graph: &Symbol,
+    data_node: usize,
+    arrays: &[params::Array],
+) -> Result<(), Rejection> {
+    const AFTER_ALL: usize = usize::MAX;
+    let rows = &graph.node_row_ptr;
+    let entries = rows.last().copied().unwrap_or(0);
+    // When each entry is written: `None` for parameters (at load), and the node for the rest
+    // (`data`, node 0 of every inference, comes first: written before any operator).
+    let mut last_read = vec![None::<usize>; entries];
+    for (id, node) in graph.nodes.iter().enumerate() {
+        for &(n, k) in &node.inputs {
+            let read = &mut last_read[rows[n] + k];
+            *read = Some(read.map_or(id, |r: usize| r.max(id)));
+        }
+    }
+    for &(n, k) in &graph.heads {
+        last_read[rows[n] + k] = Some(AFTER_ALL);
+    }
+    let load_order = |name: &str| arrays.iter().rposition(|array| array.name == name);
+    let describe = |entry: usize| {
+        let node = rows.partition_point(|&row| row <= entry) - 1;
+        format!("entry {entry} (\"{}\")", graph.nodes[node].name)
+    };
+    let conflict = |kept: usize, written: usize| -> Rejection {
+        fail!(
+            MalformedModel,
+            "symbol: the memory plan writes {} into storage id {} while {} is still to be read there: the deployed runtime computes with the overwritten value",
+            describe(written),
+            graph.storage_ids[written],
+            describe(kept)
+        )
+        .into()
+    };
+    // Entries by storage id.
+    let mut by_storage: BTreeMap<u64, Vec<(usize, usize)>> = BTreeMap::new();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        for output in 0..node.outputs() {
+            let entry = rows[id] + output;
+            by_storage
+                .entry(graph.storage_ids[entry])
+                .or_default()
+                .push((entry, id));
+        }
+    }
+    for shared in by_storage.values().filter(|shared| shared.len() > 1) {
+        for &(kept, kept_node) in shared {
+            let Some(read) = last_read[kept] else {
+                continue;
+            };
+            let parameter =
+                graph.nodes[kept_node].kind == NodeKind::Variable && kept_node != data_node;
+            for &(written, written_node) in shared {
+                if written == kept {
+                    continue;
+                }
+                let overwrites = if parameter {
+                    // Anything written at an inference, or a parameter loaded later.
+                    graph.nodes[written_node].kind != NodeKind::Variable
+                        || written_node == data_node
+                        || load_order(&graph.nodes[written_node].name)
+                            > load_order(&graph.nodes[kept_node].name)
+                } else {
+                    // Written at an inference after `kept` (data counts as written first) and
+                    // before its last read; by the same node, two outputs of one operator.
+                    let time = |node: usize| (node != data_node).then_some(node);
+                    let written_at = if graph.nodes[written_node].kind == NodeKind::Variable
+                        && written_node != data_node
+                    {
+                        None
+                    } else {
+                        time(written_node)
+                    };
+                    match (time(kept_node), written_at) {
+                        (_, None) => false,
+                        (None, Some(at)) => at < read,
+                        (Some(kept_at), Some(at)) => {
+                            (kept_at < at && at < read) || (kept_at == at && read > at)
+                        }
+                    }
+                };
+                if overwrites {
+                    return Err(conflict(kept, written));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether `node` is a `max` that reduces the whole tensor through the deployed kernels' branch
 /// that starts from 0 (no `axis`, or an empty one, and no `exclude`): both deployed backends
 /// then give max(0, x…) where spec 001 gives the true maximum (cvm-compat §6).
@@ -697,7 +877,12 @@ fn starts_from_zero(node: &SymbolNode, attrs: &[Attr]) -> bool {
 /// Operator node `id` where a deployed kernel has undefined behaviour on shapes its loader
 /// accepts: a conv2d weight that disagrees with `channels` or `kernel_size` (the kernel overruns
 /// memory), a `where` whose condition is not of x's shape (it copies bytes, not elements).
-fn undefined_kernel_behaviour(graph: &Symbol, id: usize, op: &ops::OpDef) -> Option<Error> {
+fn undefined_kernel_behaviour(
+    graph: &Symbol,
+    id: usize,
+    op: &ops::OpDef,
+    index: u32,
+) -> Option<Error> {
     let node = &graph.nodes[id];
     let entry = |id: usize| graph.node_row_ptr[id];
     if op.name == "conv2d"
@@ -712,14 +897,22 @@ fn undefined_kernel_behaviour(graph: &Symbol, id: usize, op: &ops::OpDef) -> Opt
             Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
             _ => None,
         };
-        let declared = [int("channels"), int("kernel_size")];
+        let groups = int("groups").and_then(|g| g.first().copied()).unwrap_or(1);
+        let per_group = node
+            .inputs
+            .first()
+            .and_then(|&(n, k)| graph.shapes[entry(n) + k].get(1))
+            .and_then(|&c| i64::from(c).checked_div(groups))
+            .map(|c| vec![c]);
+        let declared = [int("channels"), int("kernel_size"), per_group];
         let from_weight = [
             weight.first().map(|&c| vec![i64::from(c)]),
             weight
                 .get(2..4)
                 .map(|d| d.iter().map(|&v| i64::from(v)).collect()),
+            weight.get(1).map(|&c| vec![i64::from(c)]),
         ];
-        for ((name, declared), actual) in ["channels", "kernel_size"]
+        for ((name, declared), actual) in ["channels", "kernel_size", "input channels per group"]
             .iter()
             .zip(declared)
             .zip(from_weight)
@@ -732,7 +925,7 @@ fn undefined_kernel_behaviour(graph: &Symbol, id: usize, op: &ops::OpDef) -> Opt
                     "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
                     node.name
                 )
-                .at_node(op_index(graph, id), &node.name, op.name));
+                .at_node(index, &node.name, op.name));
             }
         }
     }
@@ -748,19 +941,10 @@ fn undefined_kernel_behaviour(graph: &Symbol, id: usize, op: &ops::OpDef) -> Opt
                 shape_of(*cond),
                 shape_of(*x)
             )
-            .at_node(op_index(graph, id), &node.name, op.name));
+            .at_node(index, &node.name, op.name));
         }
     }
     None
-}
-
-/// The index of operator node `id` among the operators: its node index in the canonical model,
-/// which errors carry.
-fn op_index(graph: &Symbol, id: usize) -> u32 {
-    graph.nodes[..id]
-        .iter()
-        .filter(|node| node.kind != NodeKind::Variable)
-        .count() as u32
 }
 
 /// Names of the graph's nodes in the canonical model, which needs them unique, non-empty and at
@@ -1085,6 +1269,13 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
         let first = graph.node_row_ptr[id];
         let NodeKind::Op(op) = node.kind else {
             memory += 5 * size(first);
+            if memory > 1 << 40 {
+                return Err(fail!(
+                    LimitExceeded,
+                    "legacy gas: memory exceeds 2^40 at variable \"{}\"",
+                    node.name
+                ));
+            }
             continue;
         };
         let input_entry = |k: usize| node.inputs.get(k).map(|&(n, o)| graph.node_row_ptr[n] + o);

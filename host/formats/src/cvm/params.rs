@@ -141,8 +141,8 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
     for index in 0..n_names {
         let len = reader.count(&format!("the length of name {index}"), 1)?;
         let raw = reader.take(len, &format!("name {index}"))?;
-        // Names are bytes there; bytes that are not UTF-8 are read lossily, as the graph's are.
-        names.push(String::from_utf8_lossy(raw).into_owned());
+        // Names are bytes there; they become text one to one, as the graph's strings do.
+        names.push(super::json::from_bytes(raw));
     }
     let n_arrays = reader.u64("the number of arrays")?;
     if n_arrays != n_names as u64 {
@@ -178,19 +178,29 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
         let ndim = reader.i32(&what("ndim"))?;
         let [type_code, bits] = reader.array::<2>(&what("the data type"))?;
         let lanes = u16::from_le_bytes(reader.array::<2>(&what("the lane count"))?);
-        // A negative ndim sizes a vector past its maximum (`std::length_error`, class 1); more
-        // than 6 dimensions can match no graph shape (the shape `VERIFY`).
-        let ndim = usize::try_from(ndim)
-            .ok()
-            .filter(|&n| n <= 6)
-            .ok_or_else(|| logic(format!("ndim {ndim} is outside 0..=6")))?;
+        // A negative ndim sizes a vector past its maximum (`std::length_error`, class 1). Any
+        // other count of dimensions is read (more than 6 can match no graph shape: the shape
+        // `VERIFY` when the array is set).
+        let ndim = usize::try_from(ndim).map_err(|_| logic(format!("ndim {ndim} is negative")))?;
+        if ndim.saturating_mul(8) > reader.remaining() {
+            return Err(runtime(format!(
+                "{ndim} dimensions are more than the {} remaining bytes hold",
+                reader.remaining()
+            )));
+        }
         let mut shape = Vec::with_capacity(ndim);
         for _ in 0..ndim {
             shape.push(reader.i64(&what("a dimension"))?);
         }
-        // The array is allocated on its device: only the CPU (1) holds it; the FORMAL device (3)
-        // is refused by a `VERIFY` when the array is set; any other is a `LOG(FATAL)` or
-        // `CHECK` (or, for some values, an out-of-bounds read: undefined).
+        // The array is allocated: its data type must be one a tensor can have (uint1 is
+        // allowed as a flag for booleans), then its device must hold it: only the CPU (1)
+        // does; the FORMAL device (3) is refused by a `VERIFY` when the array is set; any other
+        // is a `LOG(FATAL)` or `CHECK`.
+        let dtype = format!("data type (code {type_code}, {bits} bits, {lanes} lanes)");
+        let uint1 = type_code == 1 && bits == 1;
+        if lanes == 0 || (bits % 8 != 0 && !uint1) || !bits.is_power_of_two() {
+            return Err(runtime(format!("{dtype} cannot be allocated")));
+        }
         if device_type != 1 {
             let message = format!("device type {device_type} is not 1 (CPU)");
             return Err(if device_type == 3 {
@@ -199,16 +209,12 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
                 runtime(message)
             });
         }
-        let dtype = format!("data type (code {type_code}, {bits} bits, {lanes} lanes)");
-        if lanes == 0 || bits % 8 != 0 || !bits.is_power_of_two() {
-            return Err(runtime(format!("{dtype} cannot be allocated")));
-        }
-        let elements = shape.iter().try_fold(1u64, |n, &d| {
-            u64::try_from(d).ok().and_then(|d| n.checked_mul(d))
-        });
+        // The data size is compared with the element count times the element width, both
+        // computed in 64 bits as deployed (a product that wraps is compared wrapped).
+        let elements = shape.iter().fold(1i64, |n, &d| n.wrapping_mul(d));
         let byte_size = reader.i64(&what("the data size"))?;
-        let expected = elements.and_then(|n| n.checked_mul(u64::from(bits / 8)));
-        if expected.is_none() || u64::try_from(byte_size).ok() != expected {
+        let element_bytes = (i64::from(bits) + 7) / 8;
+        if byte_size != elements.wrapping_mul(element_bytes) {
             return Err(runtime(format!(
                 "data size {byte_size} does not match shape {shape:?} of {bits}-bit values"
             )));
@@ -252,8 +258,9 @@ pub fn write(arrays: &[Array]) -> Vec<u8> {
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&(arrays.len() as u64).to_le_bytes());
     for array in arrays {
-        out.extend_from_slice(&(array.name.len() as u64).to_le_bytes());
-        out.extend_from_slice(array.name.as_bytes());
+        let name = super::json::to_bytes(&array.name);
+        out.extend_from_slice(&(name.len() as u64).to_le_bytes());
+        out.extend_from_slice(&name);
     }
     out.extend_from_slice(&(arrays.len() as u64).to_le_bytes());
     for array in arrays {

@@ -93,9 +93,12 @@ pub struct Symbol {
     pub version: Version,
     /// Output post-processing.
     pub postprocess: Postprocess,
-    /// The `postprocess` string as written (empty when absent), which `CVMAPIGetPreprocessMethod`
-    /// reports.
+    /// The `postprocess` string as the deployed runtime keeps it (its first 32 bytes, up to a
+    /// NUL; empty when absent), which `CVMAPIGetPreprocessMethod` reports.
     pub postprocess_name: String,
+    /// Whether copying `postprocess` overruns the deployed runtime's 32-byte buffer (32 bytes or
+    /// more without a NUL among the first 32): undefined behaviour when a model is built.
+    pub postprocess_overflow: bool,
     /// Nodes in topological order.
     pub nodes: Vec<SymbolNode>,
     /// Model outputs as (node id, output index).
@@ -180,19 +183,26 @@ fn entry_id(row: usize, output: usize) -> usize {
     (row as u32).wrapping_add(output as u32) as usize
 }
 
-/// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`.
+/// An entry reference `[node_id, output_index]` or `[node_id, output_index, version]`, read
+/// as the deployed reader reads it: item by item, each a `uint32_t` (a JSON error, class 2),
+/// with a `VERIFY` (class 1) that the second item is there and no fourth.
 fn entry(value: &Value, what: &str) -> Result<(usize, usize), Rejection> {
-    match array(value, what)?.as_slice() {
-        [node, output] => Ok((index(node, what)?, index(output, what)?)),
-        [node, output, version] => {
-            index(version, what)?;
-            Ok((index(node, what)?, index(output, what)?))
-        }
-        other => Err(bad(format!(
+    let items = array(value, what)?;
+    let count_error = || {
+        bad(format!(
             "{what}: an entry has 2 or 3 numbers, not {}",
-            other.len()
-        ))),
+            items.len()
+        ))
+    };
+    let node = index(items.first().ok_or_else(count_error)?, what)?;
+    let output = index(items.get(1).ok_or_else(count_error)?, what)?;
+    if let Some(version) = items.get(2) {
+        index(version, what)?;
     }
+    if items.len() > 3 {
+        return Err(count_error());
+    }
+    Ok((node, output))
 }
 
 /// A graph attribute written as `[type_tag, list]`.
@@ -255,25 +265,28 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             )));
         }
     };
-    // Any string loads: "argmax" and "detection" change the output bytes, every other value
-    // (the empty one included) leaves them plain. The deployed constructor copies the value into
-    // a 32-byte buffer: 32 bytes or more overrun it (undefined behaviour).
-    let postprocess_name = match top.get("postprocess") {
-        None => String::new(),
-        Some(Value::String(p)) if p.len() < 32 => p.clone(),
-        Some(Value::String(p)) => {
-            return Err(bad(format!(
-                "postprocess of {} bytes: the deployed runtime copies it into a 32-byte buffer and overruns it (undefined behaviour)",
-                p.len()
-            )));
-        }
+    // Any string loads. The deployed constructor copies its first 32 bytes as a C string into
+    // a 32-byte buffer, and keeps what it copied up to the first NUL: "argmax" and "detection"
+    // change the output bytes, every other value (the empty one included) leaves them plain.
+    // Without a NUL among them, 32 bytes or more overrun the buffer (undefined behaviour),
+    // which matters only when a model is built.
+    let written = match top.get("postprocess") {
+        None => Vec::new(),
+        Some(Value::String(p)) => super::json::to_bytes(p),
         Some(other) => return Err(fatal(format!("postprocess {other} is not a string"))),
     };
-    let postprocess = match postprocess_name.as_str() {
-        "argmax" => Postprocess::Argmax,
-        "detection" => Postprocess::Detection,
+    let copied = &written[..written.len().min(32)];
+    let effective = copied
+        .iter()
+        .position(|&b| b == 0)
+        .map_or(copied, |nul| &copied[..nul]);
+    let postprocess_overflow = effective.len() == 32;
+    let postprocess = match effective {
+        b"argmax" => Postprocess::Argmax,
+        b"detection" => Postprocess::Detection,
         _ => Postprocess::None,
     };
+    let postprocess_name = super::json::from_bytes(effective);
 
     let node_values = array(field(top, "nodes", "the graph")?, "nodes")?;
     let mut nodes = Vec::with_capacity(node_values.len());
@@ -353,11 +366,15 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 alias = found.map(|(name, _)| *name);
                 let op = cvm_op(found.map_or(op_name, |(_, target)| target))
                     .ok_or_else(|| {
-                        fail!(
-                            UnknownOp,
-                            "symbol: {what}: operator \"{func}\" is not known"
-                        )
-                        .at_node(id as u32, &name, op_name)
+                        // Named, not numbered: the node's index in the canonical model
+                        // depends on attributes not read yet.
+                        Error {
+                            node_name: Some(name.clone()),
+                            ..fail!(
+                                UnknownOp,
+                                "symbol: {what}: operator \"{func}\" is not known"
+                            )
+                        }
                     })
                     .map_err(Rejection::runtime)?;
                 NodeKind::Op(op)
@@ -470,7 +487,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 }
             }
             [Value::String(tag), number] if tag == "list_str" => {
-                if number.as_u64().is_none() {
+                // A `size_t`: a negative count wraps, as a C++ stream reads it.
+                if number.as_u64().is_none() && number.as_i64().is_none() {
                     return Err(fatal(format!("{form}: the count is not a number")));
                 }
             }
@@ -663,6 +681,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         version,
         postprocess,
         postprocess_name,
+        postprocess_overflow,
         nodes,
         heads,
         shapes,
