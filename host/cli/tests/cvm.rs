@@ -1067,7 +1067,10 @@ fn a_memory_plan_that_overwrites_a_live_value_is_rejected() {
         let (_, message, class) = rejection(&symbol, &params_bytes);
         assert_eq!(class, Class::Logic, "{message}");
         assert!(message.contains(needle), "{message}");
-        assert!(message.contains("computes with the overwritten value"), "{message}");
+        assert!(
+            message.contains("computes with the overwritten value"),
+            "{message}"
+        );
     }
 }
 

@@ -840,9 +840,7 @@ fn check_memory_plan(
                     match (time(kept_node), written_at) {
                         (_, None) => false,
                         (None, Some(at)) => at < read,
-                        (Some(kept_at), Some(at)) => {
-                            (kept_at < at && at < read) || (kept_at == at && read > at)
-                        }
+                        (Some(kept_at), Some(at)) => kept_at <= at && at < read,
                     }
                 };
                 if overwrites {
