@@ -706,7 +706,7 @@ fn operator_checks_carry_the_deployed_return_code() {
         (
             Box::new(op_attrs(r#"{"units": "4294967299"}"#)),
             AttributeType,
-            "does not fit the deployed runtime's 32-bit int",
+            "not a 32-bit integer as the deployed parser reads one",
             Class::Runtime,
         ),
         (

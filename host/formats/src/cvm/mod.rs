@@ -7,6 +7,7 @@
 //! sorted). Every load failure is a deterministic [`cvm_engine::Error`] whose message names the
 //! node, entry or parameter; hosts report it as a hashed outcome like any model rejection.
 
+mod attrs;
 mod json;
 pub mod params;
 pub use json::{from_bytes as text_of_bytes, to_bytes as bytes_of_text};
@@ -15,6 +16,7 @@ pub mod symbol;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use attrs::{parse_attr, parse_bool};
 use cvm_engine::attrs::AttrKind;
 use cvm_engine::exec::InputTensor;
 use cvm_engine::model::{
@@ -305,24 +307,13 @@ fn operator_attrs(
                 Rejection::runtime(error)
             });
         }
-        let value = parse_attr(text, kind).map_err(|message| {
+        let value = parse_attr(op.name, key, text, kind).map_err(|message| {
             Rejection::runtime(fail!(
                 AttributeType,
                 "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
                 node.name
             ))
         })?;
-        // The deployed parameters of one integer are C++ `int`s: a stream fails to read a value
-        // outside 32 bits (a parameter error).
-        if let Some(AttrValue::Int(number)) = value
-            && i32::try_from(number).is_err()
-        {
-            return Err(Rejection::runtime(at(fail!(
-                AttributeType,
-                "symbol: node {id} (\"{}\"): attribute \"{key}\" = {number} does not fit the deployed runtime's 32-bit int",
-                node.name
-            ))));
-        }
         let value = match value {
             // The deployed shape rule passes over entries below −4 that are not the two
             // arguments of a −4: they add no dimension and read no input axis.
@@ -890,7 +881,7 @@ fn undefined_kernel_behaviour(
         let int = |key: &str| match node
             .op_attrs
             .get(key)
-            .map(|t| parse_attr(t, Some(AttrKind::Ints)))
+            .map(|t| parse_attr(op.name, key, t, Some(AttrKind::Ints)))
         {
             Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
             _ => None,
@@ -989,7 +980,7 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
     let int = |key: &str| match node
         .op_attrs
         .get(key)
-        .map(|t| parse_attr(t, Some(AttrKind::Int)))
+        .map(|t| parse_attr(op.name, key, t, Some(AttrKind::Int)))
     {
         Some(Ok(Some(AttrValue::Int(value)))) => Some(value),
         _ => None,
@@ -1024,7 +1015,7 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
     let use_bias = node
         .op_attrs
         .get("use_bias")
-        .is_none_or(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+        .is_none_or(|v| parse_bool(v).unwrap_or(true));
     match op.name {
         "dense" => below_one("units").or_else(|| {
             let units = int("units")?;
@@ -1052,7 +1043,7 @@ const DEPLOYED_DTYPES: [&str; 11] = [
 /// layout it declares (`include/cvm/top/`, `include/cvm/layout.h`), if it cannot. Values it
 /// reads but the operator does not support are left to the operator's own checks (class 1).
 fn deployed_enum_problem(op: &str, key: &str, text: &str) -> Option<String> {
-    let value = text.trim();
+    let value = text;
     match (op, key) {
         ("conv2d", "out_dtype") if value != "same" && !DEPLOYED_DTYPES.contains(&value) => {
             Some("not a data type".into())
@@ -1218,42 +1209,6 @@ fn check_param(array: &params::Array, shape: &[u32], precision: u8) -> Result<()
     Ok(())
 }
 
-/// Types one attribute string (cvm-compat §1): decimal integers; booleans `true/false/1/0` in
-/// any case; tuples `(1, 2)`, `[1,2]` or a bare `3`; `None` for an absent optional value.
-/// Attributes the operator does not take are kept as strings for validation to reject.
-fn parse_attr(text: &str, kind: Option<AttrKind>) -> Result<Option<AttrValue>, String> {
-    let trimmed = text.trim();
-    let integer = |s: &str| -> Result<i64, String> {
-        let s = s.trim();
-        let s = s.strip_suffix('L').unwrap_or(s);
-        s.parse::<i64>()
-            .map_err(|_| format!("\"{s}\" is not an integer"))
-    };
-    match kind {
-        None | Some(AttrKind::Str) => Ok(Some(AttrValue::Str(text.to_string()))),
-        Some(_) if trimmed == "None" => Ok(None),
-        Some(AttrKind::Int | AttrKind::Fixed) => integer(trimmed).map(|v| Some(AttrValue::Int(v))),
-        Some(AttrKind::Bool) => match trimmed.to_ascii_lowercase().as_str() {
-            "true" | "1" => Ok(Some(AttrValue::Bool(true))),
-            "false" | "0" => Ok(Some(AttrValue::Bool(false))),
-            _ => Err("not a boolean (true, false, 1, 0)".into()),
-        },
-        Some(AttrKind::Ints) => {
-            let inner = trimmed
-                .strip_prefix('(')
-                .and_then(|s| s.strip_suffix(')'))
-                .or_else(|| trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
-                .unwrap_or(trimmed);
-            let values = inner
-                .split(',')
-                .filter(|part| !part.trim().is_empty())
-                .map(integer)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Some(AttrValue::Ints(values)))
-        }
-    }
-}
-
 /// Gas as `CVMAPIGetGasFromGraphFile` computes it (cvm-compat §5), from declared shapes.
 ///
 /// # Errors
@@ -1280,7 +1235,7 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
         let use_bias = node
             .op_attrs
             .get("use_bias")
-            .is_none_or(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+            .is_none_or(|v| parse_bool(v).unwrap_or(true));
         let base = match op.name {
             "dense" => {
                 let k = input_entry(1)
@@ -1297,10 +1252,11 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
                 3 * (weight / u64::from(out_channels)) + u64::from(use_bias)
             }
             "max_pool2d" => {
-                let pool = node
-                    .op_attrs
-                    .get("pool_size")
-                    .and_then(|t| parse_attr(t, Some(AttrKind::Ints)).ok().flatten());
+                let pool = node.op_attrs.get("pool_size").and_then(|t| {
+                    parse_attr(op.name, "pool_size", t, Some(AttrKind::Ints))
+                        .ok()
+                        .flatten()
+                });
                 match pool {
                     Some(AttrValue::Ints(values)) => {
                         values.iter().take(2).map(|&v| v.max(0) as u64).product()
@@ -1561,50 +1517,6 @@ pub fn op_attrs_json(attrs: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attribute_strings() {
-        let ints = Some(AttrKind::Ints);
-        assert_eq!(
-            parse_attr("(1, 2)", ints),
-            Ok(Some(AttrValue::Ints(vec![1, 2])))
-        );
-        assert_eq!(
-            parse_attr("[1,2]", ints),
-            Ok(Some(AttrValue::Ints(vec![1, 2])))
-        );
-        assert_eq!(parse_attr("3", ints), Ok(Some(AttrValue::Ints(vec![3]))));
-        assert_eq!(parse_attr("()", ints), Ok(Some(AttrValue::Ints(vec![]))));
-        assert_eq!(
-            parse_attr("(2L, -1L)", ints),
-            Ok(Some(AttrValue::Ints(vec![2, -1])))
-        );
-        assert_eq!(parse_attr("None", Some(AttrKind::Int)), Ok(None));
-        assert_eq!(
-            parse_attr("-7", Some(AttrKind::Int)),
-            Ok(Some(AttrValue::Int(-7)))
-        );
-        for (text, value) in [
-            ("True", true),
-            ("false", false),
-            ("1", true),
-            ("0", false),
-            ("TRUE", true),
-        ] {
-            assert_eq!(
-                parse_attr(text, Some(AttrKind::Bool)),
-                Ok(Some(AttrValue::Bool(value)))
-            );
-        }
-        assert!(parse_attr("yes", Some(AttrKind::Bool)).is_err());
-        assert!(parse_attr("1.5", Some(AttrKind::Int)).is_err());
-        assert!(parse_attr("(1, x)", ints).is_err());
-        assert_eq!(
-            parse_attr("NCHW", Some(AttrKind::Str)),
-            Ok(Some(AttrValue::Str("NCHW".into())))
-        );
-        assert_eq!(parse_attr("5", None), Ok(Some(AttrValue::Str("5".into()))));
-    }
 
     fn tensor(shape: &[u32], precision: u8, data: &[i32]) -> OutputTensor {
         OutputTensor {
