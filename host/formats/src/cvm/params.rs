@@ -201,13 +201,17 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
         if lanes == 0 || (bits % 8 != 0 && !uint1) || !bits.is_power_of_two() {
             return Err(runtime(format!("{dtype} cannot be allocated")));
         }
-        if device_type != 1 {
-            let message = format!("device type {device_type} is not 1 (CPU)");
-            return Err(if device_type == 3 {
-                logic(message)
-            } else {
-                runtime(message)
-            });
+        match device_type {
+            1 => {}
+            3 => return Err(logic(format!("device type {device_type} is not 1 (CPU)"))),
+            // Looked up in a table of 32 device APIs (and 128 on, the remote one): others are
+            // read out of bounds there.
+            ..=-1 | 32..=127 => {
+                return Err(logic(format!(
+                    "device type {device_type}: the deployed runtime reads past its table of devices (undefined behaviour)"
+                )));
+            }
+            _ => return Err(runtime(format!("device type {device_type} is not 1 (CPU)"))),
         }
         // The data size is compared with the element count times the element width, both
         // computed in 64 bits as deployed (a product that wraps is compared wrapped).

@@ -422,11 +422,17 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .map(|&(input, output)| {
                 match node_row_ptr.get(input).map(|&row| entry_id(row, output)) {
                     Some(entry) if entry < first => Ok(owner(entry)),
+                    None => Err(bad(format!(
+                        "node {id} (\"{}\") reads node {input} of {}: the deployed runtime reads past its row pointers (undefined behaviour)",
+                        nodes[id].name,
+                        nodes.len()
+                    ))),
                     _ => Err(fail!(
                         InvalidReference,
                         "symbol: node {id} (\"{}\") reads entry ({input}, {output}), which does not come before it: the graph is not in topological order",
                         nodes[id].name
-                    )),
+                    )
+                    .into()),
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
