@@ -940,6 +940,38 @@ fn conv_attrs(extra: &str) -> String {
 }
 
 #[test]
+fn the_conv2d_bias_is_assigned_after_its_verified_attributes() {
+    // `channels` 3 with groups 2 fails the groups `VERIFY` (1) before the bias, declared for 4
+    // channels, is assigned (`LOG(FATAL)`, 2); with `channels` 4 only the bias is wrong.
+    let conv = |channels: &str, bias: u32| {
+        graph(&[
+            ("null", "data", &[], "{}", json!([1, 2, 3, 3])),
+            ("null", "w", &[], "{}", json!([4, 1, 2, 2])),
+            ("null", "b", &[], "{}", json!([bias])),
+            (
+                "conv2d",
+                "c",
+                &[0, 1, 2],
+                if channels == "3" {
+                    r#"{"channels": "3", "kernel_size": "(2, 2)", "groups": "2"}"#
+                } else {
+                    r#"{"channels": "4", "kernel_size": "(2, 2)", "groups": "2"}"#
+                },
+                json!([1, 4, 2, 2]),
+            ),
+        ])
+    };
+    let (_, message, class) = rejection(&conv("3", 4), &params::write(&[]));
+    assert_eq!(class, Class::Logic, "{message}");
+    let (_, message, class) = rejection(&conv("4", 5), &params::write(&[]));
+    assert_eq!(class, Class::Runtime, "{message}");
+    assert!(
+        message.contains("the bias is declared [5], conv2d needs [4]"),
+        "{message}"
+    );
+}
+
+#[test]
 fn max_over_the_whole_tensor_starts_from_zero_as_deployed() {
     // Both deployed backends reduce a `max` without axes from an accumulator of 0, so
     // all-negative data gives 0; with axes listed they start from the first value.

@@ -1026,8 +1026,33 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
         }),
         "expand_dims" => below_one("num_newaxis"),
         "conv2d" if use_bias => {
+            // Only once the `VERIFY`s before it pass: 4-D data, two entries each of
+            // kernel_size, padding (0..=4096), strides and dilation (1..=4096), and groups that
+            // divide the input channels and `channels`.
             let channels = int("channels")?;
-            assigned(2, "bias", vec![channels])
+            let tuple = |key: &str, default: [i64; 2]| match node.op_attrs.get(key) {
+                None => Some(default.to_vec()),
+                Some(text) => match parse_attr(op.name, key, text, Some(AttrKind::Ints)) {
+                    Ok(Some(AttrValue::Ints(values))) => Some(values),
+                    _ => None,
+                },
+            };
+            let pairs_in = |key: &str, default, low| {
+                tuple(key, default)
+                    .is_some_and(|v| v.len() == 2 && v.iter().all(|d| (low..=4096).contains(d)))
+            };
+            let groups = int("groups").unwrap_or(1);
+            let data_channels = shape(0).filter(|s| s.len() == 4).map(|s| i64::from(s[1]))?;
+            let verified = tuple("kernel_size", [0, 0]).is_some_and(|k| k.len() == 2)
+                && pairs_in("padding", [0, 0], 0)
+                && pairs_in("strides", [1, 1], 1)
+                && pairs_in("dilation", [1, 1], 1)
+                && groups > 0
+                && data_channels % groups == 0
+                && channels % groups == 0;
+            verified
+                .then(|| assigned(2, "bias", vec![channels]))
+                .flatten()
         }
         _ => None,
     }
