@@ -1037,6 +1037,23 @@ fn the_gas_of_a_graph_takes_the_set_up_checks_only() {
 }
 
 #[test]
+fn the_graph_checks_accept_their_bounds() {
+    // The accept side of the shape and precision bounds (their reject side is in
+    // `every_symbol_check_rejects_a_malformed_graph`): a dimension of 2^24, 2^30 elements, 6
+    // dimensions, precision 32, on variables no operator reads, through the checks of setting
+    // the graph up (the engine's own tensor limit is lower: docs/limits.md).
+    let (mut symbol, _) = example();
+    with_unused_variables(
+        &mut symbol,
+        &[json!([16_777_216, 64]), json!([1, 1, 1, 1, 1, 1])],
+    );
+    symbol["attrs"]["precision"][1][6] = json!(32);
+    let base = cvm::graph_gas(example().0.to_string().as_bytes()).unwrap();
+    let gas = cvm::graph_gas(symbol.to_string().as_bytes()).unwrap();
+    assert_eq!(gas, base + 5 * (1 << 30) + 5);
+}
+
+#[test]
 fn a_model_over_the_legacy_gas_limits_loads() {
     // 16384 batches of 64 boxes through get_valid_counts and non_max_suppression: the legacy
     // operation count 20 · 16384 · (16384 · 64 · 6) exceeds 2^40. The deployed runtime checks
