@@ -762,8 +762,6 @@ fn check_memory_plan(
     const AFTER_ALL: usize = usize::MAX;
     let rows = &graph.node_row_ptr;
     let entries = rows.last().copied().unwrap_or(0);
-    // When each entry is written: `None` for parameters (at load), and the node for the rest
-    // (`data`, node 0 of every inference, comes first: written before any operator).
     let mut last_read = vec![None::<usize>; entries];
     for (id, node) in graph.nodes.iter().enumerate() {
         for &(n, k) in &node.inputs {
@@ -774,7 +772,11 @@ fn check_memory_plan(
     for &(n, k) in &graph.heads {
         last_read[rows[n] + k] = Some(AFTER_ALL);
     }
-    let load_order = |name: &str| arrays.iter().rposition(|array| array.name == name);
+    // When each array is loaded last (a name given twice is loaded twice).
+    let mut loaded: HashMap<&str, usize> = HashMap::new();
+    for (order, array) in arrays.iter().enumerate() {
+        loaded.insert(array.name.as_str(), order);
+    }
     let describe = |entry: usize| {
         let node = rows.partition_point(|&row| row <= entry) - 1;
         format!("entry {entry} (\"{}\")", graph.nodes[node].name)
@@ -789,54 +791,53 @@ fn check_memory_plan(
         )
         .into()
     };
-    // Entries by storage id.
-    let mut by_storage: BTreeMap<u64, Vec<(usize, usize)>> = BTreeMap::new();
+    let is_parameter =
+        |node: usize| graph.nodes[node].kind == NodeKind::Variable && node != data_node;
+    // The entries of each storage id: parameters with their load order, and the entries
+    // written at an inference with their time (`data` at 0, node n's outputs at n + 1).
+    let mut by_storage: BTreeMap<u64, (Vec<(usize, usize)>, Vec<(usize, usize)>)> = BTreeMap::new();
     for (id, node) in graph.nodes.iter().enumerate() {
         for output in 0..node.outputs() {
             let entry = rows[id] + output;
-            by_storage
-                .entry(graph.storage_ids[entry])
-                .or_default()
-                .push((entry, id));
+            let (parameters, written) = by_storage.entry(graph.storage_ids[entry]).or_default();
+            if is_parameter(id) {
+                let order = loaded.get(node.name.as_str()).copied().unwrap_or(0);
+                parameters.push((order, entry));
+            } else {
+                written.push((if id == data_node { 0 } else { id + 1 }, entry));
+            }
         }
     }
-    for shared in by_storage.values().filter(|shared| shared.len() > 1) {
-        for &(kept, kept_node) in shared {
-            let Some(read) = last_read[kept] else {
+    for (parameters, written) in by_storage.values_mut() {
+        // A parameter that is read keeps its storage: nothing written at an inference, and no
+        // parameter loaded after it, may share it.
+        parameters.sort_unstable();
+        for (position, &(order, entry)) in parameters.iter().enumerate() {
+            if last_read[entry].is_none() {
                 continue;
-            };
-            let parameter =
-                graph.nodes[kept_node].kind == NodeKind::Variable && kept_node != data_node;
-            for &(written, written_node) in shared {
-                if written == kept {
-                    continue;
-                }
-                let overwrites = if parameter {
-                    // Anything written at an inference, or a parameter loaded later.
-                    graph.nodes[written_node].kind != NodeKind::Variable
-                        || written_node == data_node
-                        || load_order(&graph.nodes[written_node].name)
-                            > load_order(&graph.nodes[kept_node].name)
-                } else {
-                    // Written at an inference after `kept` (data counts as written first) and
-                    // before its last read; by the same node, two outputs of one operator.
-                    let time = |node: usize| (node != data_node).then_some(node);
-                    let written_at = if graph.nodes[written_node].kind == NodeKind::Variable
-                        && written_node != data_node
-                    {
-                        None
-                    } else {
-                        time(written_node)
-                    };
-                    match (time(kept_node), written_at) {
-                        (_, None) => false,
-                        (None, Some(at)) => at < read,
-                        (Some(kept_at), Some(at)) => kept_at <= at && at < read,
-                    }
-                };
-                if overwrites {
-                    return Err(conflict(kept, written));
-                }
+            }
+            if let Some(&(_, over)) = written.first() {
+                return Err(conflict(entry, over));
+            }
+            if let Some(&(_, over)) = parameters[position + 1..]
+                .iter()
+                .find(|&&(later, _)| later > order)
+            {
+                return Err(conflict(entry, over));
+            }
+        }
+        // An entry written at an inference is overwritten by the next one written there, if
+        // that comes before its last read (an operator reading it last may write in place).
+        written.sort_unstable();
+        let read_time = |entry: usize| last_read[entry].map(|r| r.saturating_add(1));
+        for pair in written.windows(2) {
+            let [(kept_at, kept), (at, over)] = [pair[0], pair[1]];
+            if read_time(kept).is_some_and(|read| kept_at <= at && at < read) {
+                return Err(conflict(kept, over));
+            }
+            // Two outputs of one operator: whichever is read later is overwritten by the other.
+            if kept_at == at && read_time(over).is_some_and(|read| at < read) {
+                return Err(conflict(over, kept));
             }
         }
     }
