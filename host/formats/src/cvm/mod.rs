@@ -795,7 +795,9 @@ fn check_memory_plan(
         |node: usize| graph.nodes[node].kind == NodeKind::Variable && node != data_node;
     // The entries of each storage id: parameters with their load order, and the entries
     // written at an inference with their time (`data` at 0, node n's outputs at n + 1).
-    let mut by_storage: BTreeMap<u64, (Vec<(usize, usize)>, Vec<(usize, usize)>)> = BTreeMap::new();
+    // (time or load order, entry), for the parameters and for the rest of one storage id.
+    type Timed = Vec<(usize, usize)>;
+    let mut by_storage: BTreeMap<u64, (Timed, Timed)> = BTreeMap::new();
     for (id, node) in graph.nodes.iter().enumerate() {
         for output in 0..node.outputs() {
             let entry = rows[id] + output;
