@@ -15,10 +15,7 @@
 use cvm_engine::attrs::AttrKind;
 use cvm_engine::model::AttrValue;
 
-/// `isspace` in the C locale.
-fn is_space(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
-}
+use super::json::is_space;
 
 /// A C++ `istream` over the bytes of one attribute value.
 struct Stream<'a> {

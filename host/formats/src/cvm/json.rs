@@ -39,7 +39,7 @@ struct Reader<'a> {
 }
 
 /// `isspace` in the C locale.
-fn is_space(byte: u8) -> bool {
+pub(super) fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 

@@ -329,7 +329,7 @@ fn operator_attrs(
             });
         }
     }
-    if let Some(error) = deployed_parameter_check(graph, id, op) {
+    if let Some(error) = deployed_parameter_check(graph, id, op, &attrs) {
         return Err(Rejection::runtime(at(error)));
     }
     Ok(attrs)
@@ -501,7 +501,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
     // Undefined behaviour of the deployed kernels, which the engine rejects.
     for (id, node) in graph.nodes.iter().enumerate() {
         if let NodeKind::Op(op) = node.kind
-            && let Some(error) = undefined_kernel_behaviour(&graph, id, op, indices[id])
+            && let Some(error) =
+                undefined_kernel_behaviour(&graph, id, op, &node_attrs[id], indices[id])
         {
             return Err(error.into());
         }
@@ -691,6 +692,28 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
     })
 }
 
+/// Attribute `name` among an operator's typed attributes.
+fn attr<'a>(attrs: &'a [Attr], name: &str) -> Option<&'a AttrValue> {
+    attrs.iter().find(|a| a.name == name).map(|a| &a.value)
+}
+
+/// An integer or tuple attribute as a list (an integer as a list of one).
+fn ints(attrs: &[Attr], name: &str) -> Option<Vec<i64>> {
+    match attr(attrs, name)? {
+        AttrValue::Ints(values) => Some(values.clone()),
+        AttrValue::Int(value) => Some(vec![*value]),
+        _ => None,
+    }
+}
+
+/// An integer attribute.
+fn int(attrs: &[Attr], name: &str) -> Option<i64> {
+    match attr(attrs, name)? {
+        AttrValue::Int(value) => Some(*value),
+        _ => None,
+    }
+}
+
 /// What the deployed set-up's shape rules see of an operator, where they see less than its
 /// kernel: conv2d computes its output from `channels` and `kernel_size` and never looks at the
 /// weight (a weight that disagrees is undefined behaviour of the kernel, rejected when a model
@@ -698,16 +721,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
 /// make its kernel read past the shape, rejected likewise). The attributes to infer with; the
 /// conv2d weight in `inputs` becomes the one the attributes describe.
 fn set_up_view(op: &str, attrs: &[Attr], inputs: &mut [TensorType]) -> Vec<Attr> {
-    let ints = |name: &str| {
-        attrs
-            .iter()
-            .find(|a| a.name == name)
-            .and_then(|a| match &a.value {
-                AttrValue::Ints(values) => Some(values.clone()),
-                AttrValue::Int(value) => Some(vec![*value]),
-                _ => None,
-            })
-    };
+    let ints = |name: &str| ints(attrs, name);
     match op {
         "conv2d" => {
             let groups = ints("groups").and_then(|g| g.first().copied()).unwrap_or(1);
@@ -851,12 +865,7 @@ fn check_memory_plan(
 /// then give max(0, x…) where spec 001 gives the true maximum (cvm-compat §6).
 fn starts_from_zero(node: &SymbolNode, attrs: &[Attr]) -> bool {
     let is_max = matches!(node.kind, NodeKind::Op(op) if op.name == "max");
-    let attr = |name: &str| {
-        attrs
-            .iter()
-            .find(|attr| attr.name == name)
-            .map(|a| &a.value)
-    };
+    let attr = |name: &str| attr(attrs, name);
     let every_axis = match attr("axis") {
         None => true,
         Some(AttrValue::Ints(axes)) => axes.is_empty(),
@@ -873,6 +882,7 @@ fn undefined_kernel_behaviour(
     graph: &Symbol,
     id: usize,
     op: &ops::OpDef,
+    attrs: &[Attr],
     index: u32,
 ) -> Option<Error> {
     let node = &graph.nodes[id];
@@ -881,22 +891,18 @@ fn undefined_kernel_behaviour(
         && let Some(&(w, k)) = node.inputs.get(1)
     {
         let weight = &graph.shapes[entry(w) + k];
-        let int = |key: &str| match node
-            .op_attrs
-            .get(key)
-            .map(|t| parse_attr(op.name, key, t, Some(AttrKind::Ints)))
-        {
-            Some(Ok(Some(AttrValue::Ints(values)))) => Some(values),
-            _ => None,
-        };
-        let groups = int("groups").and_then(|g| g.first().copied()).unwrap_or(1);
+        let groups = int(attrs, "groups").unwrap_or(1);
         let per_group = node
             .inputs
             .first()
             .and_then(|&(n, k)| graph.shapes[entry(n) + k].get(1))
             .and_then(|&c| i64::from(c).checked_div(groups))
             .map(|c| vec![c]);
-        let declared = [int("channels"), int("kernel_size"), per_group];
+        let declared = [
+            ints(attrs, "channels"),
+            ints(attrs, "kernel_size"),
+            per_group,
+        ];
         let from_weight = [
             weight.first().map(|&c| vec![i64::from(c)]),
             weight
@@ -978,16 +984,14 @@ fn canonical_names(graph: &Symbol) -> Vec<String> {
 /// class 1: a lower bound of the parameter declarations (dense `units` ≥ 1, expand_dims
 /// `num_newaxis` ≥ 1) and the shapes `CVM_ASSIGN_INPUT_SHAPE` imposes (dense weight (units, K) and
 /// bias (units), conv2d bias (channels)).
-fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Option<Error> {
+fn deployed_parameter_check(
+    graph: &Symbol,
+    id: usize,
+    op: &ops::OpDef,
+    attrs: &[Attr],
+) -> Option<Error> {
     let node = &graph.nodes[id];
-    let int = |key: &str| match node
-        .op_attrs
-        .get(key)
-        .map(|t| parse_attr(op.name, key, t, Some(AttrKind::Int)))
-    {
-        Some(Ok(Some(AttrValue::Int(value)))) => Some(value),
-        _ => None,
-    };
+    let int = |key: &str| int(attrs, key);
     let shape = |input: usize| {
         node.inputs
             .get(input)
@@ -1015,10 +1019,7 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
             )
         })
     };
-    let use_bias = node
-        .op_attrs
-        .get("use_bias")
-        .is_none_or(|v| parse_bool(v).unwrap_or(true));
+    let use_bias = !matches!(attr(attrs, "use_bias"), Some(AttrValue::Bool(false)));
     match op.name {
         "dense" => below_one("units").or_else(|| {
             let units = int("units")?;
@@ -1033,20 +1034,14 @@ fn deployed_parameter_check(graph: &Symbol, id: usize, op: &ops::OpDef) -> Optio
             // kernel_size, padding (0..=4096), strides and dilation (1..=4096), and groups that
             // divide the input channels and `channels`.
             let channels = int("channels")?;
-            let tuple = |key: &str, default: [i64; 2]| match node.op_attrs.get(key) {
-                None => Some(default.to_vec()),
-                Some(text) => match parse_attr(op.name, key, text, Some(AttrKind::Ints)) {
-                    Ok(Some(AttrValue::Ints(values))) => Some(values),
-                    _ => None,
-                },
-            };
+            let tuple = |key: &str, default: [i64; 2]| ints(attrs, key).unwrap_or(default.to_vec());
             let pairs_in = |key: &str, default, low| {
-                tuple(key, default)
-                    .is_some_and(|v| v.len() == 2 && v.iter().all(|d| (low..=4096).contains(d)))
+                let values = tuple(key, default);
+                values.len() == 2 && values.iter().all(|d| (low..=4096).contains(d))
             };
             let groups = int("groups").unwrap_or(1);
             let data_channels = shape(0).filter(|s| s.len() == 4).map(|s| i64::from(s[1]))?;
-            let verified = tuple("kernel_size", [0, 0]).is_some_and(|k| k.len() == 2)
+            let verified = tuple("kernel_size", [0, 0]).len() == 2
                 && pairs_in("padding", [0, 0], 0)
                 && pairs_in("strides", [1, 1], 1)
                 && pairs_in("dilation", [1, 1], 1)
