@@ -5,9 +5,9 @@
 //! evaluations — that depend only on shapes and attributes, never on tensor values or on how a
 //! kernel lays out its work, so a faster kernel never changes a price. It also names its price
 //! class: the operator, or a shape class defined by its attributes (`conv2d` is `dense`,
-//! `pointwise`, `depthwise` or `grouped`). A [`Schedule`] prices the work with one table of
-//! [`Rates`] per class, plus a fixed `node_base` per node; [`Schedule::run_gas`] prices what a
-//! run costs beyond its nodes (decoding inputs, copying outputs, the arena's memory).
+//! `pointwise`, `depthwise` or `grouped`). A [`Schedule`] prices the work with one table: per
+//! class, a fixed gas per node and [`Rates`] per unit of work; [`Schedule::run_gas`] prices what
+//! a run costs beyond its nodes (decoding inputs, copying outputs, the arena's memory).
 //!
 //! Rates are in hundredths of gas per unit, and a node's or a run's hundredths are rounded up to
 //! whole gas. One gas is about five wasm instructions (`docs/gas.md`).
@@ -39,6 +39,10 @@ pub struct Work {
     /// Transcendental evaluations (one per element of a CINN math function, two per decoded
     /// proposal).
     pub evals: u64,
+    /// Slices: the runs of consecutive elements an operator gathers whole from its operands
+    /// (`concatenate`: the outer extent before the axis times the inputs; `take`: the outer
+    /// extent times the indices).
+    pub slices: u64,
 }
 
 impl Work {
@@ -51,6 +55,7 @@ impl Work {
             taps: 0,
             pairs: 0,
             evals: 0,
+            slices: 0,
         }
     }
 }
@@ -79,16 +84,21 @@ pub struct Rates {
     pub pair: u64,
     /// Per transcendental evaluation.
     pub eval: u64,
+    /// Per slice.
+    pub slice: u64,
 }
 
-/// One row of a schedule's table: the rates of an operator's class.
+/// One row of a schedule's table: the prices of an operator's class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
     /// Operator name.
     pub op: &'static str,
     /// Shape class ("" when the operator has one).
     pub class: &'static str,
-    /// Its rates.
+    /// Gas of every node of the class (whole gas): dispatch, operand and output views, attribute
+    /// lookups, and whatever the class sets up before its work.
+    pub base: u64,
+    /// Its rates per unit of work.
     pub rates: Rates,
 }
 
@@ -110,8 +120,6 @@ pub struct RunRates {
 pub struct Schedule {
     /// The schedule version. Gas figures are only comparable under the same version.
     pub version: u32,
-    /// Gas of every node (whole gas): dispatch, operand and output views, attribute lookups.
-    pub node_base: u64,
     /// What a run costs beyond its nodes.
     pub run: RunRates,
     /// The rates of every operator and class.
@@ -123,10 +131,11 @@ pub struct Schedule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GasOverflow;
 
-const fn row(op: &'static str, class: &'static str, r: [u64; 6]) -> Row {
+const fn row(op: &'static str, class: &'static str, base: u64, r: [u64; 7]) -> Row {
     Row {
         op,
         class,
+        base,
         rates: Rates {
             mac: r[0],
             read: r[1],
@@ -134,130 +143,131 @@ const fn row(op: &'static str, class: &'static str, r: [u64; 6]) -> Row {
             tap: r[3],
             pair: r[4],
             eval: r[5],
+            slice: r[6],
         },
     }
 }
 
-/// The table of schedule version 1, in hundredths of gas per unit. Columns: multiply-accumulate,
-/// element read, element written, window tap, candidate pair, transcendental evaluation.
+/// The table of schedule version 1: per operator and class, the gas of every node, then the rates
+/// in hundredths of gas per unit. Rate columns: multiply-accumulate, element read, element
+/// written, window tap, candidate pair, transcendental evaluation, slice.
 #[rustfmt::skip]
 const V1_TABLE: &[Row] = &[
-    //  operator                 class          mac  read  write  tap  pair   eval
-    row("sum",                   "",          [    0,    71,   143,     0,     0,      0]),
-    row("max",                   "",          [    0,    65,   129,     0,     0,      0]),
-    row("broadcast_add",         "",          [    0,     0,   152,     0,     0,      0]),
-    row("broadcast_sub",         "",          [    0,     0,   169,     0,     0,      0]),
-    row("broadcast_mul",         "",          [    0,     0,   176,     0,     0,      0]),
-    row("broadcast_div",         "",          [    0,     0,  1257,     0,     0,      0]),
-    row("broadcast_max",         "",          [    0,     0,   153,     0,     0,      0]),
-    row("broadcast_greater",     "",          [    0,     0,   168,     0,     0,      0]),
-    row("conv2d",                "dense",     [   16,     0,    90,   320,     0,      0]),
-    row("conv2d",                "pointwise", [   15,     0,   114,    76,     0,      0]),
-    row("conv2d",                "depthwise", [   44,     0,    96,     0,     0,      0]),
-    row("conv2d",                "depthwise irregular", [   51,     0, 14415,     0,     0,      0]),
-    row("conv2d",                "grouped",   [   16,     0,    90,   320,     0,      0]),
-    row("dense",                 "",          [   18,     0,  1765,     0,     0,      0]),
-    row("relu",                  "",          [    0,     0,    95,     0,     0,      0]),
-    row("max_pool2d",            "",          [    0,   453,   905,   181,     0,      0]),
-    row("upsampling",            "",          [    0,     0,   718,     0,     0,      0]),
-    row("abs",                   "",          [    0,     0,   480,     0,     0,      0]),
-    row("cvm_precision",         "",          [    0,     0,   238,     0,     0,      0]),
-    row("elemwise_add",          "",          [    0,     0,   555,     0,     0,      0]),
-    row("elemwise_sub",          "",          [    0,     0,   517,     0,     0,      0]),
-    row("negative",              "",          [    0,     0,   482,     0,     0,      0]),
-    row("clip",                  "",          [    0,     0,   108,     0,     0,      0]),
-    row("cvm_clip",              "",          [    0,     0,   110,     0,     0,      0]),
-    row("cvm_left_shift",        "",          [    0,     0,   120,     0,     0,      0]),
-    row("cvm_right_shift",       "",          [    0,     0,   146,     0,     0,      0]),
-    row("repeat",                "",          [    0,     0,  1085,     0,     0,      0]),
-    row("tile",                  "",          [    0,     0,  2582,     0,     0,      0]),
-    row("flatten",               "",          [    0,     0,   102,     0,     0,      0]),
-    row("concatenate",           "",          [    0,     0,   877,     0,     0,      0]),
-    row("expand_dims",           "",          [    0,     0,   102,     0,     0,      0]),
-    row("reshape",               "",          [    0,     0,   102,     0,     0,      0]),
-    row("squeeze",               "",          [    0,     0,   102,     0,     0,      0]),
-    row("transpose",             "",          [    0,     0,  1227,     0,     0,      0]),
-    row("strided_slice",         "",          [    0,     0,  1169,     0,     0,      0]),
-    row("slice_like",            "",          [    0,     0,  1099,     0,     0,      0]),
-    row("take",                  "",          [    0,     0,   377,     0,     0,      0]),
-    row("cvm_lut",               "",          [    0,     0,   505,     0,     0,      0]),
-    row("where",                 "",          [    0,     0,   271,     0,     0,      0]),
-    row("get_valid_counts",      "",          [    0,   192,   128,     0,     0,      0]),
-    row("non_max_suppression",   "",          [    0,  1011,   183,     0,  2020,      0]),
-    row("Abs",                   "",          [    0,     0,   756,     0,     0,      0]),
-    row("Acos",                  "",          [    0,     0,   163,     0,     0, 277983]),
-    row("Acosh",                 "",          [    0,     0,   172,     0,     0, 315615]),
-    row("Asin",                  "",          [    0,     0,   161,     0,     0, 276140]),
-    row("Asinh",                 "",          [    0,     0,   168,     0,     0, 318883]),
-    row("Atan",                  "",          [    0,     0,   163,     0,     0, 174520]),
-    row("Atanh",                 "",          [    0,     0,   159,     0,     0, 266280]),
-    row("BitwiseNot",            "",          [    0,     0,   688,     0,     0,      0]),
-    row("Ceil",                  "",          [    0,     0,   263,     0,     0,   1980]),
-    row("Cos",                   "",          [    0,     0,   160,     0,     0, 146420]),
-    row("Cosh",                  "",          [    0,     0,   162,     0,     0, 243499]),
-    row("Erf",                   "",          [    0,     0,   178,     0,     0, 425833]),
-    row("Exp",                   "",          [    0,     0,   159,     0,     0, 205466]),
-    row("Floor",                 "",          [    0,     0,   261,     0,     0,   1953]),
-    row("Identity",              "",          [    0,     0,   850,     0,     0,      0]),
-    row("IsFinite",              "",          [    0,     0,   572,     0,     0,      0]),
-    row("IsInf",                 "",          [    0,     0,   561,     0,     0,      0]),
-    row("IsNan",                 "",          [    0,     0,   567,     0,     0,      0]),
-    row("Log",                   "",          [    0,     0,   163,     0,     0, 230126]),
-    row("Log10",                 "",          [    0,     0,   166,     0,     0, 237482]),
-    row("Log2",                  "",          [    0,     0,   232,     0,     0, 326071]),
-    row("LogicalNot",            "",          [    0,     0,   764,     0,     0,      0]),
-    row("Negative",              "",          [    0,     0,   754,     0,     0,      0]),
-    row("Round",                 "",          [    0,     0,   227,     0,     0,   1703]),
-    row("Rsqrt",                 "",          [    0,     0,   207,     0,     0,  17661]),
-    row("Sign",                  "",          [    0,     0,  2205,     0,     0,      0]),
-    row("Sin",                   "",          [    0,     0,   154,     0,     0, 146904]),
-    row("Sinh",                  "",          [    0,     0,   147,     0,     0, 246548]),
-    row("Sqrt",                  "",          [    0,     0,   229,     0,     0,   5830]),
-    row("Tan",                   "",          [    0,     0,   142,     0,     0, 308428]),
-    row("Tanh",                  "",          [    0,     0,   149,     0,     0, 242533]),
-    row("Trunc",                 "",          [    0,     0,   195,     0,     0,   1461]),
-    row("Add",                   "",          [    0,     0,  1802,     0,     0,      0]),
-    row("BitwiseAnd",            "",          [    0,     0,  1707,     0,     0,      0]),
-    row("BitwiseOr",             "",          [    0,     0,  1661,     0,     0,      0]),
-    row("BitwiseXor",            "",          [    0,     0,  1670,     0,     0,      0]),
-    row("Div",                   "",          [    0,     0,  7169,     0,     0,      0]),
-    row("Dot",                   "",          [  157,     0,  3140,     0,     0,      0]),
-    row("FloorDiv",              "",          [    0,     0,  4609,     0,     0,      0]),
-    row("FloorMod",              "",          [    0,     0,  2646,     0,     0,      0]),
-    row("LeftShift",             "",          [    0,     0,  1961,     0,     0,      0]),
-    row("LogicalAnd",            "",          [    0,     0,  1646,     0,     0,      0]),
-    row("LogicalOr",             "",          [    0,     0,  1617,     0,     0,      0]),
-    row("LogicalXor",            "",          [    0,     0,  1888,     0,     0,      0]),
-    row("Max",                   "",          [    0,     0,  1637,     0,     0,      0]),
-    row("Min",                   "",          [    0,     0,  1653,     0,     0,      0]),
-    row("Mod",                   "",          [    0,     0,  2194,     0,     0,      0]),
-    row("Mul",                   "",          [    0,     0,  4377,     0,     0,      0]),
-    row("Power",                 "",          [    0,     0,   165,     0,     0, 444758]),
-    row("RightShift",            "",          [    0,     0,  1844,     0,     0,      0]),
-    row("Sub",                   "",          [    0,     0,  1769,     0,     0,      0]),
-    row("ConstScalar",           "",          [    0,     0,   200,     0,     0,      0]),
-    row("BnGradBiasScale",       "",          [ 2868,     0,   180,     0,     0,      0]),
-    row("BnMeanVariance",        "",          [ 2470,     0,   155,     0,     0,      0]),
-    row("BroadcastTo",           "",          [    0,     0,  1382,     0,     0,      0]),
-    row("Compare",               "",          [    0,     0,   295,     0,     0,      0]),
-    row("Concat",                "",          [    0,     0,   103,     0,     0,      0]),
-    row("Conv",                  "forward",   [  292,     0, 17228,     0,     0,      0]),
-    row("Conv",                  "backward",  [ 3522,     0,  9026,     0,     0,      0]),
-    row("Reduce",                "",          [    0,  1400,   516,     0,     0,      0]),
-    row("Reduce",                "prod",      [    0,  6544,   161,     0,     0,      0]),
-    row("Reshape",               "",          [    0,     0,   112,     0,     0,      0]),
-    row("Reverse",               "",          [    0,     0,  1377,     0,     0,      0]),
-    row("Select",                "",          [    0,     0,   252,     0,     0,      0]),
-    row("Slice",                 "",          [    0,     0,  1385,     0,     0,      0]),
-    row("Transpose",             "",          [    0,     0,  1431,     0,     0,      0]),
-    row("generate_proposals_v2", "",          [    0,  1305,   154,     0,   461, 253335]),
+    //  operator                 class                    base      mac    read   write     tap    pair    eval   slice
+    row("sum",                   "",                       753, [     0,     65,    166,      0,      0,      0,      0]),
+    row("max",                   "",                       708, [     0,     63,    155,      0,      0,      0,      0]),
+    row("broadcast_add",         "",                       545, [     0,      0,    136,      0,      0,      0,      0]),
+    row("broadcast_sub",         "",                       564, [     0,      0,    151,      0,      0,      0,      0]),
+    row("broadcast_mul",         "",                       537, [     0,      0,    154,      0,      0,      0,      0]),
+    row("broadcast_div",         "",                       640, [     0,      0,   1120,      0,      0,      0,      0]),
+    row("broadcast_max",         "",                       540, [     0,      0,    137,      0,      0,      0,      0]),
+    row("broadcast_greater",     "",                       541, [     0,      0,    147,      0,      0,      0,      0]),
+    row("conv2d",                "dense",                 2035, [    16,      0,     90,    320,      0,      0,      0]),
+    row("conv2d",                "pointwise",             2555, [    12,      0,    110,     73,      0,      0,      0]),
+    row("conv2d",                "depthwise",             3977, [    18,      0,     80,      0,      0,      0,      0]),
+    row("conv2d",                "depthwise irregular",   4884, [    37,      0,  10577,      0,      0,      0,      0]),
+    row("conv2d",                "grouped",               2035, [    16,      0,     90,    320,      0,      0,      0]),
+    row("dense",                 "",                       646, [    15,      0,    910,      0,      0,      0,      0]),
+    row("relu",                  "",                       331, [     0,      0,     95,      0,      0,      0,      0]),
+    row("max_pool2d",            "",                       700, [     0,    400,    905,    181,      0,      0,      0]),
+    row("upsampling",            "",                       498, [     0,      0,    629,      0,      0,      0,      0]),
+    row("abs",                   "",                       343, [     0,      0,    410,      0,      0,      0,      0]),
+    row("cvm_precision",         "",                       333, [     0,      0,    218,      0,      0,      0,      0]),
+    row("elemwise_add",          "",                       357, [     0,      0,    519,      0,      0,      0,      0]),
+    row("elemwise_sub",          "",                       349, [     0,      0,    489,      0,      0,      0,      0]),
+    row("negative",              "",                       331, [     0,      0,    462,      0,      0,      0,      0]),
+    row("clip",                  "",                       343, [     0,      0,    104,      0,      0,      0,      0]),
+    row("cvm_clip",              "",                       360, [     0,      0,    106,      0,      0,      0,      0]),
+    row("cvm_left_shift",        "",                       355, [     0,      0,    116,      0,      0,      0,      0]),
+    row("cvm_right_shift",       "",                       361, [     0,      0,    136,      0,      0,      0,      0]),
+    row("repeat",                "",                       362, [     0,      0,   1003,      0,      0,      0,      0]),
+    row("tile",                  "",                       664, [     0,      0,   2345,      0,      0,      0,      0]),
+    row("flatten",               "",                       300, [     0,      0,    102,      0,      0,      0,      0]),
+    row("concatenate",           "",                       524, [     0,      0,    121,      0,      0,      0,   1185]),
+    row("expand_dims",           "",                       316, [     0,      0,    102,      0,      0,      0,      0]),
+    row("reshape",               "",                       291, [     0,      0,    102,      0,      0,      0,      0]),
+    row("squeeze",               "",                       303, [     0,      0,    102,      0,      0,      0,      0]),
+    row("transpose",             "",                       832, [     0,      0,   1121,      0,      0,      0,      0]),
+    row("strided_slice",         "",                       814, [     0,      0,   1054,      0,      0,      0,      0]),
+    row("slice_like",            "",                       548, [     0,      0,   1028,      0,      0,      0,      0]),
+    row("take",                  "",                       364, [     0,      0,    153,      0,      0,      0,    453]),
+    row("cvm_lut",               "",                       338, [     0,      0,    480,      0,      0,      0,      0]),
+    row("where",                 "",                       367, [     0,      0,    256,      0,      0,      0,      0]),
+    row("get_valid_counts",      "",                       449, [     0,    173,    120,      0,      0,      0,      0]),
+    row("non_max_suppression",   "",                       243, [     0,   1025,    183,      0,   1787,      0,      0]),
+    row("Abs",                   "",                       454, [     0,      0,    751,      0,      0,      0,      0]),
+    row("Acos",                  "",                     11575, [     0,      0,    155,      0,      0, 264111,      0]),
+    row("Acosh",                 "",                       100, [     0,      0,    157,      0,      0, 288819,      0]),
+    row("Asin",                  "",                       100, [     0,      0,    148,      0,      0, 253111,      0]),
+    row("Asinh",                 "",                     10836, [     0,      0,    161,      0,      0, 306414,      0]),
+    row("Atan",                  "",                       100, [     0,      0,    155,      0,      0, 165881,      0]),
+    row("Atanh",                 "",                     15513, [     0,      0,    166,      0,      0, 277458,      0]),
+    row("BitwiseNot",            "",                       570, [     0,      0,    767,      0,      0,      0,      0]),
+    row("Ceil",                  "",                       332, [     0,      0,    200,      0,      0,   1506,      0]),
+    row("Cos",                   "",                       100, [     0,      0,    147,      0,      0, 134940,      0]),
+    row("Cosh",                  "",                       100, [     0,      0,    159,      0,      0, 238265,      0]),
+    row("Erf",                   "",                       100, [     0,      0,    180,      0,      0, 430860,      0]),
+    row("Exp",                   "",                       100, [     0,      0,    158,      0,      0, 204158,      0]),
+    row("Floor",                 "",                       403, [     0,      0,    205,      0,      0,   1537,      0]),
+    row("Identity",              "",                       414, [     0,      0,    679,      0,      0,      0,      0]),
+    row("IsFinite",              "",                       431, [     0,      0,    561,      0,      0,      0,      0]),
+    row("IsInf",                 "",                       419, [     0,      0,    671,      0,      0,      0,      0]),
+    row("IsNan",                 "",                       432, [     0,      0,    605,      0,      0,      0,      0]),
+    row("Log",                   "",                       100, [     0,      0,    178,      0,      0, 251886,      0]),
+    row("Log10",                 "",                       100, [     0,      0,    177,      0,      0, 252786,      0]),
+    row("Log2",                  "",                      9799, [     0,      0,    183,      0,      0, 256698,      0]),
+    row("LogicalNot",            "",                       429, [     0,      0,    689,      0,      0,      0,      0]),
+    row("Negative",              "",                       467, [     0,      0,    981,      0,      0,      0,      0]),
+    row("Round",                 "",                       563, [     0,      0,    267,      0,      0,   2000,      0]),
+    row("Rsqrt",                 "",                       371, [     0,      0,    185,      0,      0,  15798,      0]),
+    row("Sign",                  "",                       358, [     0,      0,   2003,      0,      0,      0,      0]),
+    row("Sin",                   "",                      1333, [     0,      0,    137,      0,      0, 130866,      0]),
+    row("Sinh",                  "",                      9601, [     0,      0,    163,      0,      0, 273826,      0]),
+    row("Sqrt",                  "",                       546, [     0,      0,    265,      0,      0,   6742,      0]),
+    row("Tan",                   "",                     11280, [     0,      0,    167,      0,      0, 362383,      0]),
+    row("Tanh",                  "",                       100, [     0,      0,    140,      0,      0, 228573,      0]),
+    row("Trunc",                 "",                       283, [     0,      0,    221,      0,      0,   1652,      0]),
+    row("Add",                   "",                       634, [     0,      0,   1690,      0,      0,      0,      0]),
+    row("BitwiseAnd",            "",                       561, [     0,      0,   1546,      0,      0,      0,      0]),
+    row("BitwiseOr",             "",                       554, [     0,      0,   1525,      0,      0,      0,      0]),
+    row("BitwiseXor",            "",                       787, [     0,      0,   1593,      0,      0,      0,      0]),
+    row("Div",                   "",                       600, [     0,      0,   6535,      0,      0,      0,      0]),
+    row("Dot",                   "",                       365, [   142,      0,   3916,      0,      0,      0,      0]),
+    row("FloorDiv",              "",                       581, [     0,      0,   4173,      0,      0,      0,      0]),
+    row("FloorMod",              "",                       561, [     0,      0,   2382,      0,      0,      0,      0]),
+    row("LeftShift",             "",                       316, [     0,      0,   1927,      0,      0,      0,      0]),
+    row("LogicalAnd",            "",                       559, [     0,      0,   1494,      0,      0,      0,      0]),
+    row("LogicalOr",             "",                       556, [     0,      0,   1479,      0,      0,      0,      0]),
+    row("LogicalXor",            "",                       496, [     0,      0,   1931,      0,      0,      0,      0]),
+    row("Max",                   "",                       841, [     0,      0,   1622,      0,      0,      0,      0]),
+    row("Min",                   "",                       549, [     0,      0,   1537,      0,      0,      0,      0]),
+    row("Mod",                   "",                       532, [     0,      0,   2194,      0,      0,      0,      0]),
+    row("Mul",                   "",                       627, [     0,      0,   3961,      0,      0,      0,      0]),
+    row("Power",                 "",                       100, [     0,      0,    148,      0,      0, 399605,      0]),
+    row("RightShift",            "",                       353, [     0,      0,   1667,      0,      0,      0,      0]),
+    row("Sub",                   "",                       559, [     0,      0,   1625,      0,      0,      0,      0]),
+    row("ConstScalar",           "",                       258, [     0,      0,    200,      0,      0,      0,      0]),
+    row("BnGradBiasScale",       "",                      1438, [  2496,      0,    180,      0,      0,      0,      0]),
+    row("BnMeanVariance",        "",                      2060, [  2325,      0,    155,      0,      0,      0,      0]),
+    row("BroadcastTo",           "",                       593, [     0,      0,   1270,      0,      0,      0,      0]),
+    row("Compare",               "",                       557, [     0,      0,    268,      0,      0,      0,      0]),
+    row("Concat",                "",                       477, [     0,      0,     98,      0,      0,      0,      0]),
+    row("Conv",                  "forward",               1217, [   223,      0,  13509,      0,      0,      0,      0]),
+    row("Conv",                  "backward",               100, [  1718,      0,   8707,      0,      0,      0,      0]),
+    row("Reduce",                "",                       947, [     0,   1387,    509,      0,      0,      0,      0]),
+    row("Reduce",                "prod",                  1396, [     0,   6043,    161,      0,      0,      0,      0]),
+    row("Reshape",               "",                       343, [     0,      0,    125,      0,      0,      0,      0]),
+    row("Reverse",               "",                       836, [     0,      0,   1484,      0,      0,      0,      0]),
+    row("Select",                "",                       444, [     0,      0,    244,      0,      0,      0,      0]),
+    row("Slice",                 "",                       912, [     0,      0,   1635,      0,      0,      0,      0]),
+    row("Transpose",             "",                      1339, [     0,      0,   1728,      0,      0,      0,      0]),
+    row("generate_proposals_v2", "",                       100, [     0,   1224,    154,      0,    482, 258287,      0]),
 ];
 
 impl Schedule {
     /// Schedule version 1 (`docs/gas.md`; its calibration is in `docs/gas-calibration.md`).
     pub const V1: Schedule = Schedule {
         version: 1,
-        node_base: 400,
         run: RunRates {
             base: 2700,
             input: 283,
@@ -282,24 +292,24 @@ impl Schedule {
             .find(|schedule| schedule.version == version)
     }
 
-    /// The rates of operator `op` in class `class`, if the table has them.
-    pub fn rates(&self, op: &str, class: &str) -> Option<Rates> {
+    /// The row of operator `op` in class `class`, if the table has it.
+    pub fn row(&self, op: &str, class: &str) -> Option<&'static Row> {
         self.table
             .iter()
             .find(|row| row.op == op && row.class == class)
-            .map(|row| row.rates)
     }
 
-    /// The gas of one application of `op` doing `usage`: `node_base` plus the work priced at the
-    /// rates of its class, rounded up to whole gas; `None` when the table has no such class.
+    /// The gas of one application of `op` doing `usage`: the base of its class plus the work
+    /// priced at the rates of its class, rounded up to whole gas; `None` when the table has no
+    /// such class.
     ///
     /// # Errors
     /// [`GasOverflow`] if the arithmetic exceeds `u64`.
     pub fn node_gas(&self, op: &str, usage: &Usage) -> Option<Result<u64, GasOverflow>> {
-        let rates = self.rates(op, usage.class)?;
-        let work = usage.work;
-        Some(self.whole(
-            self.node_base,
+        let row = self.row(op, usage.class)?;
+        let (rates, work) = (row.rates, usage.work);
+        Some(Self::whole(
+            row.base,
             &[
                 (work.macs, rates.mac),
                 (work.reads, rates.read),
@@ -307,6 +317,7 @@ impl Schedule {
                 (work.taps, rates.tap),
                 (work.pairs, rates.pair),
                 (work.evals, rates.eval),
+                (work.slices, rates.slice),
             ],
         ))
     }
@@ -317,7 +328,7 @@ impl Schedule {
     /// # Errors
     /// [`GasOverflow`] if the arithmetic exceeds `u64`.
     pub fn run_gas(&self, inputs: u64, outputs: u64, arena: u64) -> Result<u64, GasOverflow> {
-        self.whole(
+        Self::whole(
             self.run.base,
             &[
                 (inputs, self.run.input),
@@ -328,7 +339,7 @@ impl Schedule {
     }
 
     /// `base` + ⌈Σ count × rate / [`RATE_SCALE`]⌉, in checked arithmetic.
-    fn whole(&self, base: u64, terms: &[(u64, u64)]) -> Result<u64, GasOverflow> {
+    fn whole(base: u64, terms: &[(u64, u64)]) -> Result<u64, GasOverflow> {
         let hundredths = terms.iter().try_fold(0u64, |total, &(count, rate)| {
             count
                 .checked_mul(rate)
@@ -369,9 +380,9 @@ mod tests {
             class: "",
             work: Work::io(writes, writes),
         };
-        let rate = Schedule::V1.rates("relu", "").map_or(0, |r| r.write);
+        let relu_row = Schedule::V1.row("relu", "");
+        let (base, rate) = relu_row.map_or((0, 0), |r| (r.base, r.rates.write));
         assert!(rate > 0 && !rate.is_multiple_of(RATE_SCALE));
-        let base = Schedule::V1.node_base;
         assert_eq!(Schedule::V1.node_gas("relu", &relu(0)), Some(Ok(base)));
         // Hundredths are summed, then rounded up once.
         assert_eq!(

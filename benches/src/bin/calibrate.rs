@@ -28,9 +28,11 @@
 //!
 //! **Ratios and proposal.** Fuel per gas and wasm ns per gas are normalised to their median over
 //! all rows, and grouped by the row of the schedule's table that prices them (operator and
-//! class). Each table row's rates are proposed scaled by the geometric mean of its fuel and wasm
-//! ratios over its rows whose gas is mostly work; copying the proposal into `gas/src/lib.rs`
-//! (under a new schedule version once one is published) and measuring again closes the loop.
+//! class). Each node's cost is converted to gas at the medians (the geometric mean of its fuel
+//! and its wasm time), and each table row's base and the rates of the columns it prices are
+//! fitted to its nodes by non-negative least squares on relative errors (`calibrate/fit.rs`).
+//! Copying the proposal into `gas/src/lib.rs` (under a new schedule version once one is
+//! published) and measuring again closes the loop.
 //!
 //! Exit status: 0 on success, 2 on bad arguments, 1 when a case fails to build, validate or run
 //! (the other cases are still measured and written, the failures listed in the file).

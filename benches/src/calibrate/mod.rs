@@ -5,6 +5,7 @@
 
 pub mod cases;
 pub mod cli;
+pub mod fit;
 pub mod measure;
 pub mod stats;
 
@@ -13,7 +14,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use cvm_engine::ValidatedModel;
-use cvm_engine::gas::{Rates, Schedule, Usage, Work};
+use cvm_engine::gas::{RATE_SCALE, Rates, Schedule, Usage, Work};
 use cvm_runtime::wasm::WasmEngine;
 
 use cases::{Built, CLASSES, Class, Config};
@@ -298,8 +299,8 @@ pub fn ratios(rows: &[Row]) -> Ratios {
     }
 }
 
-/// One row of the schedule's table as measured: its rows' normalised ratios, the rates it has
-/// and the rates proposed.
+/// One row of the schedule's table as measured: its rows' normalised ratios, the prices it has
+/// and the prices proposed.
 pub struct Group {
     /// Operator and price class.
     pub key: (&'static str, &'static str),
@@ -309,11 +310,118 @@ pub struct Group {
     pub node: [f64; 2],
     /// Lowest and highest normalised wasm time per gas of its whole runs (single and copies).
     pub runs: [f64; 2],
-    /// The schedule's rates.
-    pub rates: Rates,
-    /// The proposed rates: the rates scaled by the geometric mean of the node's fuel and wasm
-    /// ratios over the rows whose gas is mostly work (at least 4 × `node_base`).
-    pub proposed: Rates,
+    /// The schedule's base and rates.
+    pub prices: (u64, Rates),
+    /// The proposed base and rates ([`propose`]).
+    pub proposed: (u64, Rates),
+}
+
+/// The rates as an array, in the table's column order.
+fn rate_columns(r: &Rates) -> [u64; 7] {
+    [r.mac, r.read, r.write, r.tap, r.pair, r.eval, r.slice]
+}
+
+/// The work as an array, in the table's column order.
+fn work_columns(w: &Work) -> [u64; 7] {
+    [
+        w.macs, w.reads, w.writes, w.taps, w.pairs, w.evals, w.slices,
+    ]
+}
+
+/// The measured cost of a row's node in gas at the medians: the geometric mean of its fuel and
+/// its wasm time, each converted at the median per gas over all rows.
+fn node_cost(row: &Row, medians: &[f64; 4]) -> f64 {
+    let fuel = row.node.fuel / medians[0];
+    let wasm = row.node.wasm_ns / medians[1];
+    match (fuel > 0.0, wasm > 0.0) {
+        (true, true) => (fuel * wasm).sqrt(),
+        (true, false) => fuel,
+        (false, true) => wasm,
+        (false, false) => f64::NAN,
+    }
+}
+
+/// The least base the tool proposes: every node is dispatched and views its operands.
+const LEAST_BASE: f64 = 100.0;
+/// The least factor by which the tool scales a rate in one proposal: a priced unit of work
+/// never becomes free because the rows measured happen not to need it.
+const LEAST_FACTOR: f64 = 0.25;
+
+/// The prices that fit the `members` of a table row. The terms are the base and one factor per
+/// set of columns the row prices today (its non-zero rates) whose work is proportional over the
+/// members (so that the fit can tell them apart); each factor scales the rates of its columns.
+/// They are fitted to the nodes' measured cost ([`node_cost`]) by least squares on relative
+/// errors, the base at least [`LEAST_BASE`] and the factors at least [`LEAST_FACTOR`] and drawn
+/// towards 1 (today's rate) where the rows cannot tell the terms apart.
+pub fn propose(rows: &[Row], members: &[usize], medians: &[f64; 4]) -> (u64, Rates) {
+    let Some(row) = members
+        .first()
+        .and_then(|&i| SCHEDULE.row(rows[i].op, rows[i].usage.class))
+    else {
+        return (0, Rates::default());
+    };
+    let rates = rate_columns(&row.rates);
+    let works: Vec<[u64; 7]> = members
+        .iter()
+        .map(|&i| work_columns(&rows[i].usage.work))
+        .collect();
+    // Sets of priced columns whose work vectors are proportional.
+    let mut sets: Vec<Vec<usize>> = Vec::new();
+    for k in (0..7).filter(|&k| rates[k] > 0) {
+        let proportional = |j: usize| {
+            works.iter().all(|w| {
+                u128::from(w[k]) * u128::from(works[0][j])
+                    == u128::from(w[j]) * u128::from(works[0][k])
+            })
+        };
+        match sets.iter_mut().find(|set| proportional(set[0])) {
+            Some(set) => set.push(k),
+            None => sets.push(vec![k]),
+        }
+    }
+    let samples: Vec<(Vec<f64>, f64)> = members
+        .iter()
+        .zip(&works)
+        .map(|(&i, work)| {
+            let mut x = vec![1.0];
+            x.extend(sets.iter().map(|set| {
+                set.iter()
+                    .map(|&k| (rates[k] * work[k]) as f64 / RATE_SCALE as f64)
+                    .sum::<f64>()
+            }));
+            (x, node_cost(&rows[i], medians))
+        })
+        .collect();
+    let mut terms = vec![fit::Term {
+        lower: LEAST_BASE,
+        prior: None,
+    }];
+    terms.extend(sets.iter().map(|_| fit::Term {
+        lower: LEAST_FACTOR,
+        prior: Some(1.0),
+    }));
+    let Some(theta) = fit::bounded(&samples, &terms) else {
+        return (row.base, row.rates);
+    };
+    let mut proposed = rates;
+    for (set, factor) in sets.iter().zip(&theta[1..]) {
+        for &k in set {
+            proposed[k] = ((rates[k] as f64 * factor).round() as u64).max(1);
+        }
+    }
+    let [mac, read, write, tap, pair, eval, slice] = proposed;
+    (
+        theta[0].round() as u64,
+        Rates {
+            mac,
+            read,
+            write,
+            tap,
+            pair,
+            eval,
+            slice,
+        },
+    )
 }
 
 /// Groups the rows by table row ([`Group`]).
@@ -328,10 +436,9 @@ pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
     by_key
         .into_iter()
         .map(|(key, members)| {
-            let median_of = |measure: usize, only_work: bool| {
+            let median_of = |measure: usize| {
                 let mut values: Vec<f64> = members
                     .iter()
-                    .filter(|&&i| !only_work || rows[i].gas >= 4 * SCHEDULE.node_base)
                     .filter_map(|&i| ratios.rows[i][measure])
                     .collect();
                 stats::median(&mut values)
@@ -341,71 +448,66 @@ pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
                 .flat_map(|&i| [ratios.rows[i][2], ratios.rows[i][3]])
                 .flatten()
                 .collect();
-            let rates = SCHEDULE.rates(key.0, key.1).unwrap_or_default();
-            let factor = (median_of(0, true) * median_of(1, true)).sqrt();
-            let scale = |rate: u64| {
-                if factor.is_finite() && rate > 0 {
-                    ((rate as f64 * factor).round() as u64).max(1)
-                } else {
-                    rate
-                }
-            };
+            let prices = SCHEDULE
+                .row(key.0, key.1)
+                .map_or((0, Rates::default()), |row| (row.base, row.rates));
             Group {
                 key,
                 rows: members.len(),
-                node: [median_of(0, false), median_of(1, false)],
+                node: [median_of(0), median_of(1)],
                 runs: [
                     runs.iter().copied().fold(f64::INFINITY, f64::min),
                     runs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 ],
-                rates,
-                proposed: Rates {
-                    mac: scale(rates.mac),
-                    read: scale(rates.read),
-                    write: scale(rates.write),
-                    tap: scale(rates.tap),
-                    pair: scale(rates.pair),
-                    eval: scale(rates.eval),
-                },
+                prices,
+                proposed: propose(rows, &members, &ratios.medians),
             }
         })
         .collect()
 }
 
-/// The run gas the measurements propose, in the schedule's units: the wasm time of a run beyond
-/// its node (single-node run less the node), converted to gas at the median node ns per gas.
-/// The base is the median over the rows whose run handles fewer than 4096 elements; the rate per
-/// element (inputs, outputs and arena alike, in hundredths) is the median of the rest over the
-/// elements of the other rows.
-pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, u64) {
-    let overhead = |row: &Row| (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas;
-    let elements = |row: &Row| row.run_elements.iter().sum::<u64>() as f64;
-    let mut small: Vec<f64> = rows
+/// The run prices the measurements propose: the wasm time of each single-node run beyond its
+/// node, converted to gas at the median node ns per gas, fitted as a base plus the schedule's
+/// rates per input, output and arena element each scaled by a factor (as [`propose`] fits a
+/// table row). Gives the base (gas) and the three rates (hundredths).
+pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, [u64; 3]) {
+    let run = SCHEDULE.run;
+    let rates = [run.input, run.output, run.arena];
+    let samples: Vec<(Vec<f64>, f64)> = rows
         .iter()
-        .filter(|row| elements(row) < 4096.0)
-        .map(overhead)
+        .map(|row| {
+            let mut x = vec![1.0];
+            x.extend(
+                row.run_elements
+                    .iter()
+                    .zip(rates)
+                    .map(|(&n, rate)| (n * rate) as f64 / RATE_SCALE as f64),
+            );
+            (x, (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas)
+        })
         .collect();
-    let base = stats::median(&mut small);
-    let mut per_element: Vec<f64> = rows
-        .iter()
-        .filter(|row| elements(row) >= 4096.0)
-        .map(|row| 100.0 * (overhead(row) - base).max(0.0) / elements(row))
-        .collect();
-    let rate = stats::median(&mut per_element);
-    let whole = |v: f64| {
-        if v.is_finite() {
-            v.round().max(0.0) as u64
-        } else {
-            0
-        }
-    };
-    (whole(base), whole(rate))
+    let mut terms = vec![fit::Term {
+        lower: LEAST_BASE,
+        prior: None,
+    }];
+    terms.extend(rates.iter().map(|_| fit::Term {
+        lower: LEAST_FACTOR,
+        prior: Some(1.0),
+    }));
+    match fit::bounded(&samples, &terms) {
+        Some(theta) => (
+            theta[0].round() as u64,
+            [0, 1, 2].map(|k| ((rates[k] as f64 * theta[k + 1]).round() as u64).max(1)),
+        ),
+        None => (run.base, rates),
+    }
 }
 
-fn rates_text(r: &Rates) -> String {
+/// A row's prices as the table writes them: the base, then the rates.
+fn prices_text((base, rates): &(u64, Rates)) -> String {
+    let [mac, read, write, tap, pair, eval, slice] = rate_columns(rates);
     format!(
-        "[{:>5}, {:>5}, {:>5}, {:>4}, {:>5}, {:>6}]",
-        r.mac, r.read, r.write, r.tap, r.pair, r.eval
+        "{base:>6}, [{mac:>5}, {read:>5}, {write:>5}, {tap:>4}, {pair:>5}, {eval:>6}, {slice:>5}]"
     )
 }
 
@@ -462,26 +564,26 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
         ratios.medians[2],
         ratios.medians[3],
     );
-    let (base, per_element) = proposed_run(rows, ratios.medians[1]);
+    let (base, [input, output, arena]) = proposed_run(rows, ratios.medians[1]);
     let run = SCHEDULE.run;
     let _ = writeln!(
         out,
         "Run gas: base {} gas, per input, output and arena element {}, {} and {} hundredths; \
-         proposed from the runs' time beyond their node: base {base} gas, {per_element} \
-         hundredths per element.\n",
+         proposed from the runs' time beyond their node: base {base} gas, {input}, {output} \
+         and {arena} hundredths.\n",
         run.base, run.input, run.output, run.arena
     );
     let _ = writeln!(
         out,
         "Per row of the table: measured rows, the node's fuel per gas and wasm time per gas \
          (median over its rows, normalised to the median over all rows), the lowest and highest \
-         wasm time per gas of its whole runs (single node and with copies), the rates \
-         (hundredths of gas per multiply-accumulate, read, write, tap, pair, evaluation) and the \
-         proposed rates. `!` marks a figure outside [0.5, 2].\n"
+         wasm time per gas of its whole runs (single node and with copies), the prices (gas per \
+         node, then hundredths of gas per multiply-accumulate, read, write, tap, pair, \
+         evaluation and slice) and the proposed prices, fitted to the nodes' cost. `!` marks a figure outside [0.5, 2].\n"
     );
     let _ = writeln!(
         out,
-        "| operator | class | rows | fuel/gas | wasm/gas | runs (min–max) | rates | proposed |"
+        "| operator | class | rows | fuel/gas | wasm/gas | runs (min–max) | prices | proposed |"
     );
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|---|");
     let mark = |v: f64| {
@@ -502,8 +604,8 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
             mark(group.node[1]),
             mark(group.runs[0]),
             mark(group.runs[1]),
-            rates_text(&group.rates),
-            rates_text(&group.proposed)
+            prices_text(&group.prices),
+            prices_text(&group.proposed)
         );
     }
     let outside: Vec<String> = groups
@@ -536,6 +638,7 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
             ("tap", w.taps),
             ("pair", w.pairs),
             ("eval", w.evals),
+            ("slice", w.slices),
         ]
         .iter()
         .filter(|(_, n)| *n > 0)

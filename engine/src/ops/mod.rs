@@ -545,7 +545,7 @@ mod tests {
             for op in OPS {
                 for class in classes(op.name) {
                     assert!(
-                        schedule.rates(op.name, class).is_some(),
+                        schedule.row(op.name, class).is_some(),
                         "schedule {} has no price for {} ({class})",
                         schedule.version,
                         op.name

@@ -9,7 +9,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{Arity, Family, OpDef, Operator, Usage, Work, resolve_axis, walk};
+use super::{Arity, Family, OpDef, Operator, Usage, Work, count, io_usage, resolve_axis, walk};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
@@ -281,6 +281,43 @@ mod tests {
         assert!(reshape(&[3, 0], &[-1, 0]).is_err());
         assert_eq!(reshape(&[0, 3], &[-1, 0]), Ok(vec![0, 3]));
     }
+
+    fn ty(dims: &[u32]) -> TensorType {
+        TensorType::new(dims.to_vec(), 8)
+    }
+
+    #[test]
+    fn gathers_count_their_slices() {
+        // Three inputs along axis 1 of [4, ·, 5]: one slice per input and leading index.
+        let inputs = [ty(&[4, 2, 5]), ty(&[4, 1, 5]), ty(&[4, 3, 5])];
+        let concat = Concatenate::new(-2);
+        let out = concat.infer(&inputs).unwrap();
+        let usage = concat.usage(&inputs, &out).unwrap();
+        assert_eq!(
+            usage.work,
+            Work {
+                slices: 12,
+                ..Work::io(120, 120)
+            }
+        );
+        // take along axis 1 of [3, 10, 7] with 4 indices: 3 × 4 rows of 7 elements.
+        let inputs = [ty(&[3, 10, 7]), ty(&[2, 2])];
+        let take = Take { axis: Some(1) };
+        let out = take.infer(&inputs).unwrap();
+        assert_eq!(out[0].dims(), &[3, 2, 2, 7]);
+        let usage = take.usage(&inputs, &out).unwrap();
+        assert_eq!(
+            usage.work,
+            Work {
+                slices: 12,
+                ..Work::io(4 + 84, 84)
+            }
+        );
+        // Flat: one element per index.
+        let flat = Take { axis: None };
+        let out = flat.infer(&inputs).unwrap();
+        assert_eq!(flat.usage(&inputs, &out).unwrap().work.slices, 4);
+    }
 }
 
 /// Shape helpers shared by the transform operators.
@@ -500,6 +537,21 @@ impl Operator for Concatenate {
         }
         let precision = inputs.iter().map(|t| t.precision).max().unwrap_or(1);
         Ok(vec![TensorType::new(dims, precision)])
+    }
+
+    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
+        // Every input contributes one slice per position before the axis.
+        let dims = inputs[0].dims();
+        let axis = resolve_axis("axis", self.axis, dims.len())?;
+        let outer = count(
+            &dims[..axis]
+                .iter()
+                .map(|&d| u64::from(d))
+                .collect::<Vec<_>>(),
+        )?;
+        let mut usage = io_usage(inputs, outputs)?;
+        usage.work.slices = count(&[outer, inputs.len() as u64])?;
+        Ok(usage)
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -876,15 +928,28 @@ impl Operator for Take {
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         // Reads the indices and the gathered elements of `data`, not all of it.
         let written = outputs[0].shape.elements();
-        let reads = inputs[1]
-            .shape
-            .elements()
+        let indices = inputs[1].shape.elements();
+        let reads = indices
             .checked_add(written)
             .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))?;
-        Ok(Usage {
-            class: "",
-            work: Work::io(reads, written),
-        })
+        // Each index gathers one slice of `data` per position before the axis (one element when
+        // `data` is read flat).
+        let outer = match self.axis {
+            None => 1,
+            Some(axis) => {
+                let dims = inputs[0].dims();
+                let axis = resolve_axis("axis", axis, dims.len())?;
+                count(
+                    &dims[..axis]
+                        .iter()
+                        .map(|&d| u64::from(d))
+                        .collect::<Vec<_>>(),
+                )?
+            }
+        };
+        let mut work = Work::io(reads, written);
+        work.slices = count(&[outer, indices])?;
+        Ok(Usage { class: "", work })
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

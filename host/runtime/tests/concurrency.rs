@@ -142,6 +142,6 @@ fn rejections_and_failures_are_verdicts() {
     assert_eq!(ok, again);
     assert_eq!(
         cvm_runtime::hash::hex(&ok.hash()),
-        "e1648db06bfcfd9cce681461e2ae0e9f75dc3819ec9d3623565111da76d56a51"
+        "80dcc8e37798b865cfa44dc9541abb246c0c6547912298bb01383fdbf4f05105"
     );
 }
