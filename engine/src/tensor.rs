@@ -112,7 +112,7 @@ impl Shape {
             Some(volume) if volume <= limits::MAX_TENSOR_ELEMENTS => Ok(self.elements()),
             _ => Err(fail!(
                 LimitExceeded,
-                "{what}: shape {:?} has more than {} elements",
+                "{what}: shape {:?} exceeds the limit of {} elements on the product of its dimensions (a dimension of 0 counted as 1)",
                 self.0,
                 limits::MAX_TENSOR_ELEMENTS
             )),

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-pub use cvm_formats::{ReadError, read_file};
+pub use cvm_formats::{FileLimit, ReadError, read_file};
 
 /// A failure that says nothing about the model's consensus outcome.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +17,9 @@ pub enum HostError {
     /// The command line is wrong.
     #[error("{0}")]
     Usage(String),
+    /// Standard output could not be written: a closed pipe, a full disk.
+    #[error("writing to standard output: {0}")]
+    Output(std::io::Error),
 }
 
 impl From<cvm_runtime::NodeError> for HostError {

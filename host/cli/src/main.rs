@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use cvm_cli::error::{HostError, read_file};
+use cvm_cli::error::{FileLimit, HostError, read_file};
 use cvm_cli::inputs::{InputArg, assign, read_input};
 use cvm_cli::render;
 use cvm_cli::runner::{
@@ -23,6 +23,45 @@ use cvm_formats::cvm::{self, CvmMeta};
 use cvm_formats::npy;
 use cvm_runtime::hash::{HashAlgorithm, hex, outcome_hash};
 use cvm_runtime::wasm;
+
+/// Writes to standard output; a closed pipe or a full disk is a node-local failure
+/// ([`HostError::Output`], exit status 2), never a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// [`out!`] with a line break.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes to standard error. A failure to write there has nowhere to be reported: it is
+/// ignored, and the exit status still says what happened.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`err!`] with a line break.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Writes `text` to standard output and flushes it.
+fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(text)
+        .and_then(|()| stdout.flush())
+        .map_err(|source| Failure::Host(HostError::Output(source)))
+}
 
 #[derive(Parser)]
 #[command(
@@ -222,7 +261,7 @@ impl CacheArgs {
         };
         let engine = wasm::WasmEngine::with_cache(&dir)?;
         for problem in engine.cache_problems() {
-            eprintln!("cvm: warning: module cache: {problem}");
+            errln!("cvm: warning: module cache: {problem}");
         }
         Ok(engine)
     }
@@ -322,7 +361,7 @@ fn main() -> ExitCode {
                 &mut recorded,
             );
             if timings {
-                eprint!("{}", recorded.render());
+                err!("{}", recorded.render());
             }
             result
         }
@@ -350,26 +389,23 @@ fn main() -> ExitCode {
             json,
             cache,
         } => audit(dir.as_deref(), engine, schedule, json, &cache),
-        Command::Version => {
-            version();
-            Ok(())
-        }
+        Command::Version => version(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Deterministic) => ExitCode::from(1),
         Err(Failure::Host(error)) => {
-            eprintln!("cvm: error: {error}");
+            errln!("cvm: error: {error}");
             ExitCode::from(2)
         }
     }
 }
 
-fn print_report(report: &Report, hash: HashAlgorithm, json: bool) {
+fn print_report(report: &Report, hash: HashAlgorithm, json: bool) -> Result<(), Failure> {
     if json {
-        println!("{}", render::report_json(report, hash));
+        outln!("{}", render::report_json(report, hash))
     } else {
-        print!("{}", render::report_text(report, hash));
+        out!("{}", render::report_text(report, hash))
     }
 }
 
@@ -403,7 +439,7 @@ fn run(
         rejected,
     } = timings.time(phase::READ_MODEL, || load_model(source))?;
     if let Some(report) = rejected {
-        print_report(&report, options.hash, options.json);
+        print_report(&report, options.hash, options.json)?;
         return Err(Failure::Deterministic);
     }
     if meta.is_none()
@@ -419,7 +455,7 @@ fn run(
         (Some(meta), Format::Cvm) => match cvm_input(meta, input_args, options.big_endian)? {
             Ok(input) => vec![input],
             Err(error) => {
-                print_report(&Report::failure(error, 0), options.hash, options.json);
+                print_report(&Report::failure(error, 0), options.hash, options.json)?;
                 return Err(Failure::Deterministic);
             }
         },
@@ -468,7 +504,7 @@ fn run(
         timings.time(phase::HASHING, || outcome_hash(&report, options.hash));
     }
     let Status::Ok { outputs } = &report.outcome.status else {
-        print_report(&report, options.hash, options.json);
+        print_report(&report, options.hash, options.json)?;
         return Err(Failure::Deterministic);
     };
     let cvm_bytes = meta
@@ -481,16 +517,16 @@ fn run(
             Some(Err(error)) => value["output_cvm_error"] = error.message.clone().into(),
             None => {}
         }
-        println!("{value}");
+        outln!("{value}")?;
     } else {
-        print!("{}", render::report_text(&report, options.hash));
+        out!("{}", render::report_text(&report, options.hash))?;
         match &cvm_bytes {
-            Some(Ok(bytes)) => println!(
+            Some(Ok(bytes)) => outln!(
                 "cvm out:  {} bytes {}",
                 bytes.len(),
                 render::hex_preview(bytes, 64)
-            ),
-            Some(Err(error)) => println!("cvm out:  {}", error.message),
+            )?,
+            Some(Err(error)) => outln!("cvm out:  {}", error.message)?,
             None => {}
         }
     }
@@ -530,7 +566,7 @@ fn cvm_input(
             cvm::DATA
         )));
     }
-    let bytes = read_file(&argument.path)?;
+    let bytes = read_file(&argument.path, FileLimit::TENSOR)?;
     // The deployed `CVMAPIInference` checks the input length, runs, then lays out the output:
     // each failure is a deterministic error of the run.
     Ok(
@@ -572,13 +608,13 @@ fn validated(
 ) -> Result<(cvm_engine::ValidatedModel, LoadedModel), Failure> {
     let mut loaded = load_model(source)?;
     if let Some(report) = loaded.rejected.take() {
-        print_report(&report, HashAlgorithm::default(), json);
+        print_report(&report, HashAlgorithm::default(), json)?;
         return Err(Failure::Deterministic);
     }
     match validate_natively(&loaded.bytes, schedule) {
         Ok(model) => Ok((model, loaded)),
         Err(report) => {
-            print_report(&report, HashAlgorithm::default(), json);
+            print_report(&report, HashAlgorithm::default(), json)?;
             Err(Failure::Deterministic)
         }
     }
@@ -596,15 +632,15 @@ fn estimate(source: &ModelSource, json: bool, schedule: u32) -> Result<(), Failu
             };
             value["cvm"] = render::cvm_contract_json(&meta.contract);
         }
-        println!("{value}");
+        outln!("{value}")?;
     } else {
-        print!("{}", render::estimate_text(&estimate));
+        out!("{}", render::estimate_text(&estimate))?;
         if let Some(meta) = &loaded.cvm {
             match &meta.legacy_gas {
-                Ok(gas) => println!("legacy gas:  {gas} (the deployed CVM runtime's figure)"),
-                Err(error) => println!("legacy gas:  none ({})", error.message),
+                Ok(gas) => outln!("legacy gas:  {gas} (the deployed CVM runtime's figure)")?,
+                Err(error) => outln!("legacy gas:  none ({})", error.message)?,
             }
-            print!("{}", render::cvm_contract_text(&meta.contract));
+            out!("{}", render::cvm_contract_text(&meta.contract))?;
         }
     }
     Ok(())
@@ -616,14 +652,14 @@ fn import(source: &ModelSource, output: &Path, schedule: u32) -> Result<(), Fail
     }
     let (_, loaded) = validated(source, false, schedule)?;
     std::fs::write(output, &loaded.bytes).map_err(|source| HostError::io(output, source))?;
-    println!("wrote {} ({} bytes)", output.display(), loaded.bytes.len());
+    outln!("wrote {} ({} bytes)", output.display(), loaded.bytes.len())?;
     Ok(())
 }
 
 fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
     let (model, loaded) = validated(source, false, schedule)?;
     if let Some(meta) = &loaded.cvm {
-        println!(
+        outln!(
             "CVM model {}, post-processing \"{}\", legacy gas {}",
             meta.version.name(),
             meta.postprocess_name,
@@ -631,8 +667,8 @@ fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
                 Ok(gas) => gas.to_string(),
                 Err(error) => format!("none ({})", error.message),
             }
-        );
-        print!("{}", render::cvm_contract_text(&meta.contract));
+        )?;
+        out!("{}", render::cvm_contract_text(&meta.contract))?;
     }
     let name_of = |id: usize| -> String {
         if id < model.inputs.len() {
@@ -698,7 +734,7 @@ fn inspect(source: &ModelSource, schedule: u32) -> Result<(), Failure> {
         "total gas {} (schedule v{})  peak memory {} bytes  arena {} bytes\n",
         model.total_gas, model.schedule.version, model.peak_memory_bytes, model.arena_bytes
     ));
-    print!("{out}");
+    out!("{out}")?;
     Ok(())
 }
 
@@ -709,7 +745,7 @@ fn build(
     schedule: u32,
 ) -> Result<(), Failure> {
     // Read as text explicitly: `build` converts text models only.
-    let bytes = read_file(model_path)?;
+    let bytes = read_file(model_path, FileLimit::MODEL)?;
     let text = String::from_utf8(bytes).map_err(|_| cvm_formats::ReadError::TextModel {
         path: model_path.display().to_string(),
         message: "not UTF-8 text".into(),
@@ -721,11 +757,11 @@ fn build(
     )?;
     let encoded = model.encode();
     if !allow_invalid && let Err(report) = validate_natively(&encoded, schedule) {
-        print_report(&report, HashAlgorithm::default(), false);
+        print_report(&report, HashAlgorithm::default(), false)?;
         return Err(Failure::Deterministic);
     }
     std::fs::write(output, &encoded).map_err(|source| HostError::io(output, source))?;
-    println!("wrote {} ({} bytes)", output.display(), encoded.len());
+    outln!("wrote {} ({} bytes)", output.display(), encoded.len())?;
     Ok(())
 }
 
@@ -765,12 +801,12 @@ fn audit(
     let mut rows = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
         if progress {
-            eprint!("\r\x1b[2K[{}/{}] {}", index + 1, cases.len(), case.name);
+            err!("\r\x1b[2K[{}/{}] {}", index + 1, cases.len(), case.name);
         }
         rows.push(audit_case(case, engines, wasm.as_ref(), schedule));
     }
     if progress {
-        eprint!("\r\x1b[2K");
+        err!("\r\x1b[2K");
     }
     let failed = rows.iter().filter(|row| !row.passed()).count();
     let summary = format!(
@@ -793,7 +829,7 @@ fn audit(
             "fixtures": rows.iter().map(|row| row.to_json()).collect::<Vec<_>>(),
             "summary": {"total": rows.len(), "passed": rows.len() - failed, "failed": failed, "arch": std::env::consts::ARCH, "schedule": schedule},
         });
-        println!("{value}");
+        outln!("{value}")?;
     } else {
         let width = rows
             .iter()
@@ -806,12 +842,17 @@ fn audit(
             Some(Ok(hash)) => hash.chars().take(12).collect(),
             Some(Err(_)) => String::from("FAILED"),
         };
-        println!(
+        outln!(
             "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>9}",
-            "fixture", "native", "wasm", "golden", "gas", "time"
-        );
+            "fixture",
+            "native",
+            "wasm",
+            "golden",
+            "gas",
+            "time"
+        )?;
         for row in &rows {
-            println!(
+            outln!(
                 "{:<width$}  {:<12}  {:<12}  {:<12}  {:>12}  {:>9.1?}{}",
                 row.name,
                 short(&row.native),
@@ -824,14 +865,14 @@ fn audit(
                 row.gas_used.map_or(String::from("-"), |g| g.to_string()),
                 row.time,
                 if row.passed() { "" } else { "  MISMATCH" }
-            );
+            )?;
             for (engine, result) in [("native", &row.native), ("wasm", &row.wasm)] {
                 if let Some(Err(message)) = result {
-                    println!("    {engine}: {message}");
+                    outln!("    {engine}: {message}")?;
                 }
             }
         }
-        println!("{summary}");
+        outln!("{summary}")?;
     }
     if failed > 0 {
         Err(Failure::Deterministic)
@@ -840,38 +881,29 @@ fn audit(
     }
 }
 
-fn version() {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "cvm {}", env!("CARGO_PKG_VERSION"));
-    let _ = writeln!(
-        stdout,
-        "model format version   {}",
-        cvm_engine::FORMAT_VERSION
-    );
-    let _ = writeln!(
-        stdout,
-        "outcome version        {}",
-        cvm_engine::outcome::OUTCOME_VERSION
-    );
+fn version() -> Result<(), Failure> {
     let defined: Vec<String> = cvm_engine::gas::Schedule::ALL
         .iter()
         .map(|schedule| schedule.version.to_string())
         .collect();
-    let _ = writeln!(
-        stdout,
-        "gas schedule versions  {} (default {NEWEST_SCHEDULE}, the newest)",
-        defined.join(", ")
-    );
-    let _ = writeln!(stdout, "engine ABI version     {}", wasm::ABI_VERSION);
     let pin = if wasm::engine_wasm_matches_pin() {
         "the pinned module"
     } else {
         "NOT the module host/runtime/engine.wasm.sha3 pins"
     };
-    let _ = writeln!(
-        stdout,
-        "engine.wasm sha3-256   {} ({} bytes, {pin})",
+    outln!(
+        "cvm {}\n\
+         model format version   {}\n\
+         outcome version        {}\n\
+         gas schedule versions  {} (default {NEWEST_SCHEDULE}, the newest)\n\
+         engine ABI version     {}\n\
+         engine.wasm sha3-256   {} ({} bytes, {pin})",
+        env!("CARGO_PKG_VERSION"),
+        cvm_engine::FORMAT_VERSION,
+        cvm_engine::outcome::OUTCOME_VERSION,
+        defined.join(", "),
+        wasm::ABI_VERSION,
         wasm::engine_wasm_sha3(),
         wasm::ENGINE_WASM.len()
-    );
+    )
 }

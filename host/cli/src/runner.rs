@@ -12,8 +12,8 @@ use cvm_engine::{Model, Report, ValidatedModel};
 
 use crate::error::HostError;
 use cvm_formats::cvm::{self, CvmMeta, CvmModel};
-use cvm_formats::read_file;
 use cvm_formats::text;
+use cvm_formats::{FileLimit, read_file};
 use cvm_runtime::wasm::{WasmEngine, decode_reply};
 
 /// Which engine build executes the model.
@@ -242,8 +242,8 @@ pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
     match source {
         ModelSource::File(path) => load_model_file(path),
         ModelSource::Cvm { symbol, params } => {
-            let symbol_bytes = read_file(symbol)?;
-            let params_bytes = read_file(params)?;
+            let symbol_bytes = read_file(symbol, FileLimit::MODEL)?;
+            let params_bytes = read_file(params, FileLimit::MODEL)?;
             Ok(match cvm::import(&symbol_bytes, &params_bytes) {
                 Ok(CvmModel { model, meta }) => LoadedModel {
                     bytes: model.encode(),
@@ -278,7 +278,12 @@ pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
 /// I/O errors and text model errors. Canonical bytes that do not decode are *not* an error
 /// here: the engine rejects them deterministically.
 pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
-    let bytes = read_file(path)?;
+    let mut bytes = read_file(path, FileLimit::MODEL)?;
+    // A text model saved with a UTF-8 byte-order mark is still a text model (RFC 8259 lets a
+    // parser ignore the mark).
+    if bytes.starts_with(UTF8_BOM) && looks_like_json(&bytes[UTF8_BOM.len()..]) {
+        bytes.drain(..UTF8_BOM.len());
+    }
     if bytes.starts_with(&cvm_engine::MAGIC) || !looks_like_json(&bytes) {
         let model = Model::decode(&bytes).ok();
         return Ok(LoadedModel {
@@ -301,6 +306,9 @@ pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
         rejected: None,
     })
 }
+
+/// The UTF-8 encoding of U+FEFF, the byte-order mark some editors put before a text file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 fn looks_like_json(bytes: &[u8]) -> bool {
     bytes.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{')

@@ -754,3 +754,188 @@ fn build_refuses_invalid_models_unless_asked() {
     assert_eq!(error["error"]["node"], "conv1");
     assert_eq!(error["gas_used"], 0);
 }
+
+/// `cvm` with standard output connected to `stdout`; gives the exit status and standard error.
+fn with_stdout(args: &[&str], stdout: std::process::Stdio) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args(args)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("cvm starts");
+    (output.status.code(), text(&output.stderr))
+}
+
+#[test]
+fn a_closed_or_full_standard_output_is_a_node_local_failure() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let commands: [&[&str]; 4] = [
+        &["estimate", path_str(&model)],
+        &["estimate", path_str(&model), "--json"],
+        &[
+            "run",
+            path_str(&model),
+            "--input",
+            path_str(&input),
+            "--json",
+        ],
+        &["version"],
+    ];
+    for args in commands {
+        // A pipe whose reader is gone: the write fails with a broken pipe.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let (status, stderr) = with_stdout(args, writer.into());
+        assert_eq!(status, Some(2), "cvm {args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "cvm {args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "cvm {args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("cvm: error: writing to standard output:"),
+            "cvm {args:?}: {stderr}"
+        );
+        // A full disk.
+        if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+            let (status, stderr) = with_stdout(args, full.into());
+            assert_eq!(status, Some(2), "cvm {args:?} > /dev/full: {stderr}");
+            assert!(
+                stderr.starts_with("cvm: error: writing to standard output:")
+                    && stderr.lines().count() == 1,
+                "cvm {args:?} > /dev/full: {stderr}"
+            );
+        }
+    }
+}
+
+/// A sparse file of `len` bytes (no disk space is used).
+fn sparse(name: &str, len: u64) -> PathBuf {
+    let path = scratch(name);
+    std::fs::File::create(&path)
+        .and_then(|file| file.set_len(len))
+        .expect("sparse file");
+    path
+}
+
+#[test]
+fn files_past_their_limit_are_refused_before_they_are_read() {
+    use cvm_formats::FileLimit;
+    let model_message = format!(
+        "larger than {} bytes, the most a model file may have",
+        FileLimit::MODEL.bytes
+    );
+    let tensor_message = format!(
+        "larger than {} bytes, the most a tensor file may have",
+        FileLimit::TENSOR.bytes
+    );
+    let big_model = sparse("big-model.cvm", FileLimit::MODEL.bytes + 1);
+    let message = expect_status(&["estimate", path_str(&big_model)], 2);
+    assert!(message.contains(&model_message), "{message}");
+    // A CVM model's params.
+    let symbol = root().join("fixtures/models/cvm_dense/symbol");
+    let message = expect_status(
+        &[
+            "estimate",
+            "--cvm-symbol",
+            path_str(&symbol),
+            "--cvm-params",
+            path_str(&big_model),
+        ],
+        2,
+    );
+    assert!(message.contains(&model_message), "{message}");
+    std::fs::remove_file(&big_model).expect("remove");
+    // An input, and a text model's parameter file.
+    let big_tensor = sparse("big-tensor.npy", FileLimit::TENSOR.bytes + 1);
+    let model = cnn_model();
+    let message = expect_status(
+        &[
+            "run",
+            path_str(&model),
+            "--engine",
+            "native",
+            "--input",
+            path_str(&big_tensor),
+        ],
+        2,
+    );
+    assert!(message.contains(&tensor_message), "{message}");
+    let mut text: Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).expect("read")).expect("json");
+    text["params"][0]
+        .as_object_mut()
+        .expect("param")
+        .remove("data");
+    text["params"][0]["file"] = path_str(&big_tensor).into();
+    let text_model = scratch("big-param.json");
+    std::fs::write(&text_model, text.to_string()).expect("write");
+    let message = expect_status(&["estimate", path_str(&text_model)], 2);
+    assert!(message.contains(&tensor_message), "{message}");
+    std::fs::remove_file(&big_tensor).expect("remove");
+}
+
+/// A stream without end (`/dev/zero`) as an input is read only up to its limit, in bounded
+/// memory: the run is given an address space of 1.5 GiB, three times the tensor file limit.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_endless_input_stream_is_refused_in_bounded_memory() {
+    if !Path::new("/dev/zero").exists() {
+        return;
+    }
+    let model = cnn_model();
+    let command = format!(
+        "ulimit -v 1572864 && exec '{}' run '{}' --engine native --input /dev/zero",
+        env!("CARGO_BIN_EXE_cvm"),
+        path_str(&model)
+    );
+    let output = Command::new("sh")
+        .args(["-c", &command])
+        .output()
+        .expect("sh starts");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("/dev/zero: larger than") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn text_model_messages_quote_a_bounded_prefix_of_hostile_strings() {
+    let huge = "N".repeat(1 << 20);
+    let model: Value =
+        serde_json::from_str(&std::fs::read_to_string(cnn_model()).expect("read")).expect("json");
+    type Edit<'a> = Box<dyn Fn(&mut Value) + 'a>;
+    let mutations: Vec<Edit> = vec![
+        Box::new(|v| v["nodes"][0]["op"] = huge.clone().into()),
+        Box::new(|v| v[huge.as_str()] = 1.into()),
+        Box::new(|v| v["format"] = huge.clone().into()),
+        Box::new(|v| v["nodes"][0]["inputs"][1] = huge.clone().into()),
+        Box::new(|v| v["inputs"][0]["shape"] = serde_json::json!([huge.clone()])),
+        Box::new(|v| v["outputs"] = serde_json::json!([huge.clone()])),
+    ];
+    let path = scratch("hostile-strings.json");
+    for (index, mutate) in mutations.iter().enumerate() {
+        let mut mutated = model.clone();
+        mutate(&mut mutated);
+        std::fs::write(&path, mutated.to_string()).expect("write");
+        let message = expect_status(&["estimate", path_str(&path)], 2);
+        assert!(
+            message.len() < 1024 && message.contains("… (10485"),
+            "mutation {index}: {} bytes: {}",
+            message.len(),
+            message.chars().take(300).collect::<String>()
+        );
+    }
+}
+
+#[test]
+fn a_text_model_with_a_byte_order_mark_is_a_text_model() {
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(cnn_model()).expect("read"));
+    let path = scratch("bom.json");
+    std::fs::write(&path, bytes).expect("write");
+    let plain = expect_status(&["estimate", path_str(&cnn_model())], 0);
+    let with_mark = expect_status(&["estimate", path_str(&path)], 0);
+    assert_eq!(plain, with_mark);
+}

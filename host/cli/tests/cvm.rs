@@ -1396,11 +1396,11 @@ fn every_params_check_rejects_a_malformed_file() {
     let mut non_utf8 = good.clone();
     non_utf8[32] = 0xff; // first byte of the first name
     // Its bytes name no variable: a `LOG(FATAL)` there as here (the message shows the byte 0xff
-    // as the character that stands for it).
+    // as the character that stands for it, U+10FFFF, escaped).
     expect_params_rejected(
         &non_utf8,
         MalformedModel,
-        "\"\u{10ffff}ense0_weight\" is not a variable of the graph",
+        "\"\\u{10ffff}ense0_weight\" is not a variable of the graph",
         Class::Runtime,
     );
     // Bytes after the last array are never read.
@@ -1895,4 +1895,39 @@ fn a_rejected_cvm_model_is_a_deterministic_error() {
         "--json",
     ]);
     assert_eq!(status, Some(2), "{stdout}");
+}
+
+/// Hostile strings of a megabyte (an operator name, a top-level key, the version, a node name, a
+/// parameter name) are quoted in messages as a bounded prefix.
+#[test]
+fn messages_quote_a_bounded_prefix_of_hostile_strings() {
+    let huge = "N".repeat(1 << 20);
+    let (symbol, params_bytes) = example();
+    type Edit<'a> = Box<dyn Fn(&mut Value) + 'a>;
+    let mutations: Vec<Edit> = vec![
+        Box::new(|s| s["nodes"][3]["attrs"]["func_name"] = huge.clone().into()),
+        Box::new(|s| s[huge.as_str()] = json!(1)),
+        Box::new(|s| s["version"] = huge.clone().into()),
+        Box::new(|s| {
+            s["nodes"][3]["name"] = huge.clone().into();
+            s["attrs"]["op_attrs"][1][3] = json!("{\"units\": \"three\"}");
+        }),
+        Box::new(|s| s["attrs"]["op_attrs"][1][3] = format!("{{\"{huge}\": 1}}").into()),
+        Box::new(|s| s["attrs"]["op_attrs"][1][3] = format!("{{\"{huge}\": \"1\"}}").into()),
+        Box::new(|s| s["attrs"]["op_attrs"][1][3] = format!("{{\"units\": \"{huge}\"}}").into()),
+    ];
+    for (index, mutate) in mutations.iter().enumerate() {
+        let mut mutated = symbol.clone();
+        mutate(&mut mutated);
+        let Err(rejection) = cvm::import(mutated.to_string().as_bytes(), &params_bytes) else {
+            panic!("mutation {index} is accepted");
+        };
+        let message = rejection.error.message;
+        assert!(
+            message.len() < 1024,
+            "{} bytes: {}",
+            message.len(),
+            message.chars().take(300).collect::<String>()
+        );
+    }
 }

@@ -11,4 +11,4 @@ pub mod error;
 pub mod npy;
 pub mod text;
 
-pub use error::{ReadError, read_file};
+pub use error::{FileLimit, ReadError, quote, read_file};

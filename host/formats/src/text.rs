@@ -16,7 +16,7 @@ use cvm_engine::model::{
 use cvm_engine::ops;
 use serde_json::{Map, Value};
 
-use crate::error::ReadError;
+use crate::error::{FileLimit, ReadError, excerpt, quote, read_file};
 use crate::npy;
 
 /// The value of the `format` field this version reads.
@@ -54,7 +54,8 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
         Some(Value::String(format)) if format == TEXT_FORMAT => {}
         Some(other) => {
             return Err(format!(
-                "field \"format\" must be \"{TEXT_FORMAT}\", found {other}"
+                "field \"format\" must be \"{TEXT_FORMAT}\", found {}",
+                excerpt(&other.to_string())
             ));
         }
         None => {
@@ -72,7 +73,7 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
         let fields = object(entry, &what)?;
         check_keys(fields, &["name", "shape", "precision"], &what)?;
         let name = string(fields, "name", &what)?;
-        let what = format!("input \"{name}\"");
+        let what = format!("input {}", quote(&name));
         declare(&mut references, &name, ValueRef::Input(index as u32), &what)?;
         inputs.push(InputDecl {
             shape: shape(fields, "shape", &what)?,
@@ -94,7 +95,7 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
             &what,
         )?;
         let name = string(fields, "name", &what)?;
-        let what = format!("parameter \"{name}\"");
+        let what = format!("parameter {}", quote(&name));
         declare(&mut references, &name, ValueRef::Param(index as u32), &what)?;
         let precision = precision(fields, &what)?;
         let (shape, values) = match (fields.get("data"), fields.get("file")) {
@@ -143,10 +144,10 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
         let fields = object(entry, &what)?;
         check_keys(fields, &["name", "op", "inputs", "attrs"], &what)?;
         let name = string(fields, "name", &what)?;
-        let what = format!("node \"{name}\"");
+        let what = format!("node {}", quote(&name));
         let op_name = string(fields, "op", &what)?;
         let op = ops::by_name(&op_name)
-            .ok_or_else(|| format!("{what}, field \"op\": unknown operator \"{op_name}\""))?;
+            .ok_or_else(|| format!("{what}, field \"op\": unknown operator {}", quote(&op_name)))?;
         let mut node_inputs = Vec::new();
         for (position, reference) in list(fields, "inputs", &what)?.iter().enumerate() {
             let Value::String(reference) = reference else {
@@ -155,7 +156,7 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
                 ));
             };
             node_inputs.push(resolve(&references, reference).ok_or_else(|| {
-                format!("{what}, field \"inputs\"[{position}]: \"{reference}\" names no input, parameter or earlier node")
+                format!("{what}, field \"inputs\"[{position}]: {} names no input, parameter or earlier node", quote(reference))
             })?);
         }
         let mut attrs = Vec::new();
@@ -179,11 +180,12 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
                     .map(|spec| spec.kind);
                 if expected == Some(AttrKind::Fixed) && frac_bits.is_none() {
                     return Err(format!(
-                        "{what}, attribute \"{attr_name}\": converting it needs \"frac_bits\" in 0..=30"
+                        "{what}, attribute {}: converting it needs \"frac_bits\" in 0..=30",
+                        quote(attr_name)
                     ));
                 }
                 let value = attr_value_from_json(json, expected, frac_bits.unwrap_or(0))
-                    .map_err(|err| format!("{what}, attribute \"{attr_name}\": {err}"))?;
+                    .map_err(|err| format!("{what}, attribute {}: {err}", quote(attr_name)))?;
                 attrs.push(Attr {
                     name: attr_name.clone(),
                     value,
@@ -214,7 +216,10 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
             return Err(format!("outputs[{position}]: must be a name string"));
         };
         let value = resolve(&references, reference).ok_or_else(|| {
-            format!("outputs[{position}]: \"{reference}\" names no input, parameter or node")
+            format!(
+                "outputs[{position}]: {} names no input, parameter or node",
+                quote(reference)
+            )
         })?;
         outputs.push(OutputDecl {
             name: reference.clone(),
@@ -291,7 +296,7 @@ pub fn attr_value_from_json(
 /// # Errors
 /// When `text` is not a decimal number or the result does not fit int32.
 pub fn fixed_from_decimal(text: &str, frac_bits: u32) -> Result<i64, String> {
-    let invalid = || format!("{text} is not a decimal number");
+    let invalid = || format!("{} is not a decimal number", quote(text));
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
@@ -310,7 +315,7 @@ pub fn fixed_from_decimal(text: &str, frac_bits: u32) -> Result<i64, String> {
     }
     let digits: String = whole.chars().chain(fraction.chars()).collect();
     let digits = digits.trim_start_matches('0');
-    let too_large = || format!("{text} does not fit int32 in Q({frac_bits})");
+    let too_large = || format!("{} does not fit int32 in Q({frac_bits})", quote(text));
     if digits.len() > 30 {
         return Err(too_large());
     }
@@ -344,8 +349,12 @@ pub fn fixed_from_decimal(text: &str, frac_bits: u32) -> Result<i64, String> {
 }
 
 fn integer(json: &Value) -> Result<i64, String> {
-    json.as_i64()
-        .ok_or_else(|| format!("{json} is not an integer in the 64-bit range"))
+    json.as_i64().ok_or_else(|| {
+        format!(
+            "{} is not an integer in the 64-bit range",
+            excerpt(&json.to_string())
+        )
+    })
 }
 
 fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
@@ -357,7 +366,8 @@ fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, St
 fn check_keys(fields: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), String> {
     match fields.keys().find(|key| !allowed.contains(&key.as_str())) {
         Some(key) => Err(format!(
-            "{what}: unknown field \"{key}\" (allowed: {})",
+            "{what}: unknown field {} (allowed: {})",
+            quote(key),
             allowed.join(", ")
         )),
         None => Ok(()),
@@ -402,7 +412,10 @@ fn shape(fields: &Map<String, Value>, key: &str, what: &str) -> Result<Vec<u32>,
             dim.as_u64()
                 .and_then(|d| u32::try_from(d).ok())
                 .ok_or_else(|| {
-                    format!("{what}, field \"{key}\": {dim} is not a dimension (0..=4294967295)")
+                    format!(
+                        "{what}, field \"{key}\": {} is not a dimension (0..=4294967295)",
+                        excerpt(&dim.to_string())
+                    )
                 })
         })
         .collect()
@@ -414,7 +427,7 @@ fn precision(fields: &Map<String, Value>, what: &str) -> Result<u8, String> {
             .as_u64()
             .and_then(|p| u8::try_from(p).ok())
             .ok_or_else(|| {
-                format!("{what}, field \"precision\": {value} is not a small non-negative integer (validation requires 1..=32)")
+                format!("{what}, field \"precision\": {} is not a small non-negative integer (validation requires 1..=32)", excerpt(&value.to_string()))
             }),
         None => Err(format!("{what}: field \"precision\" is missing")),
     }
@@ -444,8 +457,10 @@ pub fn int32_list(value: &Value, what: &str) -> Result<Vec<i32>, String> {
 /// # Errors
 /// A message naming the file and the problem.
 pub fn read_npy_file(path: &Path) -> Result<npy::NpyArray, String> {
-    let bytes =
-        std::fs::read(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let bytes = read_file(path, FileLimit::TENSOR).map_err(|err| match err {
+        ReadError::Io { source, .. } => format!("cannot read {}: {source}", path.display()),
+        other => other.to_string(),
+    })?;
     npy::read_npy(&bytes).map_err(|err| format!("{}: {err}", path.display()))
 }
 

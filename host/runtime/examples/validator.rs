@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cvm_formats::{cvm, text};
+use cvm_formats::{FileLimit, cvm, read_file, text};
 use cvm_runtime::hash::hex;
 use cvm_runtime::{InputTensor, LoadError, Model, Runtime, RuntimeConfig, Verdict};
 
@@ -142,7 +142,7 @@ fn load(
             }
         }
     } else if path.extension().is_some_and(|ext| ext == "json") {
-        let source = std::fs::read_to_string(path)?;
+        let source = String::from_utf8(read_file(path, FileLimit::MODEL)?)?;
         let model = text::parse_text_model(
             &source,
             &text::base_dir_of(path),
@@ -150,7 +150,7 @@ fn load(
         )?;
         (model.encode(), None)
     } else {
-        (std::fs::read(path)?, None)
+        (read_file(path, FileLimit::MODEL)?, None)
     };
     match runtime.load(&bytes, schedule) {
         Ok(model) => Ok(Loaded::Ready(model, meta)),
@@ -163,7 +163,7 @@ fn load(
 fn read_input(path: &Path, meta: Option<&cvm::CvmMeta>) -> Result<InputTensor, String> {
     match meta {
         Some(meta) if path.extension().is_none_or(|ext| ext != "npy") => {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = read_file(path, FileLimit::TENSOR).map_err(|e| e.to_string())?;
             cvm::decode_input(meta, &bytes, false).map_err(|e| e.to_string())
         }
         _ => {

@@ -27,7 +27,7 @@ use cvm_engine::tensor::TensorType;
 use cvm_engine::tensor::precision_bound;
 use cvm_engine::{Error, ValidatedModel, fail, ops};
 
-use crate::error::{ReadError, read_file};
+use crate::error::{FileLimit, ReadError, quote, read_file};
 use symbol::{NodeKind, SymbolNode};
 pub use symbol::{Postprocess, Symbol, Version};
 
@@ -187,8 +187,8 @@ fn contract(
 /// [`ReadError::Io`] when a file cannot be read.
 pub fn read_dir(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), ReadError> {
     Ok((
-        read_file(&dir.join("symbol"))?,
-        read_file(&dir.join("params"))?,
+        read_file(&dir.join("symbol"), FileLimit::MODEL)?,
+        read_file(&dir.join("params"), FileLimit::MODEL)?,
     ))
 }
 
@@ -262,8 +262,8 @@ fn operator_attrs(
     {
         return Err(Rejection::runtime(at(fail!(
             MissingAttribute,
-            "symbol: node {id} (\"{}\"): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
-            node.name,
+            "symbol: node {id} ({}): {} requires attribute \"{missing}\" (it has no default in the deployed runtime)",
+            quote(&node.name),
             op.name
         ))));
     }
@@ -275,8 +275,10 @@ fn operator_attrs(
         if let Some(problem) = deployed_enum_problem(op.name, key, text) {
             return Err(Rejection::runtime(at(fail!(
                 AttributeType,
-                "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {problem}",
-                node.name
+                "symbol: node {id} ({}): attribute {} = {}: {problem}",
+                quote(&node.name),
+                quote(key),
+                quote(text)
             ))));
         }
         if matches!(op.name, "sum" | "max") && key == "dtype" {
@@ -297,9 +299,10 @@ fn operator_attrs(
             }
             let error = at(fail!(
                 UnknownAttribute,
-                "symbol: node {id} (\"{}\"): {} has no attribute \"{key}\"",
-                node.name,
-                op.name
+                "symbol: node {id} ({}): {} has no attribute {}",
+                quote(&node.name),
+                op.name,
+                quote(key)
             ));
             return Err(if parameterless {
                 error.into()
@@ -310,8 +313,10 @@ fn operator_attrs(
         let value = parse_attr(op.name, key, text, kind).map_err(|message| {
             Rejection::runtime(fail!(
                 AttributeType,
-                "symbol: node {id} (\"{}\"): attribute \"{key}\" = \"{text}\": {message}",
-                node.name
+                "symbol: node {id} ({}): attribute {} = {}: {message}",
+                quote(&node.name),
+                quote(key),
+                quote(text)
             ))
         })?;
         let value = match value {
@@ -356,8 +361,8 @@ fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>], indices: &[u32]) -> Resul
         if !op.arity.accepts(node.inputs.len()) {
             return Err(at(fail!(
                 ArityMismatch,
-                "symbol: node {id} (\"{}\"): {} takes {} inputs, got {}",
-                node.name,
+                "symbol: node {id} ({}): {} takes {} inputs, got {}",
+                quote(&node.name),
                 op.name,
                 op.arity,
                 node.inputs.len()
@@ -391,8 +396,7 @@ fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>], indices: &[u32]) -> Resul
             if declared != ty.dims() {
                 return Err(at(fail!(
                     ShapeMismatch,
-                    "symbol: node {id} (\"{}\") output {output} is declared {declared:?}, but {} computes {}",
-                    node.name,
+                    "symbol: node {id} ({}) output {output} is declared {declared:?}, but {} computes {}", quote(&node.name),
                     op.name,
                     ty.shape
                 ))
@@ -401,8 +405,8 @@ fn infer_declared(graph: &Symbol, attrs: &[Vec<Attr>], indices: &[u32]) -> Resul
             if !(1..=32).contains(&ty.precision) {
                 return Err(at(fail!(
                     PrecisionOverflow,
-                    "symbol: node {id} (\"{}\") output {output} has precision {}, outside 1..=32",
-                    node.name,
+                    "symbol: node {id} ({}) output {output} has precision {}, outside 1..=32",
+                    quote(&node.name),
                     ty.precision
                 ))
                 .into());
@@ -454,9 +458,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         if !seen.insert(node.name.as_str()) {
             return Err(fail!(
                 MalformedModel,
-                "symbol: two variables are named \"{}\": the deployed runtime loads only the first from the params",
-                node.name
-            )
+                "symbol: two variables are named {}: the deployed runtime loads only the first from the params", quote(&node.name))
             .into());
         }
     }
@@ -556,9 +558,7 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         };
         return Err(fail!(
             UnknownOp,
-            "symbol: node {id} (\"{}\"): \"{alias}\" names {target} in the graph checks and the legacy gas, but the deployed runtime has no kernel under that name (\"function undefined\")",
-            node.name
-        )
+            "symbol: node {id} ({}): {} names {target} in the graph checks and the legacy gas, but the deployed runtime has no kernel under that name (\"function undefined\")", quote(&node.name), quote(alias))
         .into());
     }
 
@@ -601,8 +601,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         else {
             return Err(Rejection::runtime(fail!(
                 MalformedModel,
-                "params: \"{}\" is not a variable of the graph",
-                array.name
+                "params: {} is not a variable of the graph",
+                quote(&array.name)
             )));
         };
         check_param(
@@ -618,7 +618,8 @@ pub fn import(symbol_bytes: &[u8], params_bytes: &[u8]) -> Result<CvmModel, Reje
         let array = by_name.get(name.as_str()).ok_or_else(|| {
             fail!(
                 MalformedModel,
-                "params: parameter \"{name}\" of the graph is missing"
+                "params: parameter {} of the graph is missing",
+                quote(name)
             )
         })?;
         let shape = &graph.shapes[entry(id)];
@@ -793,7 +794,7 @@ fn check_memory_plan(
     }
     let describe = |entry: usize| {
         let node = rows.partition_point(|&row| row <= entry) - 1;
-        format!("entry {entry} (\"{}\")", graph.nodes[node].name)
+        format!("entry {entry} ({})", quote(&graph.nodes[node].name))
     };
     let conflict = |kept: usize, written: usize| -> Rejection {
         fail!(
@@ -920,9 +921,7 @@ fn undefined_kernel_behaviour(
             {
                 return Some(fail!(
                     ShapeMismatch,
-                    "symbol: node {id} (\"{}\"): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)",
-                    node.name
-                )
+                    "symbol: node {id} ({}): conv2d {name} {declared:?} disagrees with the weight {weight:?}: the deployed runtime never checks it and overruns memory (undefined behaviour)", quote(&node.name))
                 .at_node(index, &node.name, op.name));
             }
         }
@@ -934,8 +933,7 @@ fn undefined_kernel_behaviour(
         if shape_of(*cond) != shape_of(*x) {
             return Some(fail!(
                 ShapeMismatch,
-                "symbol: node {id} (\"{}\"): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)",
-                node.name,
+                "symbol: node {id} ({}): where with a condition of shape {:?} selecting rows of {:?}: the deployed runtime copies bytes instead of elements (undefined behaviour)", quote(&node.name),
                 shape_of(*cond),
                 shape_of(*x)
             )
@@ -1001,9 +999,10 @@ fn deployed_parameter_check(
         int(key).filter(|&v| v < 1).map(|value| {
             fail!(
                 AttributeOutOfRange,
-                "symbol: node {id} (\"{}\"): {} attribute \"{key}\" = {value} is below its lower bound 1",
-                node.name,
-                op.name
+                "symbol: node {id} ({}): {} attribute {} = {value} is below its lower bound 1",
+                quote(&node.name),
+                op.name,
+                quote(key)
             )
         })
     };
@@ -1013,8 +1012,7 @@ fn deployed_parameter_check(
         (declared != expected).then(|| {
             fail!(
                 ShapeMismatch,
-                "symbol: node {id} (\"{}\"): the {what} is declared {declared:?}, {} needs {expected:?}",
-                node.name,
+                "symbol: node {id} ({}): the {what} is declared {declared:?}, {} needs {expected:?}", quote(&node.name),
                 op.name
             )
         })
@@ -1212,7 +1210,8 @@ fn check_param(array: &params::Array, shape: &[u32], precision: u8) -> Result<()
     if !same_shape(&array.shape, shape) {
         return Err(fail!(
             ShapeMismatch,
-            "params: parameter \"{name}\" has shape {:?}, the graph declares {shape:?}",
+            "params: parameter {} has shape {:?}, the graph declares {shape:?}",
+            quote(name),
             array.shape
         ));
     }
@@ -1226,7 +1225,8 @@ fn check_param(array: &params::Array, shape: &[u32], precision: u8) -> Result<()
     {
         return Err(fail!(
             InvalidParam,
-            "params: parameter \"{name}\": value {value} at index {index} exceeds precision {precision}"
+            "params: parameter {}: value {value} at index {index} exceeds precision {precision}",
+            quote(name)
         ));
     }
     Ok(())
@@ -1248,8 +1248,8 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
             if memory > 1 << 40 {
                 return Err(fail!(
                     LimitExceeded,
-                    "legacy gas: memory exceeds 2^40 at variable \"{}\"",
-                    node.name
+                    "legacy gas: memory exceeds 2^40 at variable {}",
+                    quote(&node.name)
                 ));
             }
             continue;
@@ -1301,24 +1301,24 @@ pub fn legacy_gas(graph: &Symbol) -> Result<u64, Error> {
         if base > 1 << 30 {
             return Err(fail!(
                 LimitExceeded,
-                "legacy gas: node \"{}\" has base cost {base} > 2^30",
-                node.name
+                "legacy gas: node {} has base cost {base} > 2^30",
+                quote(&node.name)
             ));
         }
         ops += base * size(first);
         if ops > 1 << 40 {
             return Err(fail!(
                 LimitExceeded,
-                "legacy gas: operations exceed 2^40 at node \"{}\"",
-                node.name
+                "legacy gas: operations exceed 2^40 at node {}",
+                quote(&node.name)
             ));
         }
         memory += 5 * (first..graph.node_row_ptr[id + 1]).map(size).sum::<u64>();
         if memory > 1 << 40 {
             return Err(fail!(
                 LimitExceeded,
-                "legacy gas: memory exceeds 2^40 at node \"{}\"",
-                node.name
+                "legacy gas: memory exceeds 2^40 at node {}",
+                quote(&node.name)
             ));
         }
     }

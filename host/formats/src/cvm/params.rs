@@ -7,6 +7,7 @@
 use cvm_engine::fail;
 
 use super::{Class, Rejection};
+use crate::error::quote;
 
 /// Magic of the array list.
 pub const LIST_MAGIC: u64 = 0xF7E5_8D4F_0504_9CB7;
@@ -156,15 +157,21 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Array>, Rejection> {
     let mut arrays = Vec::with_capacity(n_names);
     let count = names.len();
     for (index, name) in names.into_iter().enumerate() {
-        let what = |field: &str| format!("{field} of parameter \"{name}\"");
+        let what = |field: &str| format!("{field} of parameter {}", quote(&name));
         let runtime = |message: String| {
             Rejection::runtime(fail!(
                 MalformedModel,
-                "params: parameter \"{name}\": {message}"
+                "params: parameter {}: {message}",
+                quote(&name)
             ))
         };
         let logic = |message: String| -> Rejection {
-            fail!(MalformedModel, "params: parameter \"{name}\": {message}").into()
+            fail!(
+                MalformedModel,
+                "params: parameter {}: {message}",
+                quote(&name)
+            )
+            .into()
         };
         let magic = reader.u64(&what("the array magic"))?;
         if magic != ARRAY_MAGIC {

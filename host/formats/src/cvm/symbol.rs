@@ -7,6 +7,7 @@ use cvm_engine::fail;
 use cvm_engine::{Error, ops};
 
 use super::Rejection;
+use crate::error::{excerpt, quote};
 use serde_json::{Map, Value};
 
 /// Graph format versions.
@@ -144,13 +145,14 @@ fn field<'a>(
 ) -> Result<&'a Value, Rejection> {
     object
         .get(key)
-        .ok_or_else(|| bad(format!("{what}: \"{key}\" is missing")))
+        .ok_or_else(|| bad(format!("{what}: {} is missing", quote(key))))
 }
 
 fn check_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), Rejection> {
     match object.keys().find(|key| !allowed.contains(&key.as_str())) {
         Some(key) => Err(fatal(format!(
-            "{what}: unknown key \"{key}\" (allowed: {})",
+            "{what}: unknown key {} (allowed: {})",
+            quote(key),
             allowed.join(", ")
         ))),
         None => Ok(()),
@@ -221,10 +223,11 @@ fn typed_list<'a>(
             array(list, &format!("attrs.{key}")).map(Some)
         }
         [Value::String(_)] | [Value::String(_), _] | [Value::String(_), _, ..] | [] => {
-            Err(bad(format!("attrs.{key} must be [\"{tag}\", [...]]")))
+            Err(bad(format!("attrs.{key} must be [{}, [...]]", quote(tag))))
         }
         _ => Err(fatal(format!(
-            "attrs.{key} must be [\"{tag}\", [...]] (its tag must be a string)"
+            "attrs.{key} must be [{}, [...]] (its tag must be a string)",
+            quote(tag)
         ))),
     }
 }
@@ -261,7 +264,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         Some(Value::String(v)) if v == "cvm_1.1.0" => Version::V1_1,
         Some(other) => {
             return Err(fatal(format!(
-                "version {other} is not supported (cvm_1.0.0 or cvm_1.1.0)"
+                "version {} is not supported (cvm_1.0.0 or cvm_1.1.0)",
+                excerpt(&other.to_string())
             )));
         }
     };
@@ -314,7 +318,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .as_str()
             .ok_or_else(|| fatal(format!("{what}: \"name\" must be a string")))?
             .to_string();
-        let what = format!("node {id} (\"{name}\")");
+        let what = format!("node {id} ({})", quote(&name));
         let inputs = array(field(object, "inputs", &what)?, &format!("{what} inputs"))?
             .iter()
             .map(|e| entry(e, &format!("{what} inputs")))
@@ -336,7 +340,10 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                     &format!("{what} attrs"),
                 )?;
                 if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
-                    return Err(fatal(format!("{what}: attrs.{key} must be a string")));
+                    return Err(fatal(format!(
+                        "{what}: attrs.{} must be a string",
+                        excerpt(key)
+                    )));
                 }
                 Some(
                     map.get("func_name")
@@ -372,7 +379,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                             node_name: Some(name.clone()),
                             ..fail!(
                                 UnknownOp,
-                                "symbol: {what}: operator \"{func}\" is not known"
+                                "symbol: {what}: operator {} is not known",
+                                quote(func)
                             )
                         }
                     })
@@ -423,15 +431,12 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 match node_row_ptr.get(input).map(|&row| entry_id(row, output)) {
                     Some(entry) if entry < first => Ok(owner(entry)),
                     None => Err(bad(format!(
-                        "node {id} (\"{}\") reads node {input} of {}: the deployed runtime reads past its row pointers (undefined behaviour)",
-                        nodes[id].name,
+                        "node {id} ({}) reads node {input} of {}: the deployed runtime reads past its row pointers (undefined behaviour)", quote(&nodes[id].name),
                         nodes.len()
                     ))),
                     _ => Err(fail!(
                         InvalidReference,
-                        "symbol: node {id} (\"{}\") reads entry ({input}, {output}), which does not come before it: the graph is not in topological order",
-                        nodes[id].name
-                    )
+                        "symbol: node {id} ({}) reads entry ({input}, {output}), which does not come before it: the graph is not in topological order", quote(&nodes[id].name))
                     .into()),
                 }
             })
@@ -499,7 +504,7 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 }
             }
             [Value::String(tag), ..] if !known(tag) => {
-                return Err(fatal(format!("{form}: unknown tag \"{tag}\"")));
+                return Err(fatal(format!("{form}: unknown tag {}", quote(tag))));
             }
             [Value::String(_)] | [] | [Value::String(_), _, _, ..] => {
                 return Err(bad(form.into()));
@@ -603,8 +608,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
     for (id, (node, text)) in nodes.iter_mut().zip(op_attrs).enumerate() {
         let error = |m: &str| {
             fatal(format!(
-                "node {id} (\"{}\"): attrs.op_attrs: {m}",
-                node.name
+                "node {id} ({}): attrs.op_attrs: {m}",
+                quote(&node.name)
             ))
         };
         let text = text.as_str().ok_or_else(|| error("must be a string"))?;
@@ -618,8 +623,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
         if node.kind == NodeKind::Variable && precisions[node_row_ptr[id]] == -1 {
             return Err(fail!(
                 InvalidPrecision,
-                "symbol: variable \"{}\" must declare a precision in 1..=32, not −1",
-                node.name
+                "symbol: variable {} must declare a precision in 1..=32, not −1",
+                quote(&node.name)
             )
             .into());
         }
@@ -652,8 +657,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 NodeKind::Op(_) => "nodes of arg_nodes",
             };
             return Err(fatal(format!(
-                "two {what} are named \"{}\"",
-                nodes[id].name
+                "two {what} are named {}",
+                quote(&nodes[id].name)
             )));
         }
     }
@@ -787,8 +792,8 @@ fn check_storage(
             for &(input, index) in &written_inputs[id] {
                 if storage(input, index)? == written {
                     return Err(bad(format!(
-                        "node {id} (\"{}\"): operator {} writes output {output} into storage id {written} of its input ({input}, {index}); only {} may reuse an input's storage",
-                        node.name,
+                        "node {id} ({}): operator {} writes output {output} into storage id {written} of its input ({input}, {index}); only {} may reuse an input's storage",
+                        quote(&node.name),
                         op.name,
                         IN_PLACE_OPS.join(", ")
                     )));
@@ -873,9 +878,13 @@ fn parse_op_attrs(text: &str) -> Result<BTreeMap<String, String>, String> {
     let object = parsed.as_object().ok_or("not a JSON object")?;
     let mut out = BTreeMap::new();
     for (key, value) in object {
-        let text = value
-            .as_str()
-            .ok_or_else(|| format!("the value of \"{key}\" is {value}, not a string"))?;
+        let text = value.as_str().ok_or_else(|| {
+            format!(
+                "the value of {} is {}, not a string",
+                quote(key),
+                excerpt(&value.to_string())
+            )
+        })?;
         out.insert(key.clone(), text.to_string());
     }
     Ok(out)
