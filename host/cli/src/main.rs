@@ -21,7 +21,7 @@ use cvm_engine::Report;
 use cvm_engine::outcome::Status;
 use cvm_formats::cvm::{self, CvmMeta};
 use cvm_formats::npy;
-use cvm_runtime::hash::{HashAlgorithm, hex, outcome_hash};
+use cvm_runtime::hash::{HashAlgorithm, outcome_hash};
 use cvm_runtime::wasm;
 
 /// Writes to standard output; a closed pipe or a full disk is a node-local failure
@@ -403,7 +403,10 @@ fn main() -> ExitCode {
 
 fn print_report(report: &Report, hash: HashAlgorithm, json: bool) -> Result<(), Failure> {
     if json {
-        outln!("{}", render::report_json(report, hash))
+        let mut stdout = std::io::stdout().lock();
+        render::write_report_json(&mut stdout, report, hash, None)
+            .and_then(|()| stdout.flush())
+            .map_err(|source| Failure::Host(HostError::Output(source)))
     } else {
         out!("{}", render::report_text(report, hash))
     }
@@ -511,13 +514,14 @@ fn run(
         .as_ref()
         .map(|meta| cvm::encode_output(meta.postprocess, outputs, options.big_endian));
     if options.json {
-        let mut value = render::report_json(&report, options.hash);
-        match &cvm_bytes {
-            Some(Ok(bytes)) => value["output_cvm_hex"] = hex(bytes).into(),
-            Some(Err(error)) => value["output_cvm_error"] = error.message.clone().into(),
-            None => {}
-        }
-        outln!("{value}")?;
+        let cvm = cvm_bytes.as_ref().map(|bytes| match bytes {
+            Ok(bytes) => render::CvmOutput::Bytes(bytes),
+            Err(error) => render::CvmOutput::Error(&error.message),
+        });
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        render::write_report_json(&mut stdout, &report, options.hash, cvm)
+            .and_then(|()| stdout.flush())
+            .map_err(|source| Failure::Host(HostError::Output(source)))?;
     } else {
         out!("{}", render::report_text(&report, options.hash))?;
         match &cvm_bytes {

@@ -40,6 +40,74 @@ pub fn report_json(report: &Report, algorithm: HashAlgorithm) -> Value {
     }
 }
 
+/// What `cvm run --json` adds for a CVM model: its output bytes, or why there are none.
+pub enum CvmOutput<'a> {
+    /// The bytes the deployed runtime returns (`"output_cvm_hex"`).
+    Bytes(&'a [u8]),
+    /// Why they cannot be formed (`"output_cvm_error"`).
+    Error(&'a str),
+}
+
+/// Writes [`report_json`]'s object (plus `cvm`'s field) and a line break to `out`, streaming the
+/// output data: memory stays that of the report, whatever the size of its tensors.
+///
+/// # Errors
+/// What writing to `out` fails with.
+pub fn write_report_json(
+    out: &mut impl std::io::Write,
+    report: &Report,
+    algorithm: HashAlgorithm,
+    cvm: Option<CvmOutput<'_>>,
+) -> std::io::Result<()> {
+    let Status::Ok { outputs } = &report.outcome.status else {
+        let mut value = report_json(report, algorithm);
+        if let Some(CvmOutput::Error(message)) = cvm {
+            value["output_cvm_error"] = message.into();
+        }
+        serde_json::to_writer(&mut *out, &value)?;
+        return out.write_all(b"\n");
+    };
+    let hash = hex(&outcome_hash(report, algorithm));
+    write!(
+        out,
+        "{{\"status\":\"ok\",\"gas_used\":{},\"hash\":\"{hash}\",\"outputs\":[",
+        report.outcome.gas_used
+    )?;
+    for (index, (tensor, name)) in outputs.iter().zip(&report.output_names).enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"{\"name\":")?;
+        serde_json::to_writer(&mut *out, name)?;
+        out.write_all(b",\"shape\":")?;
+        serde_json::to_writer(&mut *out, &tensor.shape)?;
+        write!(out, ",\"precision\":{},\"data\":[", tensor.precision)?;
+        for (i, value) in tensor.data.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            write!(out, "{value}")?;
+        }
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"]")?;
+    match cvm {
+        Some(CvmOutput::Bytes(bytes)) => {
+            out.write_all(b",\"output_cvm_hex\":\"")?;
+            for chunk in bytes.chunks(4096) {
+                out.write_all(hex(chunk).as_bytes())?;
+            }
+            out.write_all(b"\"")?;
+        }
+        Some(CvmOutput::Error(message)) => {
+            out.write_all(b",\"output_cvm_error\":")?;
+            serde_json::to_writer(&mut *out, message)?;
+        }
+        None => {}
+    }
+    out.write_all(b"}\n")
+}
+
 /// Up to `limit` bytes in hexadecimal, then an ellipsis with the count left out.
 pub fn hex_preview(bytes: &[u8], limit: usize) -> String {
     let shown = hex(&bytes[..bytes.len().min(limit)]);

@@ -939,3 +939,44 @@ fn a_text_model_with_a_byte_order_mark_is_a_text_model() {
     let with_mark = expect_status(&["estimate", path_str(&path)], 0);
     assert_eq!(plain, with_mark);
 }
+
+/// An output of 2^24 elements (a 4 × 4 tensor tiled 1024 × 1024) printed as JSON in an address
+/// space of 512 MiB: the JSON is streamed, so memory stays that of the tensors, 128 MiB (before,
+/// one JSON value per element took over a gigabyte; at the limit of 2^26 elements, 5 GB).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_large_output_is_printed_as_json_in_bounded_memory() {
+    let model = scratch("tile-2-24.json");
+    std::fs::write(
+        &model,
+        serde_json::json!({
+            "format": "cvm-text/1",
+            "inputs": [{"name": "x", "shape": [4, 4], "precision": 8}],
+            "nodes": [{"name": "y", "op": "tile", "inputs": ["x"], "attrs": {"reps": [1024, 1024]}}],
+            "outputs": ["y"],
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let input = scratch("tile-input.npy");
+    let array = cvm_formats::npy::NpyArray {
+        shape: vec![4, 4],
+        data: (0..16).collect(),
+    };
+    std::fs::write(&input, cvm_formats::npy::write_npy(&array)).expect("write");
+    let command = format!(
+        "ulimit -v 524288 && exec '{}' run '{}' --engine native --input '{}' --json | wc -c",
+        env!("CARGO_BIN_EXE_cvm"),
+        path_str(&model),
+        path_str(&input)
+    );
+    let output = Command::new("sh")
+        .args(["-c", &command])
+        .output()
+        .expect("sh starts");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // 2^24 values of one or two digits, commas, and the envelope.
+    let bytes: u64 = text(&output.stdout).trim().parse().expect("a byte count");
+    assert!(bytes > 2 * (1 << 24), "{bytes} bytes");
+}

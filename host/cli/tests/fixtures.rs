@@ -95,6 +95,17 @@ fn check(case: &Case, wasm: &WasmEngine) -> Result<Value, String> {
 /// Compares a report with the case's expectation; returns the actual JSON for blessing.
 fn compare(case: &Case, report: &Report) -> Result<Value, String> {
     let actual = render::report_json(report, HashAlgorithm::Sha3_256);
+    // `cvm run --json` streams the same object.
+    let mut streamed = Vec::new();
+    render::write_report_json(&mut streamed, report, HashAlgorithm::Sha3_256, None)
+        .map_err(|e| e.to_string())?;
+    let reparsed: Value = serde_json::from_slice(&streamed).map_err(|e| e.to_string())?;
+    if reparsed != actual || streamed.last() != Some(&b'\n') {
+        return Err(format!(
+            "the streamed JSON differs from the report's: {}",
+            String::from_utf8_lossy(&streamed)
+        ));
+    }
     if !cvm_fixtures::blessing() {
         let Some(expected) = &case.expected else {
             return Err("no \"expected\" section; run with CVM_BLESS=1".into());
