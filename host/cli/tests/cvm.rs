@@ -1931,3 +1931,22 @@ fn messages_quote_a_bounded_prefix_of_hostile_strings() {
         );
     }
 }
+
+/// A dimension the reader does not take as an integer is named as such, not as "null".
+#[test]
+fn a_fractional_dimension_is_named_as_not_an_integer() {
+    let (symbol, params_bytes) = example();
+    let text = symbol.to_string().replacen("[1,4]", "[1.5,4]", 1);
+    assert_ne!(text, symbol.to_string(), "the example declares [1,4]");
+    let Err(rejection) = cvm::import(text.as_bytes(), &params_bytes) else {
+        panic!("accepted");
+    };
+    assert!(
+        rejection.error.message.contains(
+            "attrs.shape[0] has a dimension that is not a 64-bit integer (a fraction, an exponent"
+        ),
+        "{}",
+        rejection.error.message
+    );
+    assert_eq!(rejection.class, Class::Runtime);
+}

@@ -277,7 +277,12 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
     let written = match top.get("postprocess") {
         None => Vec::new(),
         Some(Value::String(p)) => super::json::to_bytes(p),
-        Some(other) => return Err(fatal(format!("postprocess {other} is not a string"))),
+        Some(other) => {
+            return Err(fatal(format!(
+                "postprocess {} is not a string",
+                excerpt(&other.to_string())
+            )));
+        }
     };
     let copied = &written[..written.len().min(32)];
     let effective = copied
@@ -583,7 +588,10 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
             .enumerate()
             .find(|(_, t)| t.as_str() != Some("int32"))
         {
-            let error = format!("attrs.dltype[{entry_id}] = {other}: only \"int32\" is supported");
+            let error = format!(
+                "attrs.dltype[{entry_id}] = {}: only \"int32\" is supported",
+                excerpt(&other.to_string())
+            );
             return Err(if other.is_string() {
                 bad(error)
             } else {
@@ -847,7 +855,13 @@ fn check_shape(value: &Value, entry_id: usize) -> Result<Vec<u32>, Rejection> {
         .map(|dim| {
             let d = dim.as_i64().ok_or_else(|| {
                 fatal(format!(
-                    "attrs.shape[{entry_id}] has dimension {dim}, not a 64-bit integer"
+                    "attrs.shape[{entry_id}] has a dimension that is not a 64-bit integer{}",
+                    if dim.is_null() {
+                        // The reader keeps every other bare token as null.
+                        " (a fraction, an exponent, true, false, null or a wider number)".into()
+                    } else {
+                        format!(": {}", excerpt(&dim.to_string()))
+                    }
                 ))
             })?;
             if !(1..=1 << 24).contains(&d) {
