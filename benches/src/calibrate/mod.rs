@@ -347,6 +347,22 @@ const LEAST_BASE: f64 = 100.0;
 /// never becomes free because the rows measured happen not to need it.
 const LEAST_FACTOR: f64 = 0.25;
 
+/// The terms of a fit: a base of at least [`LEAST_BASE`], then `factors` factors of at least
+/// [`LEAST_FACTOR`], each drawn towards 1 (today's rate).
+fn terms(factors: usize) -> Vec<fit::Term> {
+    let base = fit::Term {
+        lower: LEAST_BASE,
+        prior: None,
+    };
+    let factor = fit::Term {
+        lower: LEAST_FACTOR,
+        prior: Some(1.0),
+    };
+    core::iter::once(base)
+        .chain(core::iter::repeat_n(factor, factors))
+        .collect()
+}
+
 /// The prices that fit the `members` of a table row. The terms are the base and one factor per
 /// set of columns the row prices today (its non-zero rates) whose work is proportional over the
 /// members (so that the fit can tell them apart); each factor scales the rates of its columns.
@@ -392,15 +408,7 @@ pub fn propose(rows: &[Row], members: &[usize], medians: &[f64; 4]) -> (u64, Rat
             (x, node_cost(&rows[i], medians))
         })
         .collect();
-    let mut terms = vec![fit::Term {
-        lower: LEAST_BASE,
-        prior: None,
-    }];
-    terms.extend(sets.iter().map(|_| fit::Term {
-        lower: LEAST_FACTOR,
-        prior: Some(1.0),
-    }));
-    let Some(theta) = fit::bounded(&samples, &terms) else {
+    let Some(theta) = fit::bounded(&samples, &terms(sets.len())) else {
         return (row.base, row.rates);
     };
     let mut proposed = rates;
@@ -486,15 +494,7 @@ pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, [u64; 3]) {
             (x, (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas)
         })
         .collect();
-    let mut terms = vec![fit::Term {
-        lower: LEAST_BASE,
-        prior: None,
-    }];
-    terms.extend(rates.iter().map(|_| fit::Term {
-        lower: LEAST_FACTOR,
-        prior: Some(1.0),
-    }));
-    match fit::bounded(&samples, &terms) {
+    match fit::bounded(&samples, &terms(rates.len())) {
         Some(theta) => (
             theta[0].round() as u64,
             [0, 1, 2].map(|k| ((rates[k] as f64 * theta[k + 1]).round() as u64).max(1)),

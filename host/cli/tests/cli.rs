@@ -873,6 +873,20 @@ fn files_past_their_limit_are_refused_before_they_are_read() {
     std::fs::remove_file(&big_tensor).expect("remove");
 }
 
+/// `cvm run --engine native ARGS` (ARGS as shell text, which may pipe the output on) in an
+/// address space of `kib` KiB.
+#[cfg(target_os = "linux")]
+fn native_run_in_address_space(kib: u64, args: &str) -> Output {
+    let command = format!(
+        "ulimit -v {kib} && exec '{}' run --engine native {args}",
+        env!("CARGO_BIN_EXE_cvm")
+    );
+    Command::new("sh")
+        .args(["-c", &command])
+        .output()
+        .expect("sh starts")
+}
+
 /// A stream without end (`/dev/zero`) as an input is read only up to its limit, in bounded
 /// memory: the run is given an address space of 1.5 GiB, three times the tensor file limit.
 #[cfg(target_os = "linux")]
@@ -882,15 +896,10 @@ fn an_endless_input_stream_is_refused_in_bounded_memory() {
         return;
     }
     let model = cnn_model();
-    let command = format!(
-        "ulimit -v 1572864 && exec '{}' run '{}' --engine native --input /dev/zero",
-        env!("CARGO_BIN_EXE_cvm"),
-        path_str(&model)
+    let output = native_run_in_address_space(
+        1_572_864,
+        &format!("'{}' --input /dev/zero", path_str(&model)),
     );
-    let output = Command::new("sh")
-        .args(["-c", &command])
-        .output()
-        .expect("sh starts");
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
@@ -964,16 +973,14 @@ fn a_large_output_is_printed_as_json_in_bounded_memory() {
         data: (0..16).collect(),
     };
     std::fs::write(&input, cvm_formats::npy::write_npy(&array)).expect("write");
-    let command = format!(
-        "ulimit -v 524288 && exec '{}' run '{}' --engine native --input '{}' --json | wc -c",
-        env!("CARGO_BIN_EXE_cvm"),
-        path_str(&model),
-        path_str(&input)
+    let output = native_run_in_address_space(
+        524_288,
+        &format!(
+            "'{}' --input '{}' --json | wc -c",
+            path_str(&model),
+            path_str(&input)
+        ),
     );
-    let output = Command::new("sh")
-        .args(["-c", &command])
-        .output()
-        .expect("sh starts");
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     // 2^24 values of one or two digits, commas, and the envelope.
