@@ -480,7 +480,8 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         .ok_or_else(|| {
             fail!(
                 LimitExceeded,
-                "the model costs more than the {} gas one run may cost",
+                "the model costs {} gas, more than the {} (2^33) one run may cost",
+                total_gas.saturating_add(run_gas),
                 limits::MAX_GAS_PER_RUN
             )
         })?;

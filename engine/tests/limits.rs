@@ -204,11 +204,11 @@ fn peak_memory() {
 }
 
 /// Elements of the input the nodes of [`erfs`] read: small enough that the inputs, the arena and
-/// the output copy fit the memory limit, large enough that 2^40 gas takes fewer than
+/// the output copy fit the memory limit, large enough that `MAX_GAS_PER_RUN` takes fewer than
 /// `MAX_NODES` nodes.
-const ELEMENTS: u64 = 1 << 24;
+const ELEMENTS: u64 = 1 << 12;
 
-/// `nodes` CINN `Erf` nodes (a dear operator, so that 2^40 gas takes few nodes) over x of
+/// `nodes` CINN `Erf` nodes (a dear operator, so that `MAX_GAS_PER_RUN` takes few nodes) over x of
 /// [`ELEMENTS`] elements, the last one the output.
 fn erfs(nodes: u32) -> Model {
     Model {
@@ -291,9 +291,14 @@ fn peak_memory_counts_working_memory() {
         verdict(&proposals_of(14_000_000)).err(),
         Some(ErrorCode::MemoryLimit)
     );
-    // The largest anchor count whose tensors and working memory fit passes; one more fails.
+    // The largest anchor count whose tensors and working memory fit passes the memory check;
+    // one more fails it. The memory limit is checked before the gas total, and that many
+    // anchors cost more than one run may (`gas_per_run`), so the count that fits stops there.
     let largest = (MAX_PEAK_MEMORY_BYTES - 8 - 28 - 40) / 80;
-    assert!(verdict(&proposals_of(u32::try_from(largest).unwrap())).is_ok());
+    assert_eq!(
+        verdict(&proposals_of(u32::try_from(largest).unwrap())).err(),
+        Some(ErrorCode::LimitExceeded)
+    );
     assert_eq!(
         verdict(&proposals_of(u32::try_from(largest + 1).unwrap())).err(),
         Some(ErrorCode::MemoryLimit)

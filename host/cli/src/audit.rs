@@ -73,7 +73,9 @@ pub fn prepare(case: &Case) -> Result<PreparedCase, String> {
     Ok(PreparedCase {
         model,
         inputs,
-        gas_limit: case.gas_limit.unwrap_or(u64::MAX),
+        gas_limit: case
+            .gas_limit
+            .unwrap_or(cvm_engine::limits::MAX_GAS_PER_RUN),
         schedule: case.schedule,
     })
 }

@@ -98,8 +98,10 @@ enum Command {
         /// Engine build to run: wasm (consensus configuration) or native.
         #[arg(long, value_enum, default_value_t = EngineArg::Wasm)]
         engine: EngineArg,
-        /// Stop with OutOfGas when the next node would take gas used past this limit.
-        #[arg(long, value_name = "N", default_value_t = u64::MAX, hide_default_value = true)]
+        /// Stop with OutOfGas when the next node would take gas used past this limit. The default
+        /// is the most gas one run may cost (2^33, about 6 s of wasm time), which every model
+        /// that loads fits.
+        #[arg(long, value_name = "N", default_value_t = cvm_engine::limits::MAX_GAS_PER_RUN)]
         gas_limit: u64,
         /// Hash function over the outcome bytes.
         #[arg(long, value_enum, default_value_t = HashArg::Sha3_256)]

@@ -987,3 +987,60 @@ fn a_large_output_is_printed_as_json_in_bounded_memory() {
     let bytes: u64 = text(&output.stdout).trim().parse().expect("a byte count");
     assert!(bytes > 2 * (1 << 24), "{bytes} bytes");
 }
+
+/// Time is bounded by gas: a valid `non_max_suppression` over 65,536 boxes costs about
+/// 7.7 · 10^10 gas, far past the 2^33 one run may cost (about 6 s of wasm time), and is refused
+/// when it loads, before any work, on both engines; without `--gas-limit` the limit is that
+/// same maximum.
+#[test]
+fn a_model_dearer_than_one_run_may_cost_is_refused_before_it_runs() {
+    use cvm_formats::npy::{NpyArray, write_npy};
+    let model = scratch("nms-65536.json");
+    std::fs::write(
+        &model,
+        r#"{"format": "cvm-text/1",
+            "inputs": [{"name": "x", "shape": [1, 65536, 6], "precision": 16},
+                       {"name": "v", "shape": [1], "precision": 8}],
+            "nodes": [{"name": "y", "op": "non_max_suppression", "inputs": ["x", "v"]}],
+            "outputs": ["y"]}"#,
+    )
+    .expect("write model");
+    let boxes = scratch("nms-65536-x.npy");
+    let valid = scratch("nms-65536-v.npy");
+    let array = |shape: Vec<u32>, len: usize| {
+        write_npy(&NpyArray {
+            shape,
+            data: vec![1; len],
+        })
+    };
+    std::fs::write(&boxes, array(vec![1, 65536, 6], 65536 * 6)).expect("write x");
+    std::fs::write(&valid, array(vec![1], 1)).expect("write v");
+    let x = format!("x={}", path_str(&boxes));
+    let v = format!("v={}", path_str(&valid));
+    for engine in ["native", "wasm"] {
+        let report = run_json(
+            &[
+                "run",
+                path_str(&model),
+                "--input",
+                &x,
+                "--input",
+                &v,
+                "--engine",
+                engine,
+                "--json",
+            ],
+            1,
+        );
+        assert_eq!(report["status"], "error", "{report}");
+        assert_eq!(report["error"]["code"], "LimitExceeded", "{report}");
+        assert_eq!(report["gas_used"], 0, "{report}");
+        let message = report["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("more than the 8589934592 (2^33) one run may cost"),
+            "{message}"
+        );
+    }
+    let help = expect_status(&["run", "--help"], 0);
+    assert!(help.contains("[default: 8589934592]"), "{help}");
+}

@@ -24,7 +24,7 @@ use cvm_runtime::hash::hex;
 use cvm_runtime::{InputTensor, LoadError, Model, Runtime, RuntimeConfig, Verdict};
 
 /// The gas limit of every run: a replay charges what the block paid for, here the engine's cap.
-const GAS_LIMIT: u64 = 1 << 40;
+const GAS_LIMIT: u64 = cvm_engine::limits::MAX_GAS_PER_RUN;
 
 /// A model as the list names it, loaded once, or its deterministic rejection.
 enum Loaded {

@@ -478,7 +478,7 @@ impl Exports {
 }
 
 /// Fuel for a call handling `bytes` bytes of request and at most `gas` gas. With
-/// `MAX_GAS_PER_RUN` = 2^40 and requests below 4 GiB the sum stays far below `u64::MAX`.
+/// `MAX_GAS_PER_RUN` = 2^33 and requests below 4 GiB the sum stays far below `u64::MAX`.
 pub fn fuel_for(bytes: usize, gas: u64) -> u64 {
     let gas = gas.min(cvm_engine::limits::MAX_GAS_PER_RUN);
     FUEL_BASE + (bytes as u64) * FUEL_PER_BYTE + gas * FUEL_PER_GAS
