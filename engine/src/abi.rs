@@ -14,6 +14,14 @@
 //!    `Vec<InputTensor>`). The reply holds the [`Report`]. Status 0: a report was produced;
 //!    status 1: no model is loaded.
 //! 4. `cvm_reply_ptr()` and `cvm_reply_len()` locate the latest reply, valid until the next call.
+//! 5. `cvm_peak_memory_bytes() -> u64` is the loaded model's planned peak of tensor memory
+//!    ([`ValidatedModel::peak_memory_bytes`]; 0 when none is loaded), from which a host derives
+//!    how far a run may grow the memory.
+//!
+//! Memory of a run: the request's bytes are freed once the inputs are decoded, before the run,
+//! and the previous reply before the run; the reply is reserved at its exact length once the
+//! run's arena is gone. So a run adds to the loaded model the request, then the buffers of its
+//! plan, then the reply, and the freed space of each step serves the next.
 //!
 //! Safety rests on two facts: wasm32 here has no threads (the module is instantiated without
 //! shared memory), so the global state is never accessed concurrently; and the host passes back
@@ -37,8 +45,8 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
 }
 
 /// Version of this export protocol; a host refuses modules of another version. Version 3: the
-/// gas schedule version is a required argument of `cvm_load`.
-pub const ABI_VERSION: u32 = 3;
+/// gas schedule version is a required argument of `cvm_load`; version 4: `cvm_peak_memory_bytes`.
+pub const ABI_VERSION: u32 = 4;
 
 struct State {
     model: Option<ValidatedModel>,
@@ -70,11 +78,21 @@ unsafe fn take_buffer(ptr: u32, len: u32) -> Vec<u8> {
     unsafe { Vec::from_raw_parts(ptr as *mut u8, len as usize, len.max(1) as usize) }
 }
 
+/// Frees the previous reply, so that its memory serves the next call.
+fn forget_reply() {
+    STATE.0.borrow_mut().reply = Vec::new();
+}
+
+/// Encodes `report` as the reply, in a buffer of exactly its length.
 fn reply(report: &Report) {
-    let mut state = STATE.0.borrow_mut();
-    state.reply.clear();
+    let mut reply = Vec::new();
+    if let Ok(len) = borsh::object_length(report) {
+        // Without the room, writing grows the vector as usual.
+        let _ = reply.try_reserve_exact(len);
+    }
     // Writing into a Vec cannot fail.
-    let _ = borsh::to_writer(&mut state.reply, report);
+    let _ = borsh::to_writer(&mut reply, report);
+    STATE.0.borrow_mut().reply = reply;
 }
 
 /// The export protocol's version.
@@ -124,6 +142,7 @@ fn keep_loaded(
     load: impl FnOnce(&[u8]) -> Result<ValidatedModel, Box<Report>>,
 ) -> u32 {
     STATE.0.borrow_mut().model = None;
+    forget_reply();
     let loaded = load(&bytes);
     drop(bytes);
     match loaded {
@@ -149,16 +168,32 @@ fn keep_loaded(
 pub unsafe extern "C" fn cvm_run(ptr: u32, len: u32, gas_limit: u64) -> u32 {
     // SAFETY: forwarded contract.
     let bytes = unsafe { take_buffer(ptr, len) };
+    forget_reply();
+    let inputs = crate::decode_inputs(&bytes);
+    drop(bytes);
     let report = {
         let state = STATE.0.borrow();
-        match &state.model {
-            Some(model) => crate::run_encoded(model, &bytes, gas_limit),
-            None => return 1,
+        let Some(model) = &state.model else {
+            return 1;
+        };
+        match inputs {
+            Ok(inputs) => crate::run(model, inputs, gas_limit),
+            Err(error) => Report::failure(error, 0),
         }
     };
-    drop(bytes);
     reply(&report);
     0
+}
+
+/// The loaded model's planned peak of tensor memory in bytes; 0 when no model is loaded.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_peak_memory_bytes() -> u64 {
+    STATE
+        .0
+        .borrow()
+        .model
+        .as_ref()
+        .map_or(0, |model| model.peak_memory_bytes)
 }
 
 /// Address of the latest reply.

@@ -188,13 +188,16 @@ impl Error {
     }
 
     /// The same failure, attributed to node number `node` called `name`, its message prefixed
-    /// with the node's name and operator.
+    /// with the node's name and operator. The message names the node by its name only (names
+    /// are unique): its number is the node's index in the canonical model, which differs from
+    /// the numbering of the file a model was read from (a CVM symbol counts its inputs and
+    /// parameters as nodes), so a number here would give one node two numbers.
     #[must_use]
     pub fn at_node(mut self, node: u32, name: &str, op: &str) -> Error {
         if self.node.is_none() {
             self.node = Some(node);
             self.node_name = Some(String::from(name));
-            self.message = alloc::format!("node \"{name}\" (#{node}, {op}): {}", self.message);
+            self.message = alloc::format!("node \"{name}\" ({op}): {}", self.message);
         }
         self
     }

@@ -146,15 +146,23 @@ pub fn defined_schedule_versions() -> String {
 
 /// Runs with inputs given as borsh bytes of `Vec<InputTensor>` (the ABI's encoding).
 pub fn run_encoded(model: &ValidatedModel, input_bytes: &[u8], gas_limit: u64) -> Report {
-    if let Some(inputs) = exec::decode_inputs(input_bytes) {
-        return run(model, inputs, gas_limit);
-    }
-    // Not a valid encoding: borsh names what is wrong.
-    match borsh::from_slice::<Vec<InputTensor>>(input_bytes) {
+    match decode_inputs(input_bytes) {
         Ok(inputs) => run(model, inputs, gas_limit),
-        Err(err) => Report::failure(
-            fail!(MalformedInput, "input bytes cannot be decoded: {err}"),
-            0,
-        ),
+        Err(error) => Report::failure(error, 0),
     }
+}
+
+/// Decodes inputs given as borsh bytes of `Vec<InputTensor>` (the ABI's encoding), so that a
+/// caller can free the bytes before running.
+///
+/// # Errors
+/// [`ErrorCode::MalformedInput`] when the bytes are not such an encoding; the message says
+/// what is wrong and at which byte.
+pub fn decode_inputs(input_bytes: &[u8]) -> Result<Vec<InputTensor>> {
+    if let Some(inputs) = exec::decode_inputs(input_bytes) {
+        return Ok(inputs);
+    }
+    // Not a valid encoding: borsh names what is wrong, the reader where.
+    model::decode_borsh::<Vec<InputTensor>>(input_bytes, 0)
+        .map_err(|err| fail!(MalformedInput, "input bytes cannot be decoded: {err}"))
 }

@@ -236,8 +236,8 @@ impl Model {
                 "model format version {version} is not supported (this engine reads {FORMAT_VERSION})"
             ));
         }
-        let body = &bytes[MAGIC.len() + 4..];
-        borsh::from_slice::<Model>(body)
+        let header = MAGIC.len() + 4;
+        decode_borsh::<Model>(&bytes[header..], header)
             .map_err(|err| fail!(MalformedModel, "model body cannot be decoded: {err}"))
     }
 
@@ -249,6 +249,75 @@ impl Model {
         // Writing into a Vec cannot fail.
         let _ = borsh::to_writer(&mut bytes, self);
         bytes
+    }
+}
+
+/// Decodes `bytes` as one borsh value filling them exactly, as `borsh::from_slice` does; on
+/// failure the message also says where: the byte (counted from `base`, the offset of `bytes` in
+/// what the user supplied) at which the value that could not be read starts, or how many bytes
+/// follow the value.
+///
+/// # Errors
+/// The message, for a `MalformedModel` or `MalformedInput` failure.
+pub(crate) fn decode_borsh<T: BorshDeserialize>(
+    bytes: &[u8],
+    base: usize,
+) -> core::result::Result<T, String> {
+    // The slice reader is the fast path; a failure is decoded again to find where it stopped.
+    let error = match borsh::from_slice::<T>(bytes) {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    let mut reader = Tracked {
+        bytes,
+        position: 0,
+        start: 0,
+    };
+    let end = base + bytes.len();
+    match T::deserialize_reader(&mut reader) {
+        Err(_) => Err(alloc::format!(
+            "{error}, in the value at byte {} (of {end})",
+            base + reader.start
+        )),
+        Ok(_) => Err(alloc::format!(
+            "{} bytes follow the end of the value at byte {} (of {end})",
+            bytes.len() - reader.position,
+            base + reader.position
+        )),
+    }
+}
+
+/// A reader over bytes that remembers where the latest read started.
+struct Tracked<'a> {
+    bytes: &'a [u8],
+    /// Bytes read so far.
+    position: usize,
+    /// Where the latest read started.
+    start: usize,
+}
+
+impl borsh::io::Read for Tracked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> borsh::io::Result<usize> {
+        self.start = self.position;
+        let rest = self.bytes.get(self.position..).unwrap_or_default();
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.position += n;
+        Ok(n)
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> borsh::io::Result<()> {
+        self.start = self.position;
+        let end = self.position.saturating_add(buf.len());
+        let Some(taken) = self.bytes.get(self.position..end) else {
+            return Err(borsh::io::Error::new(
+                borsh::io::ErrorKind::UnexpectedEof,
+                "the bytes end inside a value",
+            ));
+        };
+        buf.copy_from_slice(taken);
+        self.position = end;
+        Ok(())
     }
 }
 
@@ -312,6 +381,35 @@ mod tests {
                 value: ValueRef::Node { node: 0, output: 0 },
             }],
         }
+    }
+
+    #[test]
+    fn decoding_failures_say_where() {
+        let bytes = sample().encode();
+        let message = |bytes: &[u8]| match Model::decode(bytes) {
+            Err(error) => error.message,
+            Ok(_) => panic!("decoded"),
+        };
+        // Cut off the last byte (the output's index): the message names the byte where the
+        // value that cannot be read starts, counted in the whole model.
+        let cut = bytes.len() - 1;
+        let truncated = message(&bytes[..cut]);
+        assert!(
+            truncated.contains(&alloc::format!("in the value at byte {cut} (of {cut})")),
+            "{truncated}"
+        );
+        // Bytes after the model.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0, 0]);
+        let trailing = message(&longer);
+        assert!(
+            trailing.contains(&alloc::format!(
+                "2 bytes follow the end of the value at byte {} (of {})",
+                bytes.len(),
+                bytes.len() + 2
+            )),
+            "{trailing}"
+        );
     }
 
     #[test]

@@ -499,8 +499,8 @@ fn run(
     let report = execute_timed(
         options.engine,
         wasm.as_ref(),
-        &bytes,
-        &inputs,
+        bytes,
+        inputs,
         options.gas_limit,
         options.schedule,
         timings,
@@ -596,11 +596,13 @@ fn write_outputs(
                 .unwrap_or_default();
             path.with_file_name(format!("{stem}_{index}.npy"))
         };
-        let bytes = npy::write_npy(&npy::NpyArray {
-            shape: tensor.shape.clone(),
-            data: tensor.data.clone(),
+        // Streamed: the file is written in blocks, never held whole in memory.
+        let written = std::fs::File::create(&target).and_then(|file| {
+            let mut file = std::io::BufWriter::new(file);
+            npy::write_npy_to(&mut file, &tensor.shape, &tensor.data)?;
+            file.flush()
         });
-        std::fs::write(&target, bytes).map_err(|source| HostError::io(&target, source))?;
+        written.map_err(|source| HostError::io(&target, source))?;
     }
     Ok(())
 }

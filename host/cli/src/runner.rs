@@ -14,7 +14,7 @@ use crate::error::HostError;
 use cvm_formats::cvm::{self, CvmMeta, CvmModel};
 use cvm_formats::text;
 use cvm_formats::{FileLimit, read_file};
-use cvm_runtime::wasm::{WasmEngine, decode_reply};
+use cvm_runtime::wasm::WasmEngine;
 
 /// Which engine build executes the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,40 +58,45 @@ pub fn execute(
     execute_timed(
         engine,
         wasm,
-        model,
-        inputs,
+        model.to_vec(),
+        inputs.to_vec(),
         gas_limit,
         schedule,
         &mut Timings::default(),
     )
 }
 
-/// [`execute`], recording the duration of each phase in `timings`: natively `model load`
-/// (decode + validate), `input encoding` and `run`; in wasm `engine compile` (only without
-/// `wasm`), `instantiate`, `model load`, `input encoding`, `run` and `report decoding`.
+/// [`execute`], taking the model's bytes and the inputs so that each is freed as soon as the
+/// engine holds its own copy (what `cvm run` does, so that its peak memory is the engine's), and
+/// recording the duration of each phase in `timings`: natively `model load` (decode +
+/// validate) and `run`; in wasm `engine compile` (only without `wasm`), `instantiate`,
+/// `model load`, `input encoding` (written straight into the engine's memory), `run` and
+/// `report decoding` (read where it lies in the engine's memory).
 ///
 /// # Errors
 /// As [`execute`].
 pub fn execute_timed(
     engine: EngineKind,
     wasm: Option<&WasmEngine>,
-    model: &[u8],
-    inputs: &[InputTensor],
+    model: Vec<u8>,
+    inputs: Vec<InputTensor>,
     gas_limit: u64,
     schedule: u32,
     timings: &mut Timings,
 ) -> Result<Report, HostError> {
     match engine {
         EngineKind::Native => {
-            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(model, schedule));
+            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(&model, schedule));
+            drop(model);
             let validated = match validated {
                 Ok(validated) => validated,
                 Err(report) => return Ok(*report),
             };
-            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
-            Ok(timings.time(phase::RUN, || {
-                cvm_engine::run_encoded(&validated, &encoded, gas_limit)
-            }))
+            let report = timings.time(phase::RUN, || {
+                cvm_engine::run(&validated, inputs, gas_limit)
+            });
+            timings.record_memory(validated.peak_memory_bytes, None);
+            Ok(report)
         }
         EngineKind::Wasm => {
             let owned;
@@ -103,14 +108,16 @@ pub fn execute_timed(
                 }
             };
             let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
-            if let Some(report) =
-                timings.time(phase::MODEL_LOAD, || session.load(model, schedule))?
-            {
+            let rejected = timings.time(phase::MODEL_LOAD, || session.load(&model, schedule))?;
+            drop(model);
+            if let Some(report) = rejected {
                 return Ok(report);
             }
-            let encoded = timings.time(phase::INPUT_ENCODING, || encode_inputs(inputs));
-            let reply = timings.time(phase::RUN, || session.run_to_reply(&encoded, gas_limit))?;
-            Ok(timings.time(phase::REPORT_DECODING, || decode_reply(&reply))?)
+            let request = timings.time(phase::INPUT_ENCODING, || session.put_inputs(&inputs))?;
+            drop(inputs);
+            timings.time(phase::RUN, || session.run_request(request, gas_limit))?;
+            timings.record_memory(session.planned_bytes(), Some(session.memory_bytes()));
+            Ok(timings.time(phase::REPORT_DECODING, || session.report())?)
         }
     }
 }
@@ -129,7 +136,7 @@ pub mod phase {
     pub const INSTANTIATE: &str = "instantiate";
     /// Decoding and validating the model in the engine.
     pub const MODEL_LOAD: &str = "model load";
-    /// Borsh-encoding the inputs.
+    /// Writing the inputs into the engine's memory as its request (wasm only).
     pub const INPUT_ENCODING: &str = "input encoding";
     /// The run (in wasm: up to the reply's bytes).
     pub const RUN: &str = "run";
@@ -144,6 +151,10 @@ pub mod phase {
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
     phases: Vec<(&'static str, Duration)>,
+    /// The loaded model's planned peak of tensor memory, in bytes.
+    planned_bytes: Option<u64>,
+    /// The wasm engine's linear memory after the run, in bytes.
+    engine_bytes: Option<usize>,
 }
 
 impl Timings {
@@ -165,8 +176,18 @@ impl Timings {
         &self.phases
     }
 
+    /// Records the loaded model's planned peak of tensor memory and, in wasm, the size of the
+    /// engine's linear memory after the run.
+    pub fn record_memory(&mut self, planned_bytes: u64, engine_bytes: Option<usize>) {
+        self.planned_bytes = Some(planned_bytes);
+        self.engine_bytes = engine_bytes;
+    }
+
     /// One line per phase, `timing: <phase> <milliseconds> ms` with three decimals, then the
-    /// sum of the phases.
+    /// sum of the phases; then what is known of memory: `memory: planned peak <N> bytes` (the
+    /// model's plan, as `cvm estimate` prints it), `memory: engine <N> bytes` (the wasm engine's
+    /// linear memory after the run) and `memory: peak resident <N> KiB` (the process's high-water
+    /// mark of resident memory so far, where the system reports it: Linux's `VmHWM`).
     pub fn render(&self) -> String {
         let mut out = String::new();
         for (phase, duration) in &self.phases {
@@ -181,8 +202,30 @@ impl Timings {
             "total",
             millis(total)
         ));
+        if let Some(planned) = self.planned_bytes {
+            out.push_str(&format!("memory: planned peak {planned} bytes\n"));
+        }
+        if let Some(engine) = self.engine_bytes {
+            out.push_str(&format!("memory: engine {engine} bytes\n"));
+        }
+        if let Some(resident) = peak_resident_kib() {
+            out.push_str(&format!("memory: peak resident {resident} KiB\n"));
+        }
         out
     }
+}
+
+/// The process's high-water mark of resident memory in KiB (`VmHWM` of `/proc/self/status`);
+/// `None` where the system does not report it.
+pub fn peak_resident_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// `duration` in milliseconds with three decimals (integer arithmetic).

@@ -282,7 +282,7 @@ fn version_names_the_schedules_and_the_engine_hash() {
             schedules.join(", "),
             Schedule::NEWEST.version
         ),
-        "engine ABI version     3".to_string(),
+        "engine ABI version     4".to_string(),
         format!(
             "engine.wasm sha3-256   {} ({} bytes, the pinned module)",
             cvm_runtime::wasm::engine_wasm_sha3(),
@@ -986,6 +986,24 @@ fn a_large_output_is_printed_as_json_in_bounded_memory() {
     // 2^24 values of one or two digits, commas, and the envelope.
     let bytes: u64 = text(&output.stdout).trim().parse().expect("a byte count");
     assert!(bytes > 2 * (1 << 24), "{bytes} bytes");
+    // Written as `.npy`, streamed too: in 320 MiB, the run's 128 MiB of tensors and the report's
+    // copy of the output, but no encoded copy of the file.
+    let npy = scratch("tile-output.npy");
+    let output = native_run_in_address_space(
+        327_680,
+        &format!(
+            "'{}' --input '{}' --output '{}'",
+            path_str(&model),
+            path_str(&input),
+            path_str(&npy)
+        ),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written = std::fs::read(&npy).expect("the output file");
+    let array = cvm_formats::npy::read_npy(&written).expect("an .npy file");
+    assert_eq!(array.shape, [4096, 4096]);
+    assert_eq!(&array.data[..6], &[0, 1, 2, 3, 0, 1]);
+    let _ = std::fs::remove_file(&npy);
 }
 
 /// Time is bounded by gas: a valid `non_max_suppression` over 65,536 boxes costs about

@@ -201,3 +201,40 @@ fn corrupted_models_are_handled_identically() {
         "only {rejected} of 300 corruptions were rejected"
     );
 }
+
+/// The run's memory cap is derived from the model's plan, but an input far larger than the plan
+/// (here 2^24 values, 64 MiB, for a model planned at a few kilobytes) is still the deterministic
+/// `InputShape` outcome in wasm, as natively, never a memory failure of the node; and a session
+/// serves a correct run afterwards, its memory capped again from the plan.
+#[test]
+fn an_input_far_beyond_the_plan_is_an_outcome_not_a_memory_failure() {
+    let wasm = WasmEngine::new().unwrap();
+    let mut session = wasm.session().unwrap();
+    assert!(session.load(&cnn(), SCHEDULE).unwrap().is_none());
+    let planned = session.planned_bytes();
+    assert!(planned > 0 && planned < 1 << 20, "{planned}");
+    let huge = InputTensor {
+        shape: vec![1, 1, 4096, 4096],
+        data: vec![1; 1 << 24],
+    };
+    let in_wasm = session
+        .run_inputs(std::slice::from_ref(&huge), u64::MAX)
+        .expect("an outcome");
+    let native = execute(
+        EngineKind::Native,
+        None,
+        &cnn(),
+        &[huge],
+        u64::MAX,
+        SCHEDULE,
+    )
+    .unwrap();
+    assert_eq!(
+        in_wasm.error_code(),
+        Some(ErrorCode::InputShape),
+        "{in_wasm:?}"
+    );
+    assert_eq!(in_wasm, native);
+    let after = session.run_inputs(&[image(3)], u64::MAX).unwrap();
+    assert_eq!(after.error_code(), None, "{after:?}");
+}

@@ -164,6 +164,14 @@ fn section(id: u8, contents: &[u8]) -> Vec<u8> {
 /// (each from the ABI, with its signature), every function returning `version`.
 fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     assert!(version < 64 && names.len() < 16);
+    // `cvm_peak_memory_bytes` returns an i64 (0x7e), every other export an i32 (0x7f).
+    let result = |name: &str| {
+        if name == "cvm_peak_memory_bytes" {
+            0x7e
+        } else {
+            0x7f
+        }
+    };
     let signature = |name: &str| -> Vec<u8> {
         let params: &[u8] = match name {
             "cvm_alloc" => &[0x7f],
@@ -173,7 +181,12 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
             "cvm_run" => &[0x7f, 0x7f, 0x7e],
             _ => &[],
         };
-        [&[0x60, params.len() as u8][..], params, &[0x01, 0x7f]].concat()
+        [
+            &[0x60, params.len() as u8][..],
+            params,
+            &[0x01, result(name)],
+        ]
+        .concat()
     };
     let count = names.len() as u8;
     let types: Vec<u8> = names.iter().flat_map(|name| signature(name)).collect();
@@ -186,8 +199,17 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
         exports.extend_from_slice(name.as_bytes());
         exports.extend_from_slice(&[0x00, index as u8]);
     }
-    let body = [0x04, 0x00, 0x41, version, 0x0b];
-    let code: Vec<u8> = names.iter().flat_map(|_| body).collect();
+    // i32.const or i64.const `version`.
+    let body = |name: &str| {
+        [
+            0x04,
+            0x00,
+            if result(name) == 0x7e { 0x42 } else { 0x41 },
+            version,
+            0x0b,
+        ]
+    };
+    let code: Vec<u8> = names.iter().flat_map(|name| body(name)).collect();
     [
         &b"\0asm\x01\0\0\0"[..],
         &section(1, &[&[count][..], &types].concat()),
@@ -199,8 +221,9 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     .concat()
 }
 
-/// The exports of ABI versions 1 and 3 (`cvm_load` takes the schedule version from 3 on).
-const EXPORTS: [&str; 7] = [
+/// The exports of ABI version 4 (`cvm_load` takes the schedule version from 3 on,
+/// `cvm_peak_memory_bytes` is new in 4).
+const EXPORTS: [&str; 8] = [
     "cvm_abi_version",
     "cvm_alloc",
     "cvm_free",
@@ -208,20 +231,29 @@ const EXPORTS: [&str; 7] = [
     "cvm_run",
     "cvm_reply_ptr",
     "cvm_reply_len",
+    "cvm_peak_memory_bytes",
 ];
 
 #[test]
 fn the_host_refuses_other_abi_versions_and_needs_the_schedule_argument() {
-    assert_eq!(ABI_VERSION, 3);
-    // An engine of ABI version 2 is refused for its version.
-    let old = WasmEngine::from_module_bytes(&stand_in_module(2, &EXPORTS)).unwrap();
-    let error = old.session().err().expect("refused").to_string();
-    assert!(
-        error.contains("engine.wasm speaks ABI version 2, this host speaks 3"),
-        "{error}"
-    );
-    // Version 3 with `cvm_load` taking the version: accepted.
-    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(3, &EXPORTS)).unwrap();
+    assert_eq!(ABI_VERSION, 4);
+    // Engines of ABI versions 2 and 3 are refused for their version.
+    for version in [2, 3] {
+        let old = WasmEngine::from_module_bytes(&stand_in_module(version, &EXPORTS[..7])).unwrap();
+        let error = old.session().err().expect("refused").to_string();
+        assert!(
+            error.contains(&format!(
+                "engine.wasm speaks ABI version {version}, this host speaks 4"
+            )),
+            "{error}"
+        );
+    }
+    // Version 4 with `cvm_load` taking the version and the plan's export: accepted.
+    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(4, &EXPORTS)).unwrap();
     assert!(stand_in.session().is_ok());
     assert!(WasmEngine::new().unwrap().session().is_ok());
+    // Version 4 without `cvm_peak_memory_bytes`: refused, naming the export.
+    let partial = WasmEngine::from_module_bytes(&stand_in_module(4, &EXPORTS[..7])).unwrap();
+    let error = partial.session().err().expect("refused").to_string();
+    assert!(error.contains("cvm_peak_memory_bytes"), "{error}");
 }

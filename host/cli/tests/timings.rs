@@ -99,7 +99,6 @@ fn timings_name_each_phase_on_stderr_and_leave_stdout_alone() {
             "read model",
             "read inputs",
             "model load",
-            "input encoding",
             "run",
             "hashing",
             "total"

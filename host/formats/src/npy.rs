@@ -227,19 +227,48 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
 /// `.npy` version; its length field is saturated and the file will not read back.
 #[must_use]
 pub fn write_npy(array: &NpyArray) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Writing into a vector cannot fail.
+    let _ = write_npy_to(&mut out, &array.shape, &array.data);
+    out
+}
+
+/// [`write_npy`] into `writer`, the values written in blocks: the memory it takes is a block's,
+/// whatever the array's size.
+///
+/// # Errors
+/// The writer's.
+pub fn write_npy_to<W: std::io::Write>(
+    writer: &mut W,
+    shape: &[u32],
+    data: &[i32],
+) -> std::io::Result<()> {
+    writer.write_all(&npy_header(shape))?;
+    let mut block = [0u8; 4 * 1024];
+    for values in data.chunks(1024) {
+        for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
+            *bytes = value.to_le_bytes();
+        }
+        writer.write_all(&block[..4 * values.len()])?;
+    }
+    Ok(())
+}
+
+/// The preamble and padded header of an int32 C-order `.npy` file of `shape`.
+fn npy_header(shape: &[u32]) -> Vec<u8> {
     let mut header = String::from("{'descr': '<i4', 'fortran_order': False, 'shape': (");
-    for (axis, dim) in array.shape.iter().enumerate() {
+    for (axis, dim) in shape.iter().enumerate() {
         if axis > 0 {
             header.push_str(", ");
         }
         header.push_str(&dim.to_string());
     }
-    if array.shape.len() == 1 {
+    if shape.len() == 1 {
         // A one-element Python tuple needs its trailing comma.
         header.push(',');
     }
     header.push_str("), }");
-    if let Some(first_dim) = array.shape.first() {
+    if let Some(first_dim) = shape.first() {
         let digits = first_dim.to_string().len();
         header.push_str(&" ".repeat(GROWTH_AXIS_MAX_DIGITS.saturating_sub(digits)));
     }
@@ -251,12 +280,7 @@ pub fn write_npy(array: &NpyArray) -> Vec<u8> {
         Ok(_) => (1u8, 10usize, header_len_v1),
         Err(_) => (2u8, 12, padded_header_len(header.len(), 12)),
     };
-    let data_len = array.data.len().saturating_mul(4);
-    let mut out = Vec::with_capacity(
-        preamble_len
-            .saturating_add(padded_len)
-            .saturating_add(data_len),
-    );
+    let mut out = Vec::with_capacity(preamble_len.saturating_add(padded_len));
     out.extend_from_slice(MAGIC);
     out.push(version_major);
     out.push(0);
@@ -269,9 +293,6 @@ pub fn write_npy(array: &NpyArray) -> Vec<u8> {
     let padding = padded_len.saturating_sub(header.len()).saturating_sub(1);
     out.resize(out.len().saturating_add(padding), b' ');
     out.push(b'\n');
-    for value in &array.data {
-        out.extend_from_slice(&value.to_le_bytes());
-    }
     out
 }
 

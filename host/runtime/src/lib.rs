@@ -175,13 +175,11 @@ impl Model {
     /// # Errors
     /// [`NodeError`] when this node's wasm runtime fails (never for the model's own errors).
     pub fn run(&self, inputs: &[InputTensor], gas_limit: u64) -> Result<Verdict, NodeError> {
-        let encoded = borsh::to_vec(inputs)
-            .map_err(|error| NodeError::Request(format!("encoding the inputs: {error}")))?;
         let mut session = match self.take_idle() {
             Some(session) => session,
             None => self.fresh_session()?,
         };
-        let report = session.run(&encoded, gas_limit)?;
+        let report = session.run_inputs(inputs, gas_limit)?;
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cvm_engine::Report;
+use cvm_engine::{InputTensor, Report};
 use sha3::{Digest, Sha3_256};
 use wasmtime::{
     Config, Engine, Instance, Memory, Module, OptLevel, Store, StoreLimits, StoreLimitsBuilder,
@@ -46,12 +46,23 @@ pub fn engine_wasm_matches_pin() -> bool {
     engine_wasm_sha3() == ENGINE_WASM_SHA3_PIN.trim()
 }
 
-/// The ABI version this host speaks (see `engine/src/abi.rs`): version 3, whose `cvm_load`
-/// takes the gas schedule version.
-pub const ABI_VERSION: u32 = 3;
+/// The ABI version this host speaks (see `engine/src/abi.rs`): version 4, whose `cvm_load`
+/// takes the gas schedule version and which reports a loaded model's planned memory
+/// (`cvm_peak_memory_bytes`).
+pub const ABI_VERSION: u32 = 4;
 
-/// Most linear memory the engine instance may grow to.
+/// Most linear memory the engine instance may ever grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
+
+/// How much linear memory a run may add, per byte of the loaded model's planned peak
+/// (`Estimate::peak_memory_bytes`), beyond the memory it starts with (the loaded model and the
+/// request) and the inputs decoded from the request: the plan's buffers, the operators'
+/// working memory and the reply (the outputs once more) are each at most the plan.
+pub const RUN_MEMORY_PER_PLANNED_BYTE: usize = 3;
+
+/// How much linear memory a run may add whatever its plan: the executor's bookkeeping (shapes,
+/// per-node lists) and the allocator's own.
+pub const RUN_MEMORY_SLACK_BYTES: usize = 64 << 20;
 
 /// Fuel granted per unit of gas of the limit (capped at `MAX_GAS_PER_RUN`, the most gas any
 /// accepted model can cost). Engine gas runs out first: `fuel_stays_within_a_tenth_of_its_budget`
@@ -120,6 +131,7 @@ struct Exports {
     run: TypedFunc<(u32, u32, u64), u32>,
     reply_ptr: TypedFunc<(), u32>,
     reply_len: TypedFunc<(), u32>,
+    peak_memory_bytes: TypedFunc<(), u64>,
 }
 
 /// One instance of the engine with (at most) one loaded model.
@@ -130,6 +142,22 @@ pub struct WasmSession {
     budget: u64,
     /// Whether the store consumes fuel (see [`WasmEngine::unmetered_for_benchmarks`]).
     metered: bool,
+    /// The loaded model's planned peak of tensor memory (0 without a loaded model).
+    planned_bytes: u64,
+}
+
+/// The store limits with a memory cap of `bytes`: one instance, one memory, one table.
+/// Growing past the cap traps (`trap_on_grow_failure`) rather than failing the growth: the engine
+/// would report a failed allocation as a `MemoryLimit` outcome, and a host's cap must never
+/// decide an outcome.
+fn limits(bytes: usize) -> StoreLimits {
+    StoreLimitsBuilder::new()
+        .memory_size(bytes)
+        .trap_on_grow_failure(true)
+        .instances(1)
+        .memories(1)
+        .tables(1)
+        .build()
 }
 
 fn wasm_error(context: &str, error: impl std::fmt::Display) -> NodeError {
@@ -281,13 +309,7 @@ impl WasmEngine {
     /// [`NodeError::Wasm`] on instantiation failure, an ABI version mismatch or a missing
     /// export.
     pub fn session(&self) -> Result<WasmSession, NodeError> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(MEMORY_CAP_BYTES)
-            .instances(1)
-            .memories(1)
-            .tables(1)
-            .build();
-        let mut store = Store::new(&self.engine, limits);
+        let mut store = Store::new(&self.engine, limits(MEMORY_CAP_BYTES));
         store.limiter(|limits| limits);
         if self.metered {
             store
@@ -311,6 +333,7 @@ impl WasmEngine {
             exports,
             budget: FUEL_BASE,
             metered: self.metered,
+            planned_bytes: 0,
         })
     }
 }
@@ -473,6 +496,7 @@ impl Exports {
             run: typed(instance, store, "cvm_run")?,
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
             reply_len: typed(instance, store, "cvm_reply_len")?,
+            peak_memory_bytes: typed(instance, store, "cvm_peak_memory_bytes")?,
         })
     }
 }
@@ -484,12 +508,65 @@ pub fn fuel_for(bytes: usize, gas: u64) -> u64 {
     FUEL_BASE + (bytes as u64) * FUEL_PER_BYTE + gas * FUEL_PER_GAS
 }
 
+/// Bytes of a request placed in the engine's memory, ready for `cvm_run`
+/// ([`WasmSession::put_inputs`], [`WasmSession::run_request`]).
+#[derive(Debug)]
+#[must_use = "a placed request is freed only by running it"]
+pub struct Request {
+    ptr: u32,
+    len: u32,
+}
+
+/// Length of the borsh encoding of `inputs` (a `Vec<InputTensor>`): a count, then per tensor
+/// its shape and its data, each a count and 4-byte words. `None` past `usize`.
+pub fn encoded_inputs_len(inputs: &[InputTensor]) -> Option<usize> {
+    inputs.iter().try_fold(4usize, |len, tensor| {
+        let words = tensor
+            .shape
+            .len()
+            .checked_add(tensor.data.len())?
+            .checked_add(2)?;
+        len.checked_add(words.checked_mul(4)?)
+    })
+}
+
+/// Writes the borsh encoding of `inputs` into `out`, which must be exactly
+/// [`encoded_inputs_len`] bytes long.
+fn write_inputs(inputs: &[InputTensor], out: &mut [u8]) -> Result<(), NodeError> {
+    fn word(out: &mut std::slice::IterMut<'_, u8>, bytes: [u8; 4]) -> Option<()> {
+        for byte in bytes {
+            *out.next()? = byte;
+        }
+        Some(())
+    }
+    fn count(len: usize) -> Option<[u8; 4]> {
+        u32::try_from(len).ok().map(u32::to_le_bytes)
+    }
+    let mut out = out.iter_mut();
+    let written = (|| {
+        word(&mut out, count(inputs.len())?)?;
+        for tensor in inputs {
+            word(&mut out, count(tensor.shape.len())?)?;
+            for &dim in &tensor.shape {
+                word(&mut out, dim.to_le_bytes())?;
+            }
+            word(&mut out, count(tensor.data.len())?)?;
+            for &value in &tensor.data {
+                word(&mut out, value.to_le_bytes())?;
+            }
+        }
+        out.next().is_none().then_some(())
+    })();
+    written.ok_or_else(|| {
+        NodeError::Request("the inputs do not fit the request's length or 32-bit counts".into())
+    })
+}
+
 impl WasmSession {
-    /// Copies `bytes` into a fresh engine buffer; returns its address and length.
-    fn put(&mut self, bytes: &[u8]) -> Result<(u32, u32), NodeError> {
-        let len = u32::try_from(bytes.len()).map_err(|_| {
-            NodeError::Request(format!("request of {} bytes exceeds 4 GiB", bytes.len()))
-        })?;
+    /// Reserves `len` bytes in the engine's memory (`cvm_alloc`); returns their address.
+    fn alloc(&mut self, len: usize) -> Result<Request, NodeError> {
+        let len = u32::try_from(len)
+            .map_err(|_| NodeError::Request(format!("request of {len} bytes exceeds 4 GiB")))?;
         let ptr = self
             .exports
             .alloc
@@ -500,15 +577,47 @@ impl WasmSession {
                 "engine.wasm cannot allocate {len} bytes"
             )));
         }
-        self.exports
-            .memory
-            .write(&mut self.store, ptr as usize, bytes)
-            .map_err(|e| wasm_error("writing the request", e))?;
-        Ok((ptr, len))
+        Ok(Request { ptr, len })
     }
 
-    /// The bytes of the engine's latest reply (a borsh-encoded report).
-    fn reply_bytes(&mut self) -> Result<Vec<u8>, NodeError> {
+    /// The engine's memory at `request`.
+    fn request_bytes(&mut self, request: &Request) -> Result<&mut [u8], NodeError> {
+        let start = request.ptr as usize;
+        self.exports
+            .memory
+            .data_mut(&mut self.store)
+            .get_mut(start..start + request.len as usize)
+            .ok_or_else(|| NodeError::Wasm("cvm_alloc returned memory out of bounds".into()))
+    }
+
+    /// Copies `bytes` into a fresh engine buffer.
+    fn put(&mut self, bytes: &[u8]) -> Result<Request, NodeError> {
+        let request = self.alloc(bytes.len())?;
+        self.request_bytes(&request)?.copy_from_slice(bytes);
+        Ok(request)
+    }
+
+    /// Places `inputs` in the engine's memory as run request bytes (the borsh encoding of
+    /// `Vec<InputTensor>`), written straight into the engine's buffer: the host makes no encoded
+    /// copy of its own.
+    ///
+    /// # Errors
+    /// [`NodeError::Request`] when the encoding exceeds 4 GiB; [`NodeError::Wasm`] when the
+    /// engine cannot allocate it.
+    pub fn put_inputs(&mut self, inputs: &[InputTensor]) -> Result<Request, NodeError> {
+        let len = encoded_inputs_len(inputs)
+            .ok_or_else(|| NodeError::Request("the inputs' encoding exceeds 4 GiB".into()))?;
+        let request = self.alloc(len)?;
+        write_inputs(inputs, self.request_bytes(&request)?)?;
+        Ok(request)
+    }
+
+    /// The engine's latest reply (a borsh-encoded report), decoded where it lies in the engine's
+    /// memory, without a copy of its bytes.
+    ///
+    /// # Errors
+    /// [`NodeError::Wasm`] when the reply is out of bounds or not a report (an engine bug).
+    pub fn report(&mut self) -> Result<Report, NodeError> {
         let ptr = self
             .exports
             .reply_ptr
@@ -519,17 +628,44 @@ impl WasmSession {
             .reply_len
             .call(&mut self.store, ())
             .map_err(|e| wasm_error("cvm_reply_len", e))?;
-        let mut bytes = vec![0u8; len as usize];
-        self.exports
+        let start = ptr as usize;
+        let bytes = self
+            .exports
             .memory
-            .read(&self.store, ptr as usize, &mut bytes)
-            .map_err(|e| wasm_error("reading the reply", e))?;
-        Ok(bytes)
+            .data(&self.store)
+            .get(start..start + len as usize)
+            .ok_or_else(|| NodeError::Wasm("the reply lies out of the engine's memory".into()))?;
+        borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
     }
 
-    fn reply(&mut self) -> Result<Report, NodeError> {
-        let bytes = self.reply_bytes()?;
-        decode_reply(&bytes)
+    /// Caps the engine's memory for a run of `request`: what it holds now (the request
+    /// included), plus the request's length once more (the inputs decoded from it, whatever
+    /// their shapes: inputs that do not match the model are a deterministic outcome, which a cap
+    /// must never turn into a failure), plus [`RUN_MEMORY_PER_PLANNED_BYTE`] times the loaded
+    /// model's plan, plus [`RUN_MEMORY_SLACK_BYTES`]; at most [`MEMORY_CAP_BYTES`]. Returns the
+    /// cap.
+    fn cap_memory_for_run(&mut self, request: &Request) -> usize {
+        let now = self.exports.memory.data_size(&self.store);
+        let planned = usize::try_from(self.planned_bytes).unwrap_or(usize::MAX);
+        let cap = planned
+            .saturating_mul(RUN_MEMORY_PER_PLANNED_BYTE)
+            .saturating_add(RUN_MEMORY_SLACK_BYTES)
+            .saturating_add(request.len as usize)
+            .saturating_add(now)
+            .min(MEMORY_CAP_BYTES);
+        *self.store.data_mut() = limits(cap);
+        cap
+    }
+
+    /// The loaded model's planned peak of tensor memory, as the engine reported it at load
+    /// (`Estimate::peak_memory_bytes`); 0 without a loaded model.
+    pub fn planned_bytes(&self) -> u64 {
+        self.planned_bytes
+    }
+
+    /// How many bytes of linear memory the engine instance has.
+    pub fn memory_bytes(&self) -> usize {
+        self.exports.memory.data_size(&self.store)
     }
 
     /// Grants `budget` fuel to the next call (nothing when fuel metering is off).
@@ -546,53 +682,86 @@ impl WasmSession {
     /// Loads canonical model bytes priced with gas schedule `version` (`cvm_load`).
     /// `Ok(None)`: loaded. `Ok(Some(report))`: the engine rejected
     /// the model deterministically, with `UnsupportedVersion` when it defines no schedule
-    /// `version`.
+    /// `version`. Loading may grow the memory up to [`MEMORY_CAP_BYTES`].
     ///
     /// # Errors
     /// [`NodeError::Wasm`] on a trap or fuel exhaustion.
     pub fn load(&mut self, model: &[u8], version: u32) -> Result<Option<Report>, NodeError> {
+        self.planned_bytes = 0;
+        *self.store.data_mut() = limits(MEMORY_CAP_BYTES);
         self.grant_fuel(fuel_for(model.len(), 0))?;
-        let (ptr, len) = self.put(model)?;
+        let request = self.put(model)?;
         let status = self
             .exports
             .load
-            .call(&mut self.store, (ptr, len, version))
+            .call(&mut self.store, (request.ptr, request.len, version))
             .map_err(|e| wasm_error("cvm_load", e))?;
-        self.loaded(status)
-    }
-
-    /// The result of a load call that returned `status`.
-    fn loaded(&mut self, status: u32) -> Result<Option<Report>, NodeError> {
         match status {
-            0 => Ok(None),
-            _ => self.reply().map(Some),
+            0 => {
+                self.planned_bytes = self
+                    .exports
+                    .peak_memory_bytes
+                    .call(&mut self.store, ())
+                    .map_err(|e| wasm_error("cvm_peak_memory_bytes", e))?;
+                Ok(None)
+            }
+            _ => self.report().map(Some),
         }
     }
 
     /// Runs the loaded model on borsh-encoded inputs.
     ///
     /// # Errors
-    /// [`NodeError::Wasm`] on a trap, fuel exhaustion, or when no model is loaded.
+    /// [`NodeError::Wasm`] on a trap, fuel exhaustion, memory growth past the run's cap, or
+    /// when no model is loaded.
     pub fn run(&mut self, inputs: &[u8], gas_limit: u64) -> Result<Report, NodeError> {
-        let reply = self.run_to_reply(inputs, gas_limit)?;
-        decode_reply(&reply)
+        let request = self.put(inputs)?;
+        self.run_request(request, gas_limit)?;
+        self.report()
     }
 
-    /// [`WasmSession::run`] up to the reply's bytes, before decoding them with
-    /// [`decode_reply`] (kept apart so that `cvm run --timings` can time both).
+    /// Runs the loaded model on `inputs`, written straight into the engine's memory
+    /// ([`WasmSession::put_inputs`]) and the report decoded where it lies
+    /// ([`WasmSession::report`]).
     ///
     /// # Errors
     /// As [`WasmSession::run`].
-    pub fn run_to_reply(&mut self, inputs: &[u8], gas_limit: u64) -> Result<Vec<u8>, NodeError> {
-        self.grant_fuel(fuel_for(inputs.len(), gas_limit))?;
-        let (ptr, len) = self.put(inputs)?;
-        match self
+    pub fn run_inputs(
+        &mut self,
+        inputs: &[InputTensor],
+        gas_limit: u64,
+    ) -> Result<Report, NodeError> {
+        let request = self.put_inputs(inputs)?;
+        self.run_request(request, gas_limit)?;
+        self.report()
+    }
+
+    /// Runs the loaded model on a request placed by [`WasmSession::put_inputs`] (`cvm_run`,
+    /// which frees it), leaving the report for [`WasmSession::report`]. The engine frees the
+    /// request once it has decoded the inputs; the run may grow the memory by at most
+    /// [`RUN_MEMORY_PER_PLANNED_BYTE`] times the model's plan plus [`RUN_MEMORY_SLACK_BYTES`],
+    /// and growing past that cap traps (a node-local failure, never an outcome).
+    ///
+    /// # Errors
+    /// As [`WasmSession::run`].
+    pub fn run_request(&mut self, request: Request, gas_limit: u64) -> Result<(), NodeError> {
+        self.grant_fuel(fuel_for(request.len as usize, gas_limit))?;
+        let cap = self.cap_memory_for_run(&request);
+        let status = self
             .exports
             .run
-            .call(&mut self.store, (ptr, len, gas_limit))
-            .map_err(|e| wasm_error("cvm_run", e))?
-        {
-            0 => self.reply_bytes(),
+            .call(&mut self.store, (request.ptr, request.len, gas_limit))
+            .map_err(|e| {
+                wasm_error(
+                    &format!(
+                        "cvm_run (memory capped at {cap} bytes for a plan of {} bytes)",
+                        self.planned_bytes
+                    ),
+                    e,
+                )
+            })?;
+        match status {
+            0 => Ok(()),
             _ => Err(NodeError::Wasm(
                 "cvm_run called with no model loaded".into(),
             )),
@@ -618,10 +787,37 @@ impl WasmSession {
     }
 }
 
-/// Decodes the engine's reply bytes into a report.
-///
-/// # Errors
-/// [`NodeError::Wasm`] if the bytes are not a borsh-encoded report (an engine bug).
-pub fn decode_reply(bytes: &[u8]) -> Result<Report, NodeError> {
-    borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_written_as_their_borsh_encoding() {
+        let tensor = |shape: &[u32], data: &[i32]| InputTensor {
+            shape: shape.to_vec(),
+            data: data.to_vec(),
+        };
+        let cases = [
+            vec![],
+            vec![tensor(&[], &[7])],
+            vec![
+                tensor(&[2, 3], &[1, -2, 3, i32::MIN, i32::MAX, 0]),
+                tensor(&[0], &[]),
+            ],
+            // Shapes and data that disagree are written as given: the engine judges them.
+            vec![tensor(&[4], &[1]), tensor(&[1, 1, 1], &[5, 6])],
+        ];
+        for inputs in cases {
+            let expected = borsh::to_vec(&inputs).unwrap();
+            assert_eq!(encoded_inputs_len(&inputs), Some(expected.len()));
+            let mut out = vec![0xAA; expected.len()];
+            write_inputs(&inputs, &mut out).unwrap();
+            assert_eq!(out, expected);
+            // A buffer of any other length is refused.
+            let mut short = vec![0; expected.len() - 1];
+            assert!(write_inputs(&inputs, &mut short).is_err());
+            let mut long = vec![0; expected.len() + 1];
+            assert!(write_inputs(&inputs, &mut long).is_err());
+        }
+    }
 }
