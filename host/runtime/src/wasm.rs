@@ -517,51 +517,6 @@ pub struct Request {
     len: u32,
 }
 
-/// Length of the borsh encoding of `inputs` (a `Vec<InputTensor>`): a count, then per tensor
-/// its shape and its data, each a count and 4-byte words. `None` past `usize`.
-pub fn encoded_inputs_len(inputs: &[InputTensor]) -> Option<usize> {
-    inputs.iter().try_fold(4usize, |len, tensor| {
-        let words = tensor
-            .shape
-            .len()
-            .checked_add(tensor.data.len())?
-            .checked_add(2)?;
-        len.checked_add(words.checked_mul(4)?)
-    })
-}
-
-/// Writes the borsh encoding of `inputs` into `out`, which must be exactly
-/// [`encoded_inputs_len`] bytes long.
-fn write_inputs(inputs: &[InputTensor], out: &mut [u8]) -> Result<(), NodeError> {
-    fn word(out: &mut std::slice::IterMut<'_, u8>, bytes: [u8; 4]) -> Option<()> {
-        for byte in bytes {
-            *out.next()? = byte;
-        }
-        Some(())
-    }
-    fn count(len: usize) -> Option<[u8; 4]> {
-        u32::try_from(len).ok().map(u32::to_le_bytes)
-    }
-    let mut out = out.iter_mut();
-    let written = (|| {
-        word(&mut out, count(inputs.len())?)?;
-        for tensor in inputs {
-            word(&mut out, count(tensor.shape.len())?)?;
-            for &dim in &tensor.shape {
-                word(&mut out, dim.to_le_bytes())?;
-            }
-            word(&mut out, count(tensor.data.len())?)?;
-            for &value in &tensor.data {
-                word(&mut out, value.to_le_bytes())?;
-            }
-        }
-        out.next().is_none().then_some(())
-    })();
-    written.ok_or_else(|| {
-        NodeError::Request("the inputs do not fit the request's length or 32-bit counts".into())
-    })
-}
-
 impl WasmSession {
     /// Reserves `len` bytes in the engine's memory (`cvm_alloc`); returns their address.
     fn alloc(&mut self, len: usize) -> Result<Request, NodeError> {
@@ -605,10 +560,10 @@ impl WasmSession {
     /// [`NodeError::Request`] when the encoding exceeds 4 GiB; [`NodeError::Wasm`] when the
     /// engine cannot allocate it.
     pub fn put_inputs(&mut self, inputs: &[InputTensor]) -> Result<Request, NodeError> {
-        let len = encoded_inputs_len(inputs)
-            .ok_or_else(|| NodeError::Request("the inputs' encoding exceeds 4 GiB".into()))?;
-        let request = self.alloc(len)?;
-        write_inputs(inputs, self.request_bytes(&request)?)?;
+        let encoding = |error| NodeError::Request(format!("encoding the inputs: {error}"));
+        let request = self.alloc(borsh::object_length(inputs).map_err(encoding)?)?;
+        // The buffer is exactly the encoding's length.
+        borsh::to_writer(self.request_bytes(&request)?, inputs).map_err(encoding)?;
         Ok(request)
     }
 
@@ -784,40 +739,5 @@ impl WasmSession {
             .get_fuel()
             .map_err(|e| wasm_error("reading fuel", e))?;
         Ok(self.budget.saturating_sub(left))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inputs_are_written_as_their_borsh_encoding() {
-        let tensor = |shape: &[u32], data: &[i32]| InputTensor {
-            shape: shape.to_vec(),
-            data: data.to_vec(),
-        };
-        let cases = [
-            vec![],
-            vec![tensor(&[], &[7])],
-            vec![
-                tensor(&[2, 3], &[1, -2, 3, i32::MIN, i32::MAX, 0]),
-                tensor(&[0], &[]),
-            ],
-            // Shapes and data that disagree are written as given: the engine judges them.
-            vec![tensor(&[4], &[1]), tensor(&[1, 1, 1], &[5, 6])],
-        ];
-        for inputs in cases {
-            let expected = borsh::to_vec(&inputs).unwrap();
-            assert_eq!(encoded_inputs_len(&inputs), Some(expected.len()));
-            let mut out = vec![0xAA; expected.len()];
-            write_inputs(&inputs, &mut out).unwrap();
-            assert_eq!(out, expected);
-            // A buffer of any other length is refused.
-            let mut short = vec![0; expected.len() - 1];
-            assert!(write_inputs(&inputs, &mut short).is_err());
-            let mut long = vec![0; expected.len() + 1];
-            assert!(write_inputs(&inputs, &mut long).is_err());
-        }
     }
 }
