@@ -380,7 +380,10 @@ struct ConvShape {
     kernel: u32,
     stride: u32,
     dilation: u32,
+    /// One group per channel (overrides `groups`).
     depthwise: bool,
+    /// Groups of a convolution that is not depthwise.
+    groups: u32,
 }
 
 /// Channels, kernel and plane sizes for about `n` output elements: channels halve while one
@@ -415,7 +418,11 @@ impl ConvShape {
         ConvPlan {
             channels,
             out_channels,
-            groups: if self.depthwise { channels } else { 1 },
+            groups: if self.depthwise {
+                channels
+            } else {
+                self.groups
+            },
             pad,
             height: extent(out_height),
             width: extent(out_width),
@@ -914,6 +921,7 @@ fn cvm_configs() -> Vec<Config> {
         stride,
         dilation,
         depthwise,
+        groups: 1,
     };
     configs.extend([
         conv2d("3x3 16->16", conv(16, 16, 3, 1, 1, false)),
@@ -926,6 +934,13 @@ fn cvm_configs() -> Vec<Config> {
         conv2d("3x3 16->1", conv(16, 1, 3, 1, 1, false)),
         conv2d("5x5 stride 2 3->16", conv(3, 16, 5, 2, 1, false)),
         conv2d("3x3 dilation 2 16->16", conv(16, 16, 3, 1, 2, false)),
+        conv2d(
+            "3x3 16->16 in 4 groups",
+            ConvShape {
+                groups: 4,
+                ..conv(16, 16, 3, 1, 1, false)
+            },
+        ),
         conv2d_padded("3x3 pad 64 4->OC, checked gather", 4, false),
         conv2d_padded("depthwise 3x3 pad 64 16, checked gather", 16, true),
         dense("1 row", 1, 1),
@@ -1144,6 +1159,7 @@ fn cinn_configs() -> Vec<Config> {
         stride: 1,
         dilation: 1,
         depthwise,
+        groups: 1,
     };
     configs.extend([
         config("Dot", "(M, 64)·(64, 64)", |rng, n| {

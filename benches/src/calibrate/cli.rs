@@ -10,13 +10,17 @@ pub const USAGE: &str = "\
 usage: calibrate [options]
 
 Measures every operator of the engine over a spread of shapes (wasm fuel and wall time, the
-node's cost isolated from the run's fixed overhead, and whole runs), relates them to the gas of
-the newest schedule, proposes the rates of every row of its table, and writes the result.
+node's cost isolated from the run's fixed overhead), relates them to the gas of the newest
+schedule, proposes the rates of every row of its table, and writes the result. With --runs,
+measures whole runs instead and proposes the run prices.
 
 options:
   --ops A,B,...       measure only these operators
   --quick             fewer size classes (no large), fewer repetitions
-  --output FILE       the generated file (default docs/gas-calibration.md)
+  --runs              measure whole runs instead, as `cvm run` runs a model (a fresh instance,
+                      the run phase), alone and chained, and propose the run prices
+  --output FILE       the generated file (default docs/gas-calibration.md, or
+                      docs/gas-runs.md with --runs)
   -h, --help          print this text";
 
 /// Parsed options.
@@ -26,6 +30,8 @@ pub struct Options {
     pub ops: Option<Vec<String>>,
     /// Fewer size classes and repetitions.
     pub quick: bool,
+    /// Measure whole runs (`calibrate/runs.rs`) instead of nodes.
+    pub runs: bool,
     /// The generated file.
     pub output: PathBuf,
     /// Print the usage text and stop.
@@ -59,7 +65,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
     let mut options = Options {
         ops: None,
         quick: false,
-        output: PathBuf::from("docs/gas-calibration.md"),
+        runs: false,
+        output: PathBuf::new(),
         help: false,
         command: args.join(" "),
     };
@@ -86,6 +93,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
         match flag.as_str() {
             "-h" | "--help" => options.help = true,
             "--quick" => options.quick = true,
+            "--runs" => options.runs = true,
             "--output" => options.output = output_path(&value)?,
             "--ops" => {
                 let names: Vec<String> = value
@@ -106,6 +114,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
             }
             _ => return Err(format!("unknown option {flag}")),
         }
+    }
+    if options.runs && options.quick {
+        return Err("--quick applies to the node calibration, not to --runs".into());
+    }
+    if options.output.as_os_str().is_empty() {
+        options.output = PathBuf::from(if options.runs {
+            "docs/gas-runs.md"
+        } else {
+            "docs/gas-calibration.md"
+        });
     }
     Ok(options)
 }

@@ -7,6 +7,7 @@ pub mod cases;
 pub mod cli;
 pub mod fit;
 pub mod measure;
+pub mod runs;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -66,10 +67,6 @@ pub struct Row {
     pub usage: Usage,
     /// The node's gas.
     pub gas: u64,
-    /// The gas of the whole single-node run (run gas included) and of the run with the copies.
-    pub run_gas: (u64, u64),
-    /// Elements of the single-node run's inputs, outputs and arena (what run gas prices).
-    pub run_elements: [u64; 3],
     /// The measurements and the node's cost by difference.
     pub node: NodeCost,
 }
@@ -229,9 +226,6 @@ fn measure_size(
     let (built, validated, usage) = prepared;
     eprint!("{progress} {} {size} (target {target})… ", config.label());
     let node = measure::node_cost(engine, &built.model, &built.inputs, timing)?;
-    let with_copies = measure::with_copies(&built.model, node.copies);
-    let multi =
-        ValidatedModel::from_bytes(&with_copies.encode(), SCHEDULE).map_err(|e| e.to_string())?;
     eprintln!(
         "node: fuel {:.0}, wasm {:.0} ns ({} copies)",
         node.fuel, node.wasm_ns, node.copies
@@ -242,16 +236,6 @@ fn measure_size(
         size,
         usage,
         gas: validated.nodes[0].gas,
-        run_gas: (validated.total_gas, multi.total_gas),
-        run_elements: [
-            built.inputs.iter().map(|t| t.data.len() as u64).sum(),
-            validated
-                .outputs
-                .iter()
-                .map(|&(_, id)| validated.value_types[id].shape.elements())
-                .sum(),
-            validated.arena_bytes / 4,
-        ],
         node,
     };
     let measured = Previous {
@@ -265,35 +249,29 @@ fn measure_size(
 
 /// Cost per gas of every row, normalised to the median over all rows.
 pub struct Ratios {
-    /// Per row: node fuel per gas, node wasm time per gas, whole single-node run and whole run
-    /// with the copies (wasm time per gas), each normalised to its median.
-    pub rows: Vec<[Option<f64>; 4]>,
-    /// The medians: fuel per gas and ns per gas of nodes, ns per gas of whole runs.
-    pub medians: [f64; 4],
+    /// Per row: node fuel per gas and node wasm time per gas, each normalised to its median.
+    pub rows: Vec<[Option<f64>; 2]>,
+    /// The medians: fuel per gas and ns per gas of nodes.
+    pub medians: [f64; 2],
 }
 
 /// The ratios of `rows` ([`Ratios`]).
 pub fn ratios(rows: &[Row]) -> Ratios {
-    let raw: Vec<[Option<f64>; 4]> = rows
+    let raw: Vec<[Option<f64>; 2]> = rows
         .iter()
         .map(|row| {
             let per = |cost: f64, gas: u64| (cost > 0.0 && gas > 0).then(|| cost / gas as f64);
-            [
-                per(row.node.fuel, row.gas),
-                per(row.node.wasm_ns, row.gas),
-                per(row.node.single.wasm_ns, row.run_gas.0),
-                per(row.node.multi.wasm_ns, row.run_gas.1),
-            ]
+            [per(row.node.fuel, row.gas), per(row.node.wasm_ns, row.gas)]
         })
         .collect();
-    let medians = [0, 1, 2, 3].map(|i| {
+    let medians = [0, 1].map(|i| {
         let mut values: Vec<f64> = raw.iter().filter_map(|r| r[i]).collect();
         stats::median(&mut values)
     });
     Ratios {
         rows: raw
             .iter()
-            .map(|r| [0, 1, 2, 3].map(|i| r[i].map(|v| v / medians[i])))
+            .map(|r| [0, 1].map(|i| r[i].map(|v| v / medians[i])))
             .collect(),
         medians,
     }
@@ -308,8 +286,6 @@ pub struct Group {
     pub rows: usize,
     /// Median normalised node fuel per gas and wasm time per gas of its rows.
     pub node: [f64; 2],
-    /// Lowest and highest normalised wasm time per gas of its whole runs (single and copies).
-    pub runs: [f64; 2],
     /// The schedule's base and rates.
     pub prices: (u64, Rates),
     /// The proposed base and rates ([`propose`]).
@@ -330,7 +306,7 @@ fn work_columns(w: &Work) -> [u64; 7] {
 
 /// The measured cost of a row's node in gas at the medians: the geometric mean of its fuel and
 /// its wasm time, each converted at the median per gas over all rows.
-fn node_cost(row: &Row, medians: &[f64; 4]) -> f64 {
+fn node_cost(row: &Row, medians: &[f64; 2]) -> f64 {
     let fuel = row.node.fuel / medians[0];
     let wasm = row.node.wasm_ns / medians[1];
     match (fuel > 0.0, wasm > 0.0) {
@@ -349,7 +325,7 @@ const LEAST_FACTOR: f64 = 0.25;
 
 /// The terms of a fit: a base of at least [`LEAST_BASE`], then `factors` factors of at least
 /// [`LEAST_FACTOR`], each drawn towards 1 (today's rate).
-fn terms(factors: usize) -> Vec<fit::Term> {
+pub(crate) fn terms(factors: usize) -> Vec<fit::Term> {
     let base = fit::Term {
         lower: LEAST_BASE,
         prior: None,
@@ -369,7 +345,7 @@ fn terms(factors: usize) -> Vec<fit::Term> {
 /// They are fitted to the nodes' measured cost ([`node_cost`]) by least squares on relative
 /// errors, the base at least [`LEAST_BASE`] and the factors at least [`LEAST_FACTOR`] and drawn
 /// towards 1 (today's rate) where the rows cannot tell the terms apart.
-pub fn propose(rows: &[Row], members: &[usize], medians: &[f64; 4]) -> (u64, Rates) {
+pub fn propose(rows: &[Row], members: &[usize], medians: &[f64; 2]) -> (u64, Rates) {
     let Some(row) = members
         .first()
         .and_then(|&i| SCHEDULE.row(rows[i].op, rows[i].usage.class))
@@ -451,11 +427,6 @@ pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
                     .collect();
                 stats::median(&mut values)
             };
-            let runs: Vec<f64> = members
-                .iter()
-                .flat_map(|&i| [ratios.rows[i][2], ratios.rows[i][3]])
-                .flatten()
-                .collect();
             let prices = SCHEDULE
                 .row(key.0, key.1)
                 .map_or((0, Rates::default()), |row| (row.base, row.rates));
@@ -463,44 +434,11 @@ pub fn groups(rows: &[Row], ratios: &Ratios) -> Vec<Group> {
                 key,
                 rows: members.len(),
                 node: [median_of(0), median_of(1)],
-                runs: [
-                    runs.iter().copied().fold(f64::INFINITY, f64::min),
-                    runs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                ],
                 prices,
                 proposed: propose(rows, &members, &ratios.medians),
             }
         })
         .collect()
-}
-
-/// The run prices the measurements propose: the wasm time of each single-node run beyond its
-/// node, converted to gas at the median node ns per gas, fitted as a base plus the schedule's
-/// rates per input, output and arena element each scaled by a factor (as [`propose`] fits a
-/// table row). Gives the base (gas) and the three rates (hundredths).
-pub fn proposed_run(rows: &[Row], ns_per_gas: f64) -> (u64, [u64; 3]) {
-    let run = SCHEDULE.run;
-    let rates = [run.input, run.output, run.arena];
-    let samples: Vec<(Vec<f64>, f64)> = rows
-        .iter()
-        .map(|row| {
-            let mut x = vec![1.0];
-            x.extend(
-                row.run_elements
-                    .iter()
-                    .zip(rates)
-                    .map(|(&n, rate)| (n * rate) as f64 / RATE_SCALE as f64),
-            );
-            (x, (row.node.single.wasm_ns - row.node.wasm_ns) / ns_per_gas)
-        })
-        .collect();
-    match fit::bounded(&samples, &terms(rates.len())) {
-        Some(theta) => (
-            theta[0].round() as u64,
-            [0, 1, 2].map(|k| ((rates[k] as f64 * theta[k + 1]).round() as u64).max(1)),
-        ),
-        None => (run.base, rates),
-    }
 }
 
 /// A row's prices as the table writes them: the base, then the rates.
@@ -512,7 +450,7 @@ fn prices_text((base, rates): &(u64, Rates)) -> String {
 }
 
 /// The machine the measurements ran on: processor, cores, operating system.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|text| {
@@ -531,7 +469,7 @@ fn machine() -> String {
 }
 
 /// The generated file: conditions, the table of every schedule row with its measured ratios
-/// and proposed rates, the rows outside the band, and the whole-run ratios.
+/// and proposed rates, the rows outside the band, and every measured case.
 pub fn markdown(options: &Options, calibration: &Calibration) -> String {
     let rows = &calibration.rows;
     let ratios = ratios(rows);
@@ -544,9 +482,9 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
          `docs/gas.md` explains the units, the formulas and the method.\n\n\
          - Machine: {}.\n\
          - {} rows over {} table rows, measured in {:.0} s{}. Wall times are medians of \
-         repeated runs on a machine that may be shared with other work.\n\
-         - Medians: node {:.3} fuel/gas and {:.3} ns/gas in wasm; whole runs {:.3} ns/gas \
-         (single node) and {:.3} ns/gas (with copies).\n",
+         repeated runs on a machine that may be shared with other work. Whole runs, as a \
+         validator pays for them, are measured by `--runs` (`docs/gas-runs.md`).\n\
+         - Medians: node {:.3} fuel/gas and {:.3} ns/gas in wasm.\n",
         SCHEDULE.version,
         if cfg!(debug_assertions) {
             ""
@@ -561,31 +499,19 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
         if options.quick { " (`--quick`)" } else { "" },
         ratios.medians[0],
         ratios.medians[1],
-        ratios.medians[2],
-        ratios.medians[3],
-    );
-    let (base, [input, output, arena]) = proposed_run(rows, ratios.medians[1]);
-    let run = SCHEDULE.run;
-    let _ = writeln!(
-        out,
-        "Run gas: base {} gas, per input, output and arena element {}, {} and {} hundredths; \
-         proposed from the runs' time beyond their node: base {base} gas, {input}, {output} \
-         and {arena} hundredths.\n",
-        run.base, run.input, run.output, run.arena
     );
     let _ = writeln!(
         out,
         "Per row of the table: measured rows, the node's fuel per gas and wasm time per gas \
-         (median over its rows, normalised to the median over all rows), the lowest and highest \
-         wasm time per gas of its whole runs (single node and with copies), the prices (gas per \
+         (median over its rows, normalised to the median over all rows), the prices (gas per \
          node, then hundredths of gas per multiply-accumulate, read, write, tap, pair, \
          evaluation and slice) and the proposed prices, fitted to the nodes' cost. `!` marks a figure outside [0.5, 2].\n"
     );
     let _ = writeln!(
         out,
-        "| operator | class | rows | fuel/gas | wasm/gas | runs (min–max) | prices | proposed |"
+        "| operator | class | rows | fuel/gas | wasm/gas | prices | proposed |"
     );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|---|");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|");
     let mark = |v: f64| {
         if v.is_finite() && !in_band(v) {
             format!("{v:.2}!")
@@ -596,23 +522,19 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
     for group in &groups {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {}–{} | `{}` | `{}` |",
+            "| {} | {} | {} | {} | {} | `{}` | `{}` |",
             group.key.0,
             group.key.1,
             group.rows,
             mark(group.node[0]),
             mark(group.node[1]),
-            mark(group.runs[0]),
-            mark(group.runs[1]),
             prices_text(&group.prices),
             prices_text(&group.proposed)
         );
     }
     let outside: Vec<String> = groups
         .iter()
-        .filter(|g| {
-            !(in_band(g.node[0]) && in_band(g.node[1]) && in_band(g.runs[0]) && in_band(g.runs[1]))
-        })
+        .filter(|g| !(in_band(g.node[0]) && in_band(g.node[1])))
         .map(|g| format!("{} ({})", g.key.0, g.key.1))
         .collect();
     let _ = writeln!(
@@ -626,8 +548,8 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
     );
     let _ = writeln!(
         out,
-        "\n## Measured rows\n\n| case | size | class | work | gas | fuel/gas | wasm/gas | run | \
-         run with copies |\n|---|---|---|---|---:|---:|---:|---:|---:|"
+        "\n## Measured rows\n\n| case | size | class | work | gas | fuel/gas | wasm/gas |\n\
+         |---|---|---|---|---:|---:|---:|"
     );
     for (row, r) in rows.iter().zip(&ratios.rows) {
         let w = row.usage.work;
@@ -648,16 +570,14 @@ pub fn markdown(options: &Options, calibration: &Calibration) -> String {
         let show = |v: Option<f64>| v.map_or("–".to_string(), mark);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             row.label(),
             row.size,
             row.usage.class,
             work,
             row.gas,
             show(r[0]),
-            show(r[1]),
-            show(r[2]),
-            show(r[3])
+            show(r[1])
         );
     }
     if !calibration.skipped.is_empty() || !calibration.failures.is_empty() {
