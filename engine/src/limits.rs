@@ -29,9 +29,9 @@ pub const MAX_NAME_BYTES: usize = 256;
 
 /// Most gas one run may cost (2^33): the static total of a model must not exceed it. It bounds
 /// the work, hence the time, of any accepted model, and with it the wasm fuel a host grants. At
-/// the gas calibration's median of 0.72 ns of wasm time per gas, 2^33 gas is about 6.2 s of a
-/// validator's time, and at most twice that for an operator at the edge of the schedule's
-/// fairness band (`docs/limits.md`).
+/// the gas calibration's medians of 0.57 to 0.79 ns of wasm time per gas, 2^33 gas is about 5 to
+/// 7 s of a validator's time, and at most twice that for an operator at the edge of the
+/// schedule's fairness band (`docs/limits.md`).
 pub const MAX_GAS_PER_RUN: u64 = 1 << 33;
 
 /// Most bytes of tensor data a run may hold at once (parameters, packed weights, inputs, the

@@ -843,18 +843,36 @@ fn conv_spec_examples_infer_their_shapes_and_gas() {
     );
     // The same product count for all three: N·OC·OH·OW·ICg·KH·KW.
     let macs = 16 * 32 * 28 * 28 * 16 * 9;
-    for (attrs, inputs, out) in [
-        (&forward, [x.clone(), w.clone()], 16 * 32 * 28 * 28),
-        (&data, [w.clone(), gy.clone()], 16 * 16 * 28 * 28),
-        (&filter, [x.clone(), gy.clone()], 32 * 16 * 9),
+    // The forward type also gathers each output window once: N·groups·OH·OW·ICg·KH·KW taps.
+    let taps = 16 * 28 * 28 * 16 * 9;
+    for (attrs, inputs, out, class, taps) in [
+        (
+            &forward,
+            [x.clone(), w.clone()],
+            16 * 32 * 28 * 28,
+            "forward",
+            taps,
+        ),
+        (
+            &data,
+            [w.clone(), gy.clone()],
+            16 * 16 * 28 * 28,
+            "backward_data",
+            0,
+        ),
+        (
+            &filter,
+            [x.clone(), gy.clone()],
+            32 * 16 * 9,
+            "backward_filter",
+            0,
+        ),
     ] {
         let usage = usage(&CONV, attrs, &inputs);
-        assert_eq!((usage.work.macs, usage.work.writes), (macs, out));
-        let class = if attrs == &forward {
-            "forward"
-        } else {
-            "backward"
-        };
+        assert_eq!(
+            (usage.work.macs, usage.work.writes, usage.work.taps),
+            (macs, out, taps)
+        );
         assert_eq!(usage.class, class);
     }
 }

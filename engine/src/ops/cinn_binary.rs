@@ -350,9 +350,12 @@ impl Operator for Dot {
         Ok(vec![TensorType::new(out, MAX_PRECISION)])
     }
 
+    /// Class "matrix" when y has more than one column (its columns are read as rows, every
+    /// element of y once), "" when y is a vector.
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let ([_, k, _], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
+        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
         let mut usage = io_usage(inputs, outputs)?;
+        usage.class = if n > 1 { "matrix" } else { "" };
         usage.work.macs = count(&[outputs[0].shape.elements(), k as u64])?;
         Ok(usage)
     }

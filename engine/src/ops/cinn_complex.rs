@@ -1285,14 +1285,36 @@ impl Operator for Conv {
         // Every type: (elements of y or grad_y) × ICg·KH·KW, read off the weight's shape.
         let (products, weight, class) = match self.conv_type {
             ConvType::Forward => (outputs[0].shape.elements(), inputs[1].dims(), "forward"),
-            ConvType::BackwardData => (inputs[1].shape.elements(), inputs[0].dims(), "backward"),
-            ConvType::BackwardFilter => (inputs[1].shape.elements(), outputs[0].dims(), "backward"),
+            ConvType::BackwardData => (
+                inputs[1].shape.elements(),
+                inputs[0].dims(),
+                "backward_data",
+            ),
+            ConvType::BackwardFilter => (
+                inputs[1].shape.elements(),
+                outputs[0].dims(),
+                "backward_filter",
+            ),
         };
         let mut factors = vec![products];
         factors.extend(weight.iter().skip(1).map(|&d| u64::from(d)));
         let mut usage = io_usage(inputs, outputs)?;
         usage.class = class;
         usage.work.macs = count(&factors)?;
+        if self.conv_type == ConvType::Forward {
+            // Every output window (image, group, output position) covers ICg·KH·KW input
+            // elements, whichever output channels of its group it serves (as conv2d counts).
+            let (g, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
+            usage.work.taps = count(&[
+                g.batch as u64,
+                u64::from(self.groups),
+                g.out[0] as u64,
+                g.out[1] as u64,
+                g.group_channels as u64,
+                g.kernel[0] as u64,
+                g.kernel[1] as u64,
+            ])?;
+        }
         Ok(usage)
     }
 

@@ -535,8 +535,10 @@ mod tests {
                     "depthwise",
                     "depthwise irregular",
                     "grouped",
+                    "padded",
                 ],
-                "Conv" => &["forward", "backward"],
+                "Conv" => &["forward", "backward_data", "backward_filter"],
+                "Dot" => &["", "matrix"],
                 "Reduce" => &["", "prod"],
                 _ => &[""],
             }

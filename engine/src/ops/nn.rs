@@ -243,6 +243,14 @@ fn inside_taps(out: u32, window: u32, stride: u32, pad: u32, dilation: u32, size
         .sum()
 }
 
+/// Whether the zero-padded input plane of `data` (NCHW) exceeds twice the input plane by more
+/// than 4096 elements: (H + 2·PH)·(W + 2·PW) > 2·H·W + 4096, so that most window taps read
+/// padding and every tap is bounds-checked.
+fn mostly_padding(data: &[u32], padding: [u32; 2]) -> bool {
+    let [h, w, ph, pw] = [data[2], data[3], padding[0], padding[1]].map(u64::from);
+    (h + 2 * ph) * (w + 2 * pw) > 2 * h * w + 4096
+}
+
 /// Output extent ⌊(size + 2·pad − dilation·(kernel − 1) − 1) / stride⌋ + 1 (spec 001 Y_HMAX).
 fn conv_extent(
     size: u32,
@@ -367,6 +375,8 @@ impl Operator for Conv2d {
             } else {
                 "depthwise"
             }
+        } else if mostly_padding(data, self.padding) {
+            "padded"
         } else if self.groups > 1 {
             "grouped"
         } else if weight[2] == 1 && weight[3] == 1 {

@@ -127,7 +127,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_runtime::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "80dcc8e37798b865cfa44dc9541abb246c0c6547912298bb01383fdbf4f05105"
+        "32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5"
     );
 }
 
@@ -422,7 +422,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("80dcc8e37798b865cfa44dc9541abb246c0c6547912298bb01383fdbf4f05105")
+            .contains("32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

@@ -142,6 +142,6 @@ fn rejections_and_failures_are_verdicts() {
     assert_eq!(ok, again);
     assert_eq!(
         cvm_runtime::hash::hex(&ok.hash()),
-        "80dcc8e37798b865cfa44dc9541abb246c0c6547912298bb01383fdbf4f05105"
+        "32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5"
     );
 }

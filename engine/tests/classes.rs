@@ -1,0 +1,95 @@
+//! Price classes follow attributes and shapes (`docs/gas.md`, "Node gas"): the class a node is
+//! priced under, at and one past each boundary that defines it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // failures report by panicking
+
+use cvm_engine::attrs::Attrs;
+use cvm_engine::model::{Attr, AttrValue};
+use cvm_engine::ops::OpDef;
+use cvm_engine::ops::cinn_binary::DOT;
+use cvm_engine::ops::cinn_complex::CONV;
+use cvm_engine::ops::nn::CONV2D;
+use cvm_engine::tensor::TensorType;
+use cvm_gas::Usage;
+
+fn usage(def: &OpDef, attrs: &[(&str, AttrValue)], inputs: &[TensorType]) -> Usage {
+    let mut attrs: Vec<Attr> = attrs
+        .iter()
+        .map(|(name, value)| Attr {
+            name: (*name).into(),
+            value: value.clone(),
+        })
+        .collect();
+    attrs.sort_by(|a, b| a.name.cmp(&b.name));
+    let checked = Attrs::check(&attrs, def.attrs).unwrap();
+    let operator = (def.build)(&checked, inputs.len()).unwrap();
+    let outputs = operator.infer(inputs).unwrap();
+    operator.usage(inputs, &outputs).unwrap()
+}
+
+fn ty(dims: &[u32], precision: u8) -> TensorType {
+    TensorType::new(dims.to_vec(), precision)
+}
+
+/// The class of a conv2d without bias over `data` with `weight`, `padding` on both axes and
+/// `groups`.
+fn conv2d_class(data: [u32; 4], weight: [u32; 4], padding: i64, groups: i64) -> &'static str {
+    let attrs = [
+        ("padding", AttrValue::Ints(vec![padding, padding])),
+        ("groups", AttrValue::Int(groups)),
+        ("use_bias", AttrValue::Bool(false)),
+    ];
+    usage(&CONV2D, &attrs, &[ty(&data, 8), ty(&weight, 8)]).class
+}
+
+#[test]
+fn conv2d_classes() {
+    // An 8 × 8 plane: padded to 64 × 64 it holds 4096 ≤ 2·64 + 4096 elements, to 66 × 66 more.
+    assert_eq!(conv2d_class([1, 4, 8, 8], [8, 4, 3, 3], 28, 1), "dense");
+    assert_eq!(conv2d_class([1, 4, 8, 8], [8, 4, 3, 3], 29, 1), "padded");
+    assert_eq!(conv2d_class([1, 4, 8, 8], [8, 2, 3, 3], 29, 2), "padded");
+    assert_eq!(conv2d_class([1, 4, 8, 8], [8, 2, 3, 3], 1, 2), "grouped");
+    assert_eq!(conv2d_class([1, 4, 8, 8], [8, 4, 1, 1], 0, 1), "pointwise");
+    // Depthwise shapes keep their own classes, padded or not.
+    assert_eq!(conv2d_class([1, 4, 8, 8], [4, 1, 3, 3], 1, 4), "depthwise");
+    assert_eq!(
+        conv2d_class([1, 4, 8, 8], [4, 1, 3, 3], 29, 4),
+        "depthwise irregular"
+    );
+}
+
+#[test]
+fn dot_is_matrix_when_y_has_columns() {
+    let dot = |x: &[u32], y: &[u32]| usage(&DOT, &[], &[ty(x, 8), ty(y, 8)]);
+    assert_eq!(dot(&[4, 16], &[16]).class, "");
+    assert_eq!(dot(&[16], &[16]).class, "");
+    assert_eq!(dot(&[4, 16], &[16, 1]).class, "");
+    let matrix = dot(&[4, 16], &[16, 2]);
+    assert_eq!(matrix.class, "matrix");
+    assert_eq!((matrix.work.macs, matrix.work.reads), (4 * 2 * 16, 64 + 32));
+}
+
+#[test]
+fn cinn_conv_classes_are_its_types() {
+    let x = ty(&[1, 4, 6, 6], 8);
+    let w = ty(&[2, 4, 3, 3], 8);
+    let y = ty(&[1, 2, 4, 4], 8);
+    let attrs = |conv_type: &str, shape: &[i64]| {
+        let mut attrs = vec![("conv_type", AttrValue::Str(conv_type.into()))];
+        if !shape.is_empty() {
+            attrs.push(("output_shape", AttrValue::Ints(shape.to_vec())));
+        }
+        attrs
+    };
+    let forward = usage(&CONV, &attrs("forward", &[]), &[x.clone(), w.clone()]);
+    assert_eq!(forward.class, "forward");
+    // One window of 4·3·3 input elements per output position, whatever the output channels.
+    assert_eq!(forward.work.taps, 16 * 36);
+    let data = usage(
+        &CONV,
+        &attrs("backward_data", &[1, 4, 6, 6]),
+        &[w, y.clone()],
+    );
+    assert_eq!((data.class, data.work.taps), ("backward_data", 0));
+    let filter = usage(&CONV, &attrs("backward_filter", &[2, 4, 3, 3]), &[x, y]);
+    assert_eq!((filter.class, filter.work.taps), ("backward_filter", 0));
+}
