@@ -7,7 +7,7 @@ use cvm_engine::model::{Attr, AttrValue};
 use cvm_engine::ops::OpDef;
 use cvm_engine::ops::cinn_binary::DOT;
 use cvm_engine::ops::cinn_complex::CONV;
-use cvm_engine::ops::nn::CONV2D;
+use cvm_engine::ops::nn::{CONV2D, DENSE, MAX_POOL2D};
 use cvm_engine::tensor::TensorType;
 use cvm_gas::Usage;
 
@@ -92,4 +92,72 @@ fn cinn_conv_classes_are_its_types() {
     assert_eq!((data.class, data.work.taps), ("backward_data", 0));
     let filter = usage(&CONV, &attrs("backward_filter", &[2, 4, 3, 3]), &[x, y]);
     assert_eq!((filter.class, filter.work.taps), ("backward_filter", 0));
+}
+
+/// The usage of a max_pool2d over a 1 × W row of 2 planes, with a 1 × K window and padding P
+/// along the row only.
+fn max_pool_usage(width: u32, window: i64, pad: i64) -> Usage {
+    let attrs = [
+        ("pool_size", AttrValue::Ints(vec![1, window])),
+        ("padding", AttrValue::Ints(vec![0, pad])),
+    ];
+    usage(&MAX_POOL2D, &attrs, &[ty(&[1, 2, 1, width], 8)])
+}
+
+#[test]
+fn max_pool2d_is_padded_when_most_window_positions_are() {
+    // One input element, window 2, padding 1: two outputs, each window one element of the
+    // input and one of padding: exactly half, not most.
+    let half = max_pool_usage(1, 2, 1);
+    assert_eq!((half.class, half.work.taps), ("", 2 * 2));
+    // Window 3, padding 1: one output whose window holds the element and two of padding.
+    let most = max_pool_usage(1, 3, 1);
+    assert_eq!((most.class, most.work.taps), ("padded", 2));
+    // A 4-wide row with a "same" window: 10 of 12 positions read the input.
+    let same = max_pool_usage(4, 3, 1);
+    assert_eq!((same.class, same.work.taps), ("", 2 * 10));
+}
+
+#[test]
+fn dense_is_batched_from_two_rows() {
+    let dense = |rows: u32| {
+        let attrs = [
+            ("units", AttrValue::Int(3)),
+            ("use_bias", AttrValue::Bool(false)),
+        ];
+        usage(&DENSE, &attrs, &[ty(&[rows, 20], 8), ty(&[3, 20], 8)])
+    };
+    let single = dense(1);
+    // The reduction of 20 rounds up to 32 lanes.
+    assert_eq!((single.class, single.work.macs), ("", 3 * 32));
+    let batched = dense(2);
+    assert_eq!((batched.class, batched.work.macs), ("batched", 2 * 3 * 32));
+}
+
+#[test]
+fn depthwise_conv2d_counts_its_planes() {
+    let attrs = [
+        ("padding", AttrValue::Ints(vec![1, 1])),
+        ("groups", AttrValue::Int(4)),
+        ("use_bias", AttrValue::Bool(false)),
+    ];
+    let depthwise = usage(
+        &CONV2D,
+        &attrs,
+        &[ty(&[2, 4, 8, 8], 8), ty(&[4, 1, 3, 3], 8)],
+    );
+    assert_eq!(
+        (depthwise.class, depthwise.work.slices),
+        ("depthwise", 2 * 4)
+    );
+    let dense = usage(
+        &CONV2D,
+        &[
+            ("padding", AttrValue::Ints(vec![1, 1])),
+            ("use_bias", AttrValue::Bool(false)),
+        ],
+        &[ty(&[2, 4, 8, 8], 8), ty(&[4, 4, 3, 3], 8)],
+    );
+    // Two images, 8 × 8 outputs, 3 × 3 kernel positions: one run of 4 channels each.
+    assert_eq!((dense.class, dense.work.slices), ("dense", 2 * 64 * 9));
 }

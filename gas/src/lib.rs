@@ -30,9 +30,9 @@ pub struct Work {
     pub reads: u64,
     /// Elements written to the outputs.
     pub writes: u64,
-    /// Window taps: (output element, window position) pairs of a pooling window; for a
-    /// convolution, the input elements each output window (image, group, output position)
-    /// covers, counted once per window whatever the output channels it serves.
+    /// Window taps: (output element, window position) pairs of a pooling window that read the
+    /// input; for a convolution, the input elements each output window (image, group, output
+    /// position) covers, counted once per window whatever the output channels it serves.
     pub taps: u64,
     /// Candidate pairs: pairs of boxes an overlap test may compare.
     pub pairs: u64,
@@ -41,7 +41,8 @@ pub struct Work {
     pub evals: u64,
     /// Slices: the runs of consecutive elements an operator gathers whole from its operands
     /// (`concatenate`: the outer extent before the axis times the inputs; `take`: the outer
-    /// extent times the indices).
+    /// extent times the indices; `conv2d`: the runs of a group's channels a window reads at each
+    /// kernel position, or for a depthwise convolution its planes).
     pub slices: u64,
 }
 
@@ -111,7 +112,8 @@ pub struct RunRates {
     pub input: u64,
     /// Per element of the outputs: copying them out and encoding them.
     pub output: u64,
-    /// Per element (4 bytes) of the arena: growing the memory and touching it first.
+    /// Per element (4 bytes) of the arena beyond the inputs ([`Schedule::fresh_arena`]): growing
+    /// the memory and touching it first.
     pub arena: u64,
 }
 
@@ -162,15 +164,17 @@ const V1_TABLE: &[Row] = &[
     row("broadcast_div",         "",                       640, [     0,      0,    700,      0,      0,      0,      0]),
     row("broadcast_max",         "",                       540, [     0,      0,    137,      0,      0,      0,      0]),
     row("broadcast_greater",     "",                       541, [     0,      0,    147,      0,      0,      0,      0]),
-    row("conv2d",                "dense",                 2035, [    14,      0,    110,    240,      0,      0,      0]),
+    row("conv2d",                "dense",                 2000, [    13,      0,    500,     40,      0,      0,    950]),
     row("conv2d",                "pointwise",             2555, [    12,      0,    110,     73,      0,      0,      0]),
-    row("conv2d",                "depthwise",             3977, [    18,      0,     80,      0,      0,      0,      0]),
+    row("conv2d",                "depthwise",             1000, [    19,      0,     80,      0,      0,      0,  18400]),
     row("conv2d",                "depthwise irregular",   4884, [    37,      0,  10577,      0,      0,      0,      0]),
     row("conv2d",                "grouped",               2035, [    16,      0,     90,    320,      0,      0,      0]),
     row("conv2d",                "padded",                2035, [    16,      0,     90,    640,      0,      0,      0]),
     row("dense",                 "",                       646, [    15,      0,    910,      0,      0,      0,      0]),
+    row("dense",                 "batched",                646, [    11,      0,    910,      0,      0,      0,      0]),
     row("relu",                  "",                       331, [     0,      0,     95,      0,      0,      0,      0]),
-    row("max_pool2d",            "",                       700, [     0,    400,    905,    181,      0,      0,      0]),
+    row("max_pool2d",            "",                      1473, [     0,     88,    363,    160,      0,      0,      0]),
+    row("max_pool2d",            "padded",                 539, [     0,    525,   3206,    172,      0,      0,      0]),
     row("upsampling",            "",                       498, [     0,      0,    629,      0,      0,      0,      0]),
     row("abs",                   "",                       343, [     0,      0,    410,      0,      0,      0,      0]),
     row("cvm_precision",         "",                       333, [     0,      0,    218,      0,      0,      0,      0]),
@@ -183,11 +187,11 @@ const V1_TABLE: &[Row] = &[
     row("cvm_right_shift",       "",                       361, [     0,      0,    136,      0,      0,      0,      0]),
     row("repeat",                "",                       362, [     0,      0,   1003,      0,      0,      0,      0]),
     row("tile",                  "",                       664, [     0,      0,   2345,      0,      0,      0,      0]),
-    row("flatten",               "",                       300, [     0,      0,    130,      0,      0,      0,      0]),
+    row("flatten",               "",                       300, [     0,      0,    150,      0,      0,      0,      0]),
     row("concatenate",           "",                       524, [     0,      0,    121,      0,      0,      0,   1185]),
-    row("expand_dims",           "",                       316, [     0,      0,    130,      0,      0,      0,      0]),
-    row("reshape",               "",                       291, [     0,      0,    130,      0,      0,      0,      0]),
-    row("squeeze",               "",                       303, [     0,      0,    130,      0,      0,      0,      0]),
+    row("expand_dims",           "",                       316, [     0,      0,    150,      0,      0,      0,      0]),
+    row("reshape",               "",                       291, [     0,      0,    150,      0,      0,      0,      0]),
+    row("squeeze",               "",                       303, [     0,      0,    150,      0,      0,      0,      0]),
     row("transpose",             "",                       832, [     0,      0,   1121,      0,      0,      0,      0]),
     row("strided_slice",         "",                       814, [     0,      0,   1054,      0,      0,      0,      0]),
     row("slice_like",            "",                       548, [     0,      0,   1028,      0,      0,      0,      0]),
@@ -207,11 +211,11 @@ const V1_TABLE: &[Row] = &[
     row("Ceil",                  "",                       332, [     0,      0,    200,      0,      0,   1506,      0]),
     row("Cos",                   "",                       100, [     0,      0,    147,      0,      0, 134940,      0]),
     row("Cosh",                  "",                       100, [     0,      0,    159,      0,      0, 238265,      0]),
-    row("Erf",                   "",                       100, [     0,      0,    180,      0,      0, 430860,      0]),
+    row("Erf",                   "",                       100, [     0,      0,    180,      0,      0, 380000,      0]),
     row("Exp",                   "",                       100, [     0,      0,    158,      0,      0, 204158,      0]),
     row("Floor",                 "",                       403, [     0,      0,    205,      0,      0,   1537,      0]),
     row("Identity",              "",                       414, [     0,      0,    679,      0,      0,      0,      0]),
-    row("IsFinite",              "",                       431, [     0,      0,    561,      0,      0,      0,      0]),
+    row("IsFinite",              "",                       431, [     0,      0,    650,      0,      0,      0,      0]),
     row("IsInf",                 "",                       419, [     0,      0,    671,      0,      0,      0,      0]),
     row("IsNan",                 "",                       432, [     0,      0,    605,      0,      0,      0,      0]),
     row("Log",                   "",                       100, [     0,      0,    178,      0,      0, 251886,      0]),
@@ -237,7 +241,7 @@ const V1_TABLE: &[Row] = &[
     row("Dot",                   "matrix",                 100, [   112,    586,   3089,      0,      0,      0,      0]),
     row("FloorDiv",              "",                       581, [     0,      0,   4173,      0,      0,      0,      0]),
     row("FloorMod",              "",                       561, [     0,      0,   2382,      0,      0,      0,      0]),
-    row("LeftShift",             "",                       316, [     0,      0,   1927,      0,      0,      0,      0]),
+    row("LeftShift",             "",                       316, [     0,      0,   2100,      0,      0,      0,      0]),
     row("LogicalAnd",            "",                       559, [     0,      0,   1494,      0,      0,      0,      0]),
     row("LogicalOr",             "",                       556, [     0,      0,   1479,      0,      0,      0,      0]),
     row("LogicalXor",            "",                       496, [     0,      0,   1931,      0,      0,      0,      0]),
@@ -255,7 +259,7 @@ const V1_TABLE: &[Row] = &[
     row("Compare",               "",                       557, [     0,      0,    268,      0,      0,      0,      0]),
     row("Concat",                "",                       477, [     0,      0,     98,      0,      0,      0,      0]),
     row("Conv",                  "forward",                178, [    83,      0,  12291,   2597,      0,      0,      0]),
-    row("Conv",                  "backward_data",          100, [  2233,      0,   8707,      0,      0,      0,      0]),
+    row("Conv",                  "backward_data",          100, [  2600,      0,   8707,      0,      0,      0,      0]),
     row("Conv",                  "backward_filter",        100, [  2920,      0,   8707,      0,      0,      0,      0]),
     row("Reduce",                "",                       947, [     0,   1387,    509,      0,      0,      0,      0]),
     row("Reduce",                "prod",                  1396, [     0,   6043,    161,      0,      0,      0,      0]),
@@ -272,10 +276,10 @@ impl Schedule {
     pub const V1: Schedule = Schedule {
         version: 1,
         run: RunRates {
-            base: 7800,
-            input: 545,
-            output: 275,
-            arena: 250,
+            base: 6786,
+            input: 628,
+            output: 426,
+            arena: 260,
         },
         table: V1_TABLE,
     };
@@ -326,7 +330,8 @@ impl Schedule {
     }
 
     /// The gas a run costs beyond its nodes, for inputs of `inputs` elements in all, outputs of
-    /// `outputs` elements and an arena of `arena` elements.
+    /// `outputs` elements and an arena of `arena` elements. The arena rate applies to the
+    /// [`fresh_arena`](Self::fresh_arena) elements only.
     ///
     /// # Errors
     /// [`GasOverflow`] if the arithmetic exceeds `u64`.
@@ -336,9 +341,16 @@ impl Schedule {
             &[
                 (inputs, self.run.input),
                 (outputs, self.run.output),
-                (arena, self.run.arena),
+                (Self::fresh_arena(inputs, arena), self.run.arena),
             ],
         )
+    }
+
+    /// The elements of the arena beyond the inputs: the engine frees the inputs' request before
+    /// it lays out the arena, so that much of the arena reuses memory the inputs have already
+    /// grown and touched; only the rest is grown and touched for the first time.
+    pub fn fresh_arena(inputs: u64, arena: u64) -> u64 {
+        arena.saturating_sub(inputs)
     }
 
     /// `base` + ⌈Σ count × rate / [`RATE_SCALE`]⌉, in checked arithmetic.
@@ -403,9 +415,14 @@ mod tests {
         assert_eq!(Schedule::V1.node_gas("no_such_op", &relu(1)), None);
         let run = Schedule::V1.run;
         assert_eq!(Schedule::V1.run_gas(0, 0, 0), Ok(run.base));
+        // An arena no larger than the inputs reuses their memory; the rest is new.
         assert_eq!(
             Schedule::V1.run_gas(100, 100, 100),
-            Ok(run.base + run.input + run.output + run.arena)
+            Ok(run.base + run.input + run.output)
+        );
+        assert_eq!(
+            Schedule::V1.run_gas(100, 100, 300),
+            Ok(run.base + run.input + run.output + 2 * run.arena)
         );
     }
 }

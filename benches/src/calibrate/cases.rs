@@ -944,6 +944,7 @@ fn cvm_configs() -> Vec<Config> {
         conv2d_padded("3x3 pad 64 4->OC, checked gather", 4, false),
         conv2d_padded("depthwise 3x3 pad 64 16, checked gather", 16, true),
         dense("1 row", 1, 1),
+        dense("2 rows", 2, 1),
         dense("16 rows", 16, 1),
         dense("1 row, K = 4N", 1, 4),
         int8_unary("relu", "", Vec::new()),
@@ -951,10 +952,10 @@ fn cvm_configs() -> Vec<Config> {
         max_pool("3x3 stride 2 pad 1", 3, 2, 1),
         max_pool("3x3 stride 1 pad 1", 3, 1, 1),
         max_pool("5x5 stride 1 pad 2", 5, 1, 2),
-        max_pool("41x41 stride 1 pad 40, plain loop", 41, 1, 40),
+        max_pool("41x41 stride 1 pad 40", 41, 1, 40),
         config(
             "max_pool2d",
-            "41x41 stride 1 pad 40 over 24x24, plain loop",
+            "41x41 stride 1 pad 40 over 24x24",
             |rng, n| {
                 // 64 × 64 outputs per channel, each window over up to 24 × 24 input values.
                 let channels = (n / (64 * 64 * 576)).clamp(1, 16) as u32;

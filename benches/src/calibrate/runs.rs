@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use cvm_cli::runner::{self, EngineKind, Timings, phase};
 use cvm_engine::ValidatedModel;
 use cvm_engine::exec::InputTensor;
+use cvm_engine::gas::Schedule;
 use cvm_engine::limits::MAX_GAS_PER_RUN;
 use cvm_engine::model::{Model, Node, ValueRef};
 use cvm_runtime::wasm::WasmEngine;
@@ -57,7 +58,8 @@ pub struct RunRow {
     pub gas: u64,
     /// Its run gas (`run_gas`).
     pub run_gas: u64,
-    /// Elements of the inputs, the outputs and the arena.
+    /// Elements of the inputs, the outputs and the arena beyond the inputs
+    /// ([`Schedule::fresh_arena`]): the counts the run rates price.
     pub elements: [u64; 3],
     /// Median ratio of the run phase's wall time to the reference's.
     pub ratio: f64,
@@ -299,6 +301,7 @@ pub fn measure_all(options: &Options) -> Result<Runs, String> {
                             subject.nodes,
                             ratio
                         );
+                        let inputs = subject.inputs.iter().map(|t| t.data.len() as u64).sum();
                         Ok(RunRow {
                             label: subject.label,
                             size: subject.size,
@@ -306,7 +309,7 @@ pub fn measure_all(options: &Options) -> Result<Runs, String> {
                             gas: subject.validated.total_gas,
                             run_gas: subject.validated.run_gas,
                             elements: [
-                                subject.inputs.iter().map(|t| t.data.len() as u64).sum(),
+                                inputs,
                                 subject
                                     .validated
                                     .outputs
@@ -315,7 +318,7 @@ pub fn measure_all(options: &Options) -> Result<Runs, String> {
                                         subject.validated.value_types[id].shape.elements()
                                     })
                                     .sum(),
-                                subject.validated.arena_bytes / 4,
+                                Schedule::fresh_arena(inputs, subject.validated.arena_bytes / 4),
                             ],
                             ratio,
                             samples,
@@ -441,7 +444,7 @@ pub fn markdown(options: &Options, runs: &Runs) -> String {
     );
     let _ = writeln!(
         out,
-        "| model | size | nodes | inputs | outputs | arena | gas | run gas | samples | run (ms) | \
+        "| model | size | nodes | inputs | outputs | new arena | gas | run gas | samples | run (ms) | \
          wasm/gas |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (row, v) in runs.rows.iter().zip(&normalised) {

@@ -32,6 +32,9 @@ pub struct PoolShape {
     pub strides: [usize; 2],
     /// (PH, PW): leading padding (trailing padding is implied by the output extent).
     pub padding: [usize; 2],
+    /// Clip every window to the input instead of reading a padded copy: the operator's choice
+    /// when most window positions lie in padding (its price class `padded`).
+    pub clip: bool,
 }
 
 impl PoolShape {
@@ -55,10 +58,11 @@ impl PoolShape {
             .saturating_mul(self.phase_row_len() as u64)
     }
 
-    /// Whether the vector kernel applies: the padded copy stays within twice the plane (plus a
-    /// constant). Other shapes (padding far larger than the input) take the plain loop.
+    /// Whether the vector kernel applies: windows are not clipped and the padded copy stays
+    /// within twice the plane (plus a constant). Other shapes take the plain loop, whose work
+    /// is the window taps that read the input.
     pub fn vectorised(&self) -> bool {
-        copy_fits(self.plane_len(), self.height, self.width)
+        !self.clip && copy_fits(self.plane_len(), self.height, self.width)
     }
 
     /// Working memory of [`max_pool2d`] in bytes.

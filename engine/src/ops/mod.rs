@@ -523,8 +523,8 @@ pub fn narrow(value: i64) -> Result<i32> {
 mod tests {
     use super::*;
 
-    /// Every operator has a price in every schedule (the shape classes of `conv2d`, CINN `Conv`
-    /// and `Reduce` included), and every row of a schedule prices an operator of the table.
+    /// Every operator has a price in every schedule (the shape classes of `conv2d`, `max_pool2d`,
+    /// `dense`, CINN `Conv`, `Dot` and `Reduce` included), and every row of a schedule prices an operator of the table.
     #[test]
     fn every_schedule_prices_every_operator_and_nothing_else() {
         let classes = |name: &str| -> &[&str] {
@@ -538,6 +538,8 @@ mod tests {
                     "padded",
                 ],
                 "Conv" => &["forward", "backward_data", "backward_filter"],
+                "max_pool2d" => &["", "padded"],
+                "dense" => &["", "batched"],
                 "Dot" => &["", "matrix"],
                 "Reduce" => &["", "prod"],
                 _ => &[""],

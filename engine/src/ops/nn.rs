@@ -402,6 +402,20 @@ impl Operator for Conv2d {
             out_w,
             reduction,
         ])?;
+        usage.work.slices = if class.starts_with("depthwise") {
+            // Each of the N·C output planes is computed from its own input plane.
+            count(&[u64::from(data[0]), u64::from(data[1])])?
+        } else {
+            // At each kernel position a window reads a run of its group's ICg channels.
+            count(&[
+                u64::from(data[0]),
+                u64::from(self.groups),
+                out_h,
+                out_w,
+                u64::from(weight[2]),
+                u64::from(weight[3]),
+            ])?
+        };
         Ok(usage)
     }
 
@@ -564,6 +578,10 @@ impl Operator for Dense {
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let depth = u64::from(inputs[0].dims()[1]);
         let mut usage = io_usage(inputs, outputs)?;
+        if inputs[0].dims()[0] > 1 {
+            // Several rows share every weight they read.
+            usage.class = "batched";
+        }
         usage.work.macs = count(&[outputs[0].shape.elements(), vector_reduction(depth)])?;
         Ok(usage)
     }
@@ -775,19 +793,12 @@ impl Operator for MaxPool2d {
     }
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        // The (output, window position) pairs that read the input, not its padding.
         let (data, out) = (inputs[0].dims(), outputs[0].dims());
-        let [rows, columns] = [0, 1].map(|axis| {
-            inside_taps(
-                out[2 + axis],
-                self.pool_size[axis],
-                self.strides[axis],
-                self.padding[axis],
-                1,
-                data[2 + axis],
-            )
-        });
+        let [rows, columns] = self.inside_taps(data, [out[2], out[3]]);
         let mut usage = io_usage(inputs, outputs)?;
+        if self.mostly_padding(data, [out[2], out[3]]) {
+            usage.class = "padded";
+        }
         usage.work.taps = count(&[u64::from(data[0]), u64::from(data[1]), rows, columns])?;
         Ok(usage)
     }
@@ -806,8 +817,32 @@ impl Operator for MaxPool2d {
 }
 
 impl MaxPool2d {
+    /// Along each axis, the (output position, window position) pairs that read the input, not
+    /// its padding: a plane's window taps are their product.
+    fn inside_taps(&self, dims: &[u32], out: [u32; 2]) -> [u64; 2] {
+        [0, 1].map(|axis| {
+            inside_taps(
+                out[axis],
+                self.pool_size[axis],
+                self.strides[axis],
+                self.padding[axis],
+                1,
+                dims[2 + axis],
+            )
+        })
+    }
+
+    /// Whether fewer than half of the window positions (OH·PSH·OW·PSW per plane) read the
+    /// input: the price class `padded`, whose windows are clipped to the input one by one.
+    fn mostly_padding(&self, dims: &[u32], out: [u32; 2]) -> bool {
+        let [rows, columns] = self.inside_taps(dims, out).map(u128::from);
+        let positions = [0, 1].map(|axis| u128::from(out[axis]) * u128::from(self.pool_size[axis]));
+        2 * rows * columns < positions[0] * positions[1]
+    }
+
     fn shape(&self, dims: &[u32], [out_h, out_w]: [u32; 2]) -> PoolShape {
         PoolShape {
+            clip: self.mostly_padding(dims, [out_h, out_w]),
             planes: dims[0] as usize * dims[1] as usize,
             height: dims[2] as usize,
             width: dims[3] as usize,

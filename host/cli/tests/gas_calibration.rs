@@ -1,6 +1,6 @@
 //! Schedule version 1 stays calibrated in fuel: for one model per kernel path and shape class,
 //! the wasm fuel a node burns per unit of its gas lies within [0.5, 2] of the calibration's
-//! median node fuel per gas, 6.191 (`docs/gas-calibration.md`).
+//! median node fuel per gas, 6.183 (`docs/gas-calibration.md`).
 //!
 //! Fuel repeats exactly, so this test fails whenever a kernel or a usage formula changes enough
 //! to move a path out of the band, long before anyone reruns the calibration tool. Each node's
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 /// The schedule under test.
 const SCHEDULE: u32 = 1;
 /// Median fuel per gas of the calibration, in thousandths.
-const MEDIAN_MILLI_FUEL: u64 = 6_191;
+const MEDIAN_MILLI_FUEL: u64 = 6_183;
 
 /// One node to measure: its operator, attributes, the model input and parameters it reads.
 struct Case {
@@ -259,11 +259,18 @@ fn cases() -> Vec<Case> {
         .collect();
     cases.extend([
         Case {
-            label: "dense",
+            label: "dense, 4 rows (batched)",
             op: "dense",
             attrs: json!({"units": 64}),
             input: int8(&[4, 256], 6),
             params: vec![param("w", &[64, 256], 7), param("b", &[64], 8)],
+        },
+        Case {
+            label: "dense, one row",
+            op: "dense",
+            attrs: json!({"units": 256}),
+            input: int8(&[1, 1024], 6),
+            params: vec![param("w", &[256, 1024], 7), param("b", &[256], 8)],
         },
         max_pool(
             "max_pool2d 2x2 stride 2, vector kernel",
@@ -280,11 +287,18 @@ fn cases() -> Vec<Case> {
             1,
         ),
         max_pool(
-            "max_pool2d 41x41 pad 40, plain loop",
+            "max_pool2d 41x41 pad 40, windows mostly padding",
             &[1, 1, 8, 8],
             41,
             1,
             40,
+        ),
+        max_pool(
+            "max_pool2d 5x5 pad 2 over 2x2 planes, windows mostly padding",
+            &[1, 64, 2, 2],
+            5,
+            1,
+            2,
         ),
         Case {
             label: "broadcast_add, equal shapes",
@@ -426,9 +440,11 @@ fn every_kernel_path_burns_fuel_in_proportion_to_its_gas() {
         let (double_fuel, double_gas) = run(&wasm, &case, 2);
         let fuel = double_fuel - single_fuel;
         let node_gas = node_gas(&case);
+        // The copy's arena costs run gas too, unless the arena still fits in the inputs'
+        // memory (`Schedule::fresh_arena`).
         assert!(
-            double_gas > gas + node_gas,
-            "{}: the copy pays its node and its arena",
+            double_gas >= gas + node_gas,
+            "{}: the copy pays its node and any new arena",
             case.label
         );
         let gas = node_gas;

@@ -127,7 +127,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_runtime::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5"
+        "811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683"
     );
 }
 
@@ -422,7 +422,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5")
+            .contains("811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

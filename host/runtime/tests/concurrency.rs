@@ -142,6 +142,6 @@ fn rejections_and_failures_are_verdicts() {
     assert_eq!(ok, again);
     assert_eq!(
         cvm_runtime::hash::hex(&ok.hash()),
-        "32cdb501485bfd45223671754cca0c707ba59a5accd99f31820b4f336781a7b5"
+        "811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683"
     );
 }
