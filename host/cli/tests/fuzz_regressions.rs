@@ -52,6 +52,9 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     seeds
 }
 
+/// The fuzz targets (`host/fuzz/fuzz_targets/`), each with its saved inputs in `fixtures/fuzz/`.
+const TARGETS: [&str; 4] = ["canonical", "text_model", "cvm_import", "differential"];
+
 fn check(target: &str, data: &[u8], wasm: &WasmEngine) {
     match target {
         "canonical" => robustness::canonical(data),
@@ -77,17 +80,26 @@ fn saved_inputs_and_seeds_do_not_panic() {
         check(target, data, &wasm);
     }
     let mut replayed = 0;
-    for target in ["canonical", "text_model", "cvm_import", "differential"] {
-        let Ok(entries) = std::fs::read_dir(fuzz_dir().join(target)) else {
-            continue;
-        };
+    for target in TARGETS {
+        assert!(
+            seeds.iter().any(|(t, _)| *t == target),
+            "no seed for the fuzz target {target}"
+        );
+        // Every target keeps its saved inputs: a missing or empty directory is a defect, not a
+        // reason to replay nothing.
+        let dir = fuzz_dir().join(target);
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e} (the saved inputs of {target})", dir.display()));
+        let mut saved = 0;
         for entry in entries {
             let path = entry.unwrap().path();
             if path.is_file() && path.extension().is_none_or(|e| e != "md") {
                 check(target, &std::fs::read(&path).unwrap(), &wasm);
-                replayed += 1;
+                saved += 1;
             }
         }
+        assert!(saved > 0, "{} holds no saved input", dir.display());
+        replayed += saved;
     }
     eprintln!(
         "{} seeds and {replayed} saved fuzz inputs replayed",
