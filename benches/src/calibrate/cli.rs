@@ -40,6 +40,15 @@ pub struct Options {
     pub command: String,
 }
 
+impl Options {
+    /// Whether `--ops` selects operator `op` (every operator without `--ops`).
+    pub fn selects(&self, op: &str) -> bool {
+        self.ops
+            .as_ref()
+            .is_none_or(|ops| ops.iter().any(|name| name == op))
+    }
+}
+
 fn output_path(value: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(value);
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());

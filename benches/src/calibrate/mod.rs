@@ -137,12 +137,7 @@ pub fn measure_all(options: &Options) -> Result<Calibration, String> {
     let started = Instant::now();
     let configs: Vec<Config> = cases::configs()?
         .into_iter()
-        .filter(|c| {
-            options
-                .ops
-                .as_ref()
-                .is_none_or(|ops| ops.iter().any(|op| op == c.op))
-        })
+        .filter(|c| options.selects(c.op))
         .collect();
     let (timing, cap) = if options.quick {
         (QUICK_TIMING, QUICK_FUEL_CAP)

@@ -260,15 +260,7 @@ pub fn measure_all(options: &Options) -> Result<Runs, String> {
         .into_iter()
         .next()
         .ok_or("the reference model does not build")?;
-    let selected: Vec<&Config> = configs
-        .iter()
-        .filter(|c| {
-            options
-                .ops
-                .as_ref()
-                .is_none_or(|ops| ops.iter().any(|op| op == c.op))
-        })
-        .collect();
+    let selected: Vec<&Config> = configs.iter().filter(|c| options.selects(c.op)).collect();
     let mut runs = Runs {
         rows: Vec::new(),
         reference_ns: 0.0,
