@@ -10,7 +10,7 @@
 //! Every property has a fixed seed; a failure names the operator, the case number, the
 //! attributes, the input shapes (and data when small) and the first differing output index.
 //! `cargo test -p cvm-engine --test properties -- --nocapture` prints the number of cases each
-//! property computed and rejected; `-- --ignored` runs the properties that document open bugs.
+//! property computed and rejected.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failing property reports by panicking
 
 mod common;

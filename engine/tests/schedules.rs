@@ -1,8 +1,9 @@
 //! Choosing the gas schedule per load: `load` prices a model under the version it names (there
 //! is no default), reports that version in the estimate, and charges exactly the estimate when it runs;
 //! a version the engine does not define is `UnsupportedVersion` with gas 0, whatever the bytes.
-//! Nothing here pins the numbers of a schedule: every figure is compared with the schedule's own
-//! price of the node's usage.
+//! Each node's gas is checked against its work counted here by hand from the formulas of
+//! docs/gas.md, priced with the rates of the schedule's table row; the figures themselves are
+//! pinned by the fixtures.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use cvm_engine::gas::Schedule;
@@ -40,7 +41,7 @@ fn param32(name: &str, shape: Vec<u32>, data: Vec<i32>) -> ParamDecl {
 
 /// dense (8-bit weights, the multiply-accumulate kernel) → relu → cvm_right_shift → sum, a
 /// generate_proposals_v2 over two anchors (Q8) and two depthwise conv2d (strides 1 and 2):
-/// operators whose counts differ between schedules.
+/// operators that count multiply-accumulates, taps, pairs, evaluations and slices.
 fn model() -> Vec<u8> {
     let one = 1 << 8;
     Model {
@@ -95,7 +96,6 @@ fn model() -> Vec<u8> {
                 vec![ValueRef::Node { node: 0, output: 0 }],
                 Vec::new(),
             ),
-            // Priced differently by versions 2 and 3.
             node(
                 "q",
                 "cvm_right_shift",
@@ -111,7 +111,6 @@ fn model() -> Vec<u8> {
                 vec![ValueRef::Node { node: 2, output: 0 }],
                 Vec::new(),
             ),
-            // Priced differently by versions 3 and 4.
             node(
                 "p",
                 "generate_proposals_v2",
@@ -122,7 +121,6 @@ fn model() -> Vec<u8> {
                     attr("pre_nms_top_n", AttrValue::Int(2)),
                 ],
             ),
-            // Priced differently by versions 4 and 5.
             node(
                 "c",
                 "conv2d",
@@ -133,7 +131,6 @@ fn model() -> Vec<u8> {
                     attr("use_bias", AttrValue::Bool(false)),
                 ],
             ),
-            // Priced differently by versions 5 and 6.
             node(
                 "h",
                 "conv2d",
@@ -187,14 +184,34 @@ fn undefined_versions() -> [u32; 3] {
     [0, newest + 1, u32::MAX]
 }
 
-/// The gas of every node of `model`, priced here from its operator's usage under `schedule`.
-fn priced_here(model: &ValidatedModel, schedule: &Schedule) -> Vec<u64> {
-    model
-        .nodes
-        .iter()
-        .map(|node| {
-            let usage = model.usage_of(node).unwrap();
-            schedule.node_gas(node.op.name, &usage).unwrap().unwrap()
+/// The work of every node of `model`, counted by hand from docs/gas.md: its class and
+/// (macs, reads, writes, taps, pairs, evals, slices).
+const WORK: [(&str, &str, [u64; 7]); 7] = [
+    // dense: 2 rows · 5 units · ⌈20/16⌉·16; reads x (40) and w (100); writes 2 × 5.
+    ("dense", "batched", [2 * 5 * 32, 140, 10, 0, 0, 0, 0]),
+    ("relu", "", [0, 10, 10, 0, 0, 0, 0]),
+    ("cvm_right_shift", "", [0, 10, 10, 0, 0, 0, 0]),
+    ("sum", "", [0, 10, 1, 0, 0, 0, 0]),
+    // N = 1, H·W·A = 2 anchors, k = 2 candidates, m = 2 kept: reads 2 + 13·2, writes rois (2 × 4),
+    // probabilities (2), counts per image (1) and in all (1), pairs N·k·m, evals 2·N·k.
+    ("generate_proposals_v2", "", [0, 28, 12, 0, 4, 4, 0]),
+    // Depthwise 3 × 3, stride 1, padding 1: 2 × 6 × 6 outputs, 9 macs and taps each; reads the
+    // image (72) and kernels (18); one slice per plane (N·C = 2).
+    ("conv2d", "depthwise", [72 * 9, 90, 72, 2 * 36 * 9, 0, 0, 2]),
+    // Stride 2: 2 × 3 × 3 outputs (a stride of 2 without dilation stays `depthwise`).
+    ("conv2d", "depthwise", [18 * 9, 90, 18, 2 * 9 * 9, 0, 0, 2]),
+];
+
+/// The gas of every node of `model` under `schedule`, from [`WORK`]: the base of its row plus its
+/// work at the row's rates in hundredths, rounded up once.
+fn priced_by_hand(schedule: &Schedule) -> Vec<u64> {
+    WORK.iter()
+        .map(|&(op, class, work)| {
+            let row = schedule.row(op, class).unwrap();
+            let r = row.rates;
+            let rates = [r.mac, r.read, r.write, r.tap, r.pair, r.eval, r.slice];
+            let hundredths: u64 = rates.iter().zip(work).map(|(rate, n)| rate * n).sum();
+            row.base + hundredths.div_ceil(100)
         })
         .collect()
 }
@@ -249,7 +266,14 @@ fn each_schedule_prices_the_model_and_charges_its_estimate() {
         let estimate = model.estimate();
         assert_eq!(estimate.schedule_version, version);
         let gas: Vec<u64> = estimate.nodes.iter().map(|node| node.gas).collect();
-        assert_eq!(gas, priced_here(&model, schedule), "schedule {version}");
+        let ops: Vec<(&str, &str)> = model
+            .nodes
+            .iter()
+            .map(|node| (node.op.name, model.usage_of(node).unwrap().class))
+            .collect();
+        let listed: Vec<(&str, &str)> = WORK.iter().map(|&(op, class, _)| (op, class)).collect();
+        assert_eq!(ops, listed, "schedule {version}");
+        assert_eq!(gas, priced_by_hand(schedule), "schedule {version}");
         assert_eq!(
             estimate.total_gas,
             estimate.run_gas + gas.iter().sum::<u64>()

@@ -81,8 +81,8 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     fn set_packed(&mut self, _packed: Arc<PackedRows>) {}
 
     /// Whether `run` writes every element of its outputs whenever it succeeds, so that the
-    /// executor need not zero them first. Only an operator whose kernels are tested on outputs
-    /// filled with other values says so.
+    /// executor need not zero them first. Only an operator whose output is a whole copy of an
+    /// input, or whose kernels are tested on outputs filled with other values, says so.
     fn writes_every_output(&self) -> bool {
         false
     }

@@ -56,6 +56,11 @@ impl Operator for Flatten {
         )])
     }
 
+    /// The output is a copy of the whole input.
+    fn writes_every_output(&self) -> bool {
+        true
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         outputs[0].data.copy_from_slice(inputs[0].data);
         Ok(())
@@ -229,6 +234,11 @@ impl Operator for Reshape {
             self.resolve(inputs[0].dims())?,
             inputs[0].precision,
         )])
+    }
+
+    /// The output is a copy of the whole input.
+    fn writes_every_output(&self) -> bool {
+        true
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
@@ -620,6 +630,11 @@ impl Operator for ExpandDims {
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
+    /// The output is a copy of the whole input.
+    fn writes_every_output(&self) -> bool {
+        true
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         outputs[0].data.copy_from_slice(inputs[0].data);
         Ok(())
@@ -686,6 +701,11 @@ impl Operator for Squeeze {
             out.push(1);
         }
         Ok(vec![TensorType::new(out, inputs[0].precision)])
+    }
+
+    /// The output is a copy of the whole input.
+    fn writes_every_output(&self) -> bool {
+        true
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {

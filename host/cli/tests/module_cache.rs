@@ -127,7 +127,7 @@ fn the_first_engine_compiles_and_stores_the_next_loads_with_identical_outcomes()
     // And the README's hash of this run.
     assert_eq!(
         cvm_runtime::hash::hex(&outcome_hash(&from_cache, HashAlgorithm::Sha3_256)),
-        "811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683"
+        "9c8892999a4d0c1cf7f24f171ee1ed3323ff967e4291607f3c73410a2b310058"
     );
 }
 
@@ -422,7 +422,7 @@ fn the_cli_uses_the_cache_dir_and_survives_a_corrupt_entry() {
     assert!(text(&first.stderr).contains("engine compile"));
     assert!(
         text(&first.stdout)
-            .contains("811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683")
+            .contains("9c8892999a4d0c1cf7f24f171ee1ed3323ff967e4291607f3c73410a2b310058")
     );
     let [file] = entries(&cache).try_into().unwrap();
 

@@ -142,6 +142,6 @@ fn rejections_and_failures_are_verdicts() {
     assert_eq!(ok, again);
     assert_eq!(
         cvm_runtime::hash::hex(&ok.hash()),
-        "811337ca171185c26c6ba26854a82ca5310f1e0ae1615b5f39130d38fb98a683"
+        "9c8892999a4d0c1cf7f24f171ee1ed3323ff967e4291607f3c73410a2b310058"
     );
 }
