@@ -1652,15 +1652,7 @@ impl Operator for Reshape {
         )])
     }
 
-    /// The output is a copy of the whole input.
-    fn writes_every_output(&self) -> bool {
-        true
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        outputs[0].data.copy_from_slice(inputs[0].data);
-        Ok(())
-    }
+    super::copy_of_input!();
 }
 
 // ---------------------------------------------------------------------------------------------

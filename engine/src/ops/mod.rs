@@ -95,6 +95,22 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()>;
 }
 
+/// The [`Operator::run`] of an operator whose output is its input's data unchanged (the
+/// reshapes): a copy of the whole input, so the executor need not zero the output first.
+macro_rules! copy_of_input {
+    () => {
+        fn writes_every_output(&self) -> bool {
+            true
+        }
+
+        fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+            outputs[0].data.copy_from_slice(inputs[0].data);
+            Ok(())
+        }
+    };
+}
+pub(crate) use copy_of_input;
+
 /// How many inputs an operator takes (refined by the builder when it depends on attributes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arity {

@@ -794,9 +794,10 @@ impl Operator for MaxPool2d {
 
     fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
         let (data, out) = (inputs[0].dims(), outputs[0].dims());
-        let [rows, columns] = self.inside_taps(data, [out[2], out[3]]);
+        let taps = self.inside_taps(data, [out[2], out[3]]);
+        let [rows, columns] = taps;
         let mut usage = io_usage(inputs, outputs)?;
-        if self.mostly_padding(data, [out[2], out[3]]) {
+        if self.mostly_padding(taps, [out[2], out[3]]) {
             usage.class = "padded";
         }
         usage.work.taps = count(&[u64::from(data[0]), u64::from(data[1]), rows, columns])?;
@@ -833,16 +834,17 @@ impl MaxPool2d {
     }
 
     /// Whether fewer than half of the window positions (OH·PSH·OW·PSW per plane) read the
-    /// input: the price class `padded`, whose windows are clipped to the input one by one.
-    fn mostly_padding(&self, dims: &[u32], out: [u32; 2]) -> bool {
-        let [rows, columns] = self.inside_taps(dims, out).map(u128::from);
+    /// input, given the plane's [`MaxPool2d::inside_taps`]: the price class `padded`, whose
+    /// windows are clipped to the input one by one.
+    fn mostly_padding(&self, taps: [u64; 2], out: [u32; 2]) -> bool {
+        let [rows, columns] = taps.map(u128::from);
         let positions = [0, 1].map(|axis| u128::from(out[axis]) * u128::from(self.pool_size[axis]));
         2 * rows * columns < positions[0] * positions[1]
     }
 
     fn shape(&self, dims: &[u32], [out_h, out_w]: [u32; 2]) -> PoolShape {
         PoolShape {
-            clip: self.mostly_padding(dims, [out_h, out_w]),
+            clip: self.mostly_padding(self.inside_taps(dims, [out_h, out_w]), [out_h, out_w]),
             planes: dims[0] as usize * dims[1] as usize,
             height: dims[2] as usize,
             width: dims[3] as usize,

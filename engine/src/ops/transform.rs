@@ -56,15 +56,7 @@ impl Operator for Flatten {
         )])
     }
 
-    /// The output is a copy of the whole input.
-    fn writes_every_output(&self) -> bool {
-        true
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        outputs[0].data.copy_from_slice(inputs[0].data);
-        Ok(())
-    }
+    super::copy_of_input!();
 }
 
 /// Row of the operator table for [`Reshape`].
@@ -236,15 +228,7 @@ impl Operator for Reshape {
         )])
     }
 
-    /// The output is a copy of the whole input.
-    fn writes_every_output(&self) -> bool {
-        true
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        outputs[0].data.copy_from_slice(inputs[0].data);
-        Ok(())
-    }
+    super::copy_of_input!();
 }
 
 #[cfg(test)]
@@ -630,15 +614,7 @@ impl Operator for ExpandDims {
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
-    /// The output is a copy of the whole input.
-    fn writes_every_output(&self) -> bool {
-        true
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        outputs[0].data.copy_from_slice(inputs[0].data);
-        Ok(())
-    }
+    super::copy_of_input!();
 }
 
 /// Row of the operator table for [`Squeeze`].
@@ -703,15 +679,7 @@ impl Operator for Squeeze {
         Ok(vec![TensorType::new(out, inputs[0].precision)])
     }
 
-    /// The output is a copy of the whole input.
-    fn writes_every_output(&self) -> bool {
-        true
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        outputs[0].data.copy_from_slice(inputs[0].data);
-        Ok(())
-    }
+    super::copy_of_input!();
 }
 
 /// Row of the operator table for [`Transpose`].
