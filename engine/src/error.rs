@@ -14,10 +14,10 @@ use core::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u16)]
 pub enum ErrorCode {
-    /// The model bytes cannot be decoded: wrong magic, truncated, trailing bytes, bad encoding.
+    /// The model bytes cannot be decoded: wrong magic, truncated or trailing bytes, bad encoding.
     MalformedModel = 100,
-    /// The model declares a format version this engine does not read, or a load names a gas
-    /// schedule version this engine does not define.
+    /// The model declares a format version other than 1, or a load names a gas schedule version
+    /// this engine does not define (checked before decoding).
     UnsupportedVersion = 101,
 
     /// A node names an operator code that is not in the operator table.
@@ -30,48 +30,56 @@ pub enum ErrorCode {
     UnknownAttribute = 203,
     /// An attribute value has the wrong kind (integer, boolean, list, string).
     AttributeType = 204,
-    /// An attribute value is outside the range the specification allows.
+    /// An attribute value is outside its allowed range or set.
     AttributeOutOfRange = 205,
     /// A reference names a value that does not exist or does not come earlier in the graph
     /// (dangling references, cycles, forward references).
     InvalidReference = 206,
-    /// Two inputs, parameters or nodes share a name, or attributes are not sorted and unique.
+    /// A repeated input, parameter or node name; attributes not sorted and unique; a repeated
+    /// output name.
     DuplicateName = 207,
-    /// Input shapes do not satisfy the operator's shape rule.
+    /// Operand shapes do not satisfy the operator's shape rule.
     ShapeMismatch = 208,
-    /// Precision inference gives an output precision above 32 bits.
+    /// Precision inference gives an output precision above 32.
     PrecisionOverflow = 209,
-    /// An input precision violates the operator's requirement (e.g. > 8 bits into dense).
+    /// An operand precision the operator does not accept (above 8 into `dense` or `conv2d`;
+    /// pX + `shift_bit` above 32 into `cvm_left_shift`).
     PrecisionConstraint = 210,
     /// A declared precision is outside 1..=32.
     InvalidPrecision = 211,
     /// A parameter holds a value outside its declared precision, or the wrong number of values.
     InvalidParam = 212,
-    /// A declared shape or count exceeds an engine limit (tensor elements, nodes, rank, names).
+    /// A count, shape, name or gas figure beyond an engine limit (tensor elements, nodes, rank,
+    /// names).
     LimitExceeded = 213,
-    /// The statically planned peak memory exceeds the engine's memory limit.
+    /// The planned peak of tensor data a run holds exceeds 1 GiB (also reported if the arena or an
+    /// output copy cannot be allocated while running).
     MemoryLimit = 214,
-    /// A name is empty, too long, or the graph is missing a required part (e.g. outputs).
+    /// A name is empty or too long, or the model has no outputs.
     InvalidName = 215,
 
     /// The number of input tensors differs from the model's declared inputs.
     InputCount = 300,
-    /// An input tensor's shape differs from its declaration.
+    /// An input's shape (or value count) differs from its declaration.
     InputShape = 301,
     /// An input value lies outside the declared precision.
     InputPrecision = 302,
     /// The input bytes handed to the engine cannot be decoded.
     MalformedInput = 303,
 
-    /// An integer result does not fit its type.
+    /// A result does not fit `int32` (for the CINN primitives: a result outside ±(2^31 − 1), the
+    /// bound of precision 32).
     IntegerOverflow = 400,
-    /// Division by zero in an operator that does not define it.
+    /// A zero divisor in CINN `Div`, `FloorDiv`, `Mod` or `FloorMod` (never raised by the CVM
+    /// operators).
     DivisionByZero = 401,
-    /// An input value lies outside the domain of the operator's function.
+    /// An input outside a CINN math function's domain (log of x ≤ 0, asin of x > 1, ...), a base
+    /// x ≤ 0 with a non-integral or negative exponent in `Power`, a shift tensor value outside
+    /// 0..=31 (never raised by the CVM operators).
     DomainError = 402,
-    /// The gas limit is smaller than the cost of the next node.
+    /// The remaining gas does not cover the next node.
     OutOfGas = 403,
-    /// A parameter value is invalid for the operator at run time.
+    /// Reserved: no operator in the table raises it.
     BadParam = 404,
 }
 

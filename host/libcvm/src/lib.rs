@@ -7,8 +7,8 @@
 //! This file is the safe core: a loaded model ([`Net`]) with the byte contract's sizes, and the
 //! classes of the return codes. A model the deployed runtime rejects gets the code it returns
 //! there: [`Status::Logic`] (1) for the checks it makes with `VERIFY`, [`Status::Runtime`] (2)
-//! for those it makes with `CHECK` or `LOG(FATAL)` and for parameter parsing errors
-//! ([`cvm::Class`], cvm-compat §1). Every other deterministic failure (an engine error of the
+//! for those it makes with `CHECK` or `LOG(FATAL)` (cvm-compat §1) and for parameter parsing
+//! errors ([`cvm::Class`], `docs/cvm.md`). Every other deterministic failure (an engine error of the
 //! run, a wrong input length) is [`Status::Logic`]; a failure of this node (the wasm runtime, a
 //! null pointer, an unknown device type, a panic) is [`Status::Runtime`].
 
@@ -46,7 +46,8 @@ impl From<NodeError> for Status {
 }
 
 /// A rejection of a CVM model or input: the deployed runtime's class (a `VERIFY` is a logic
-/// error, a `CHECK`, `LOG(FATAL)` or parameter error a runtime error; cvm-compat §1).
+/// error, a `CHECK`, `LOG(FATAL)` (cvm-compat §1) or parameter error (`docs/cvm.md`) a runtime
+/// error).
 impl From<cvm::Class> for Status {
     fn from(class: cvm::Class) -> Status {
         match class {

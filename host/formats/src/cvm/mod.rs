@@ -31,9 +31,11 @@ use crate::error::{FileLimit, ReadError, quote, read_file};
 use symbol::{NodeKind, SymbolNode};
 pub use symbol::{Postprocess, Symbol, Version};
 
-/// The return code the deployed runtime's C interface gives a rejection (cvm-compat §1, "Error
-/// classes"): a failed `VERIFY` is a logic error, a failed `CHECK`, a `LOG(FATAL)`, a parameter
-/// parsing error or a JSON syntax error a runtime error. `libcvm` returns it; the CLI names it.
+/// The return code the deployed runtime's C interface gives a rejection: a failed `VERIFY` is a
+/// logic error, a failed `CHECK` or `LOG(FATAL)` a runtime error (cvm-compat §1, "Error
+/// classes"); so are a parameter parsing error and a JSON syntax error, which the runtime raises
+/// the same way (`include/cvm/errors.h`, `include/utils/json.h`; `docs/cvm.md`). `libcvm`
+/// returns it; the CLI names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
     /// `ERROR_LOGIC` (1).
@@ -126,7 +128,7 @@ pub struct CvmMeta {
 }
 
 /// The sizes `CVMAPIGetInputLength`, `CVMAPIGetOutputLength`, `CVMAPIGetInputTypeSize`,
-/// `CVMAPIGetOutputTypeSize` and `CVMAPIGetStorageSize` report (cvm-compat §4), computed at
+/// `CVMAPIGetOutputTypeSize` (cvm-compat §4) and `CVMAPIGetStorageSize` (`docs/cvm.md`) report, computed at
 /// load as the deployed runtime computes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Contract {

@@ -713,7 +713,8 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
 }
 
 /// `dense_3` → `dense`: the deployed loader skips trailing digits and, when an underscore
-/// precedes them, cuts there (`dense_` → `dense`, `_5` → the empty name; cvm-compat §1).
+/// precedes them, cuts there (cvm-compat §1; `dense_` → `dense` and `_5` → the empty name as
+/// the deployed `Node::GetOpName` does, `docs/cvm.md`).
 fn strip_suffix(name: &str) -> &str {
     let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
     base.strip_suffix('_').unwrap_or(name)
