@@ -24,6 +24,9 @@
 //! attributes, the inputs and the first differing element.
 //! `cargo test -p cvm-engine --test cinn_properties -- --nocapture` prints, per primitive, the
 //! cases computed, refused and failed at run time, and the largest error of the f64-based ones.
+//! The harness (the build through the table, the comparison, the report) is
+//! `common/property.rs`, shared with `properties.rs`; this file holds the generators and the
+//! references.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -35,17 +38,32 @@
 mod common;
 
 use common::Rng;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::Instant;
+use common::property::{
+    Case, Expect, MAX, Suite, Want, at, bound, concat_at, concat_dims, exact, expect, flat,
+    indices, near, numel, tensor,
+};
 
-use cvm_engine::attrs::Attrs;
 use cvm_engine::error::ErrorCode;
-use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops::{self, Family, OpDef, Operator};
-use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorType};
+use cvm_engine::model::AttrValue;
+use cvm_engine::ops::{Family, OpDef};
+use cvm_engine::tensor::Tensor;
 
-/// 2^31 − 1: the largest magnitude of a precision-32 value.
-const MAX: i64 = 2_147_483_647;
+/// The CINN primitives; a case with an unknown attribute (2%) must be refused with
+/// `UnknownAttribute`.
+const CINN: Suite<ErrorCode> = Suite {
+    what: "CINN primitive",
+    covers: |def| def.family == Family::Cinn,
+    spoil: unknown_attribute,
+};
+
+fn unknown_attribute(rng: &mut Rng, case: &mut Case, _: &OpDef) -> Option<ErrorCode> {
+    if rng.chance(2) {
+        case.set("no_such_attribute", int(1));
+        Some(ErrorCode::UnknownAttribute)
+    } else {
+        None
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic random numbers
@@ -54,13 +72,6 @@ const MAX: i64 = 2_147_483_647;
 impl Rng {
     fn sign(&mut self) -> i64 {
         if self.chance(50) { 1 } else { -1 }
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
     }
 
     /// F in 0..=30, biased toward 0, 8, 16 and 30.
@@ -161,27 +172,14 @@ impl Rng {
         tensor(dims, p, data)
     }
 
-    /// `rank` dimensions in 1..=max, each 0 with probability `zero_percent`.
-    fn dims(&mut self, rank: usize, max: u32, zero_percent: u64) -> Vec<u32> {
-        (0..rank)
-            .map(|_| {
-                if self.chance(zero_percent) {
-                    0
-                } else {
-                    self.range(1, i64::from(max)) as u32
-                }
-            })
-            .collect()
-    }
-
     /// A shape of rank 0..=max_rank (now and then 5..=6 with dimensions 1 or 2).
     fn shape(&mut self, max_rank: usize, max_dim: u32) -> Vec<u32> {
         if self.chance(4) {
             let rank = self.size(5, 6);
-            self.dims(rank, 2, 2)
+            self.dimensions(rank, 2, 2)
         } else {
             let rank = self.size(0, max_rank);
-            self.dims(rank, max_dim, 4)
+            self.dimensions(rank, max_dim, 4)
         }
     }
 
@@ -212,88 +210,8 @@ impl Rng {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cases, tensors and indices
+// Attribute values, folds and dimensions
 // ---------------------------------------------------------------------------------------------
-
-/// One application of a primitive: attributes and input tensors.
-#[derive(Default)]
-struct Case {
-    attrs: Vec<Attr>,
-    inputs: Vec<Tensor>,
-}
-
-impl Case {
-    /// Sets attribute `name` (replacing an earlier value).
-    fn set(&mut self, name: &str, value: AttrValue) {
-        self.attrs.retain(|attr| attr.name != name);
-        self.attrs.push(Attr {
-            name: name.into(),
-            value,
-        });
-    }
-
-    fn input(mut self, t: Tensor) -> Case {
-        self.inputs.push(t);
-        self
-    }
-
-    fn attr(&self, name: &str) -> Option<&AttrValue> {
-        self.attrs
-            .iter()
-            .find(|attr| attr.name == name)
-            .map(|attr| &attr.value)
-    }
-
-    fn int_attr(&self, name: &str) -> Option<i64> {
-        match self.attr(name) {
-            Some(AttrValue::Int(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    fn ints_attr(&self, name: &str) -> Option<Vec<i64>> {
-        match self.attr(name) {
-            Some(AttrValue::Ints(v)) => Some(v.clone()),
-            _ => None,
-        }
-    }
-
-    fn str_attr(&self, name: &str) -> Option<&str> {
-        match self.attr(name) {
-            Some(AttrValue::Str(v)) => Some(v),
-            _ => None,
-        }
-    }
-
-    fn bool_attr(&self, name: &str) -> Option<bool> {
-        match self.attr(name) {
-            Some(AttrValue::Bool(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// Everything needed to rebuild the case by hand.
-    fn describe(&self) -> String {
-        let attrs: Vec<String> = self
-            .attrs
-            .iter()
-            .map(|attr| format!("{} = {:?}", attr.name, attr.value))
-            .collect();
-        let mut text = format!("  attributes: [{}]\n", attrs.join(", "));
-        for (position, input) in self.inputs.iter().enumerate() {
-            text.push_str(&format!(
-                "  input {position}: shape {:?}, precision {}",
-                input.shape.dims(),
-                input.precision
-            ));
-            if input.data.len() <= 48 {
-                text.push_str(&format!(", data {:?}", input.data));
-            }
-            text.push('\n');
-        }
-        text
-    }
-}
 
 fn int(v: i64) -> AttrValue {
     AttrValue::Int(v)
@@ -307,28 +225,11 @@ fn text(v: &str) -> AttrValue {
     AttrValue::Str(v.into())
 }
 
-fn tensor(dims: &[u32], precision: u8, data: Vec<i64>) -> Tensor {
-    assert_eq!(data.len(), numel(dims), "data for {dims:?}");
-    Tensor {
-        shape: Shape::new(dims.to_vec()),
-        precision,
-        data: data
-            .into_iter()
-            .map(|v| i32::try_from(v).unwrap())
-            .collect(),
-    }
-}
-
 /// Folds every value of `t` into [−limit, limit].
 fn calm(t: &mut Tensor, limit: i64) {
     for v in &mut t.data {
         *v = fold(i64::from(*v), limit) as i32;
     }
-}
-
-/// 2^(p−1) − 1.
-fn bound(p: u8) -> i64 {
-    (1i64 << (p - 1)) - 1
 }
 
 /// `v` brought into [−limit, limit] (a remainder: values already inside stay as they are).
@@ -353,91 +254,15 @@ fn isqrt(n: i128) -> i64 {
     s as i64
 }
 
-fn numel(dims: &[u32]) -> usize {
-    dims.iter().map(|&d| d as usize).product()
-}
-
 fn dims_of(t: &Tensor) -> Vec<u32> {
     t.shape.dims().to_vec()
-}
-
-/// Row-major position of `index` in dimensions `dims`.
-fn flat(index: &[usize], dims: &[u32]) -> usize {
-    assert_eq!(index.len(), dims.len(), "index {index:?} for dims {dims:?}");
-    index.iter().zip(dims).fold(0, |acc, (&i, &d)| {
-        assert!(i < d as usize, "index {index:?} outside {dims:?}");
-        acc * d as usize + i
-    })
-}
-
-/// The index at row-major position `position` of `dims`.
-fn unflat(mut position: usize, dims: &[u32]) -> Vec<usize> {
-    let mut index = vec![0; dims.len()];
-    for (axis, &dim) in dims.iter().enumerate().rev() {
-        let dim = (dim as usize).max(1);
-        index[axis] = position % dim;
-        position /= dim;
-    }
-    index
-}
-
-/// Every index of `dims`, row-major (one, [], for rank 0; none when a dimension is 0).
-fn indices(dims: &[u32]) -> Vec<Vec<usize>> {
-    (0..numel(dims)).map(|p| unflat(p, dims)).collect()
-}
-
-/// The element of `t` at `index`.
-fn at(t: &Tensor, index: &[usize]) -> i64 {
-    i64::from(t.data[flat(index, t.shape.dims())])
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reference arithmetic
 // ---------------------------------------------------------------------------------------------
 
-/// What the reference says about one output element.
-#[derive(Clone, Copy, Debug)]
-enum Want {
-    /// Exactly this value.
-    Exact(i64),
-    /// A value within `tol` of the real result `exact` (both in units of 2^−F).
-    Near { exact: f64, tol: f64 },
-    /// Like `Near`, but the real result lies within `tol` of ±(2^31 − 1): `IntegerOverflow`
-    /// is an acceptable answer too.
-    Edge { exact: f64, tol: f64 },
-    /// No value: the run fails with this code (at the first such element).
-    Fail(ErrorCode),
-}
-
-use Want::{Edge, Exact, Fail, Near};
-
-/// Slack on the f64-based tolerances, in ulp: far above the f64 references' own error (below
-/// 2^−18 ulp for results below 2^33), far below any real disagreement.
-const SLACK: f64 = 1e-3;
-
-/// An exact integer result: the value, or `IntegerOverflow` outside ±(2^31 − 1).
-fn exact(v: i128) -> Want {
-    if v.abs() <= i128::from(MAX) {
-        Exact(v as i64)
-    } else {
-        Fail(ErrorCode::IntegerOverflow)
-    }
-}
-
-/// A real result (in ulp) the engine must reach within `tol`, with the overflow decision
-/// tolerant within `tol` of the limit.
-fn near(real: f64, tol: f64) -> Want {
-    assert!(!real.is_nan(), "NaN reference");
-    let limit = MAX as f64;
-    let magnitude = real.abs();
-    if magnitude < limit - tol - SLACK {
-        Near { exact: real, tol }
-    } else if magnitude <= limit + tol + SLACK {
-        Edge { exact: real, tol }
-    } else {
-        Fail(ErrorCode::IntegerOverflow)
-    }
-}
+use Want::{Exact, Fail};
 
 /// round(v / 2^f) with halves away from zero: sign(v)·⌊(2|v| + 2^f) / 2^(f+1)⌋.
 fn round_half_away(v: i128, f: u32) -> i128 {
@@ -517,297 +342,9 @@ fn resolve(axis: i64, rank: usize) -> Result<usize, ErrorCode> {
     }
 }
 
-/// What the reference expects of one output.
-struct Expect {
-    dims: Vec<u32>,
-    precision: u8,
-    data: Vec<Want>,
-}
-
 /// The reference's verdict: the outputs (whose elements may be run-time failures), or the code
 /// the engine must refuse the case with before running it.
-type Verdict = Result<Vec<Expect>, ErrorCode>;
-
-/// An output of dimensions `dims` whose element at index `y` is `value(y)`.
-fn expect(dims: Vec<u32>, precision: u8, mut value: impl FnMut(&[usize]) -> Want) -> Expect {
-    let data = indices(&dims).iter().map(|y| value(y)).collect();
-    Expect {
-        dims,
-        precision,
-        data,
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The engine, through its operator table
-// ---------------------------------------------------------------------------------------------
-
-/// What the engine did with a case.
-enum Outcome {
-    /// Refused before running (attribute check, table arity, build, infer).
-    Refused(ErrorCode, String),
-    /// Inferred these output types and ran: outputs, or a run-time failure.
-    Ran(Vec<TensorType>, Result<Vec<Tensor>, (ErrorCode, String)>),
-}
-
-fn engine(def: &OpDef, case: &Case) -> Outcome {
-    let refused = |e: cvm_engine::Error| Outcome::Refused(e.code, e.message);
-    let attrs = match Attrs::check(&case.attrs, def.attrs) {
-        Ok(attrs) => attrs,
-        Err(e) => return refused(e),
-    };
-    // Validation checks the table's arity before building; builders refine it.
-    if !def.arity.accepts(case.inputs.len()) {
-        return Outcome::Refused(
-            ErrorCode::ArityMismatch,
-            format!("arity {} refuses {} inputs", def.arity, case.inputs.len()),
-        );
-    }
-    let op: Box<dyn Operator> = match (def.build)(&attrs, case.inputs.len()) {
-        Ok(op) => op,
-        Err(e) => return refused(e),
-    };
-    let in_types: Vec<TensorType> = case
-        .inputs
-        .iter()
-        .map(|t| TensorType {
-            shape: t.shape.clone(),
-            precision: t.precision,
-        })
-        .collect();
-    let types = match op.infer(&in_types) {
-        Ok(types) => types,
-        Err(e) => return refused(e),
-    };
-    if let Err(e) = op.usage(&in_types, &types) {
-        panic!("usage fails for types infer accepted: {e}");
-    }
-    let mut outputs: Vec<Tensor> = types.iter().map(|t| Tensor::zeroed(t).unwrap()).collect();
-    let views: Vec<_> = case.inputs.iter().map(Tensor::view).collect();
-    let mut muts: Vec<TensorMut<'_>> = outputs.iter_mut().map(Tensor::view_mut).collect();
-    let result = op.run(&views, &mut muts);
-    drop(muts);
-    Outcome::Ran(
-        types,
-        result.map(|()| outputs).map_err(|e| (e.code, e.message)),
-    )
-}
-
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic".to_string()
-    }
-}
-
-/// Counts of one property run.
-#[derive(Default)]
-struct Stats {
-    computed: usize,
-    refused: usize,
-    failed: usize,
-    elements: usize,
-    /// Largest |engine − exact| over the f64-based elements, in ulp.
-    max_error: Option<f64>,
-}
-
-impl Stats {
-    /// Asserts the generator reached every path: at least `computed` computed cases, `refused`
-    /// refusals and `failed` run-time failures.
-    fn require(&self, name: &str, computed: usize, refused: usize, failed: usize) {
-        assert!(
-            self.computed >= computed && self.refused >= refused && self.failed >= failed,
-            "{name}: the generator reached too few paths: {} computed (want {computed}), {} refused (want {refused}), {} failed at run time (want {failed})",
-            self.computed,
-            self.refused,
-            self.failed
-        );
-    }
-}
-
-/// The codes a run may fail with: the first failing element's (row-major, outputs in order),
-/// and `IntegerOverflow` when an element at the edge of the range comes before it.
-fn run_codes(expected: &[Expect]) -> Vec<ErrorCode> {
-    let mut codes = Vec::new();
-    for want in expected.iter().flat_map(|e| &e.data) {
-        match want {
-            Fail(code) => {
-                codes.push(*code);
-                return codes;
-            }
-            Edge { .. } if !codes.contains(&ErrorCode::IntegerOverflow) => {
-                codes.push(ErrorCode::IntegerOverflow);
-            }
-            _ => {}
-        }
-    }
-    codes
-}
-
-/// Compares the engine's outcome with the verdict; the reason when they disagree.
-fn compare(
-    def: &OpDef,
-    verdict: &Verdict,
-    outcome: &Outcome,
-    stats: &mut Stats,
-) -> Result<(), String> {
-    let (expected, types, result) = match (verdict, outcome) {
-        (Err(code), Outcome::Refused(got, message)) => {
-            return if code == got {
-                stats.refused += 1;
-                Ok(())
-            } else {
-                Err(format!(
-                    "the engine refuses with {got} ({message}), the reference with {code}"
-                ))
-            };
-        }
-        (Err(code), Outcome::Ran(types, _)) => {
-            let dims: Vec<_> = types.iter().map(|t| (t.dims(), t.precision)).collect();
-            return Err(format!(
-                "the engine accepts the case (outputs {dims:?}), the reference refuses it with {code}"
-            ));
-        }
-        (Ok(expected), Outcome::Refused(got, message)) => {
-            let dims: Vec<_> = expected.iter().map(|e| (&e.dims, e.precision)).collect();
-            return Err(format!(
-                "the engine refuses with {got} ({message}), the reference expects outputs {dims:?}"
-            ));
-        }
-        (Ok(expected), Outcome::Ran(types, result)) => (expected, types, result),
-    };
-    if types.len() != expected.len() || types.len() != usize::from(def.outputs) {
-        return Err(format!(
-            "the engine infers {} outputs, the reference {} (table: {})",
-            types.len(),
-            expected.len(),
-            def.outputs
-        ));
-    }
-    for (k, (ty, want)) in types.iter().zip(expected).enumerate() {
-        if ty.dims() != want.dims.as_slice() || ty.precision != want.precision {
-            return Err(format!(
-                "output {k}: the engine infers shape {:?} precision {}, the reference shape {:?} precision {}",
-                ty.dims(),
-                ty.precision,
-                want.dims,
-                want.precision
-            ));
-        }
-    }
-    match result {
-        Err((code, message)) => {
-            let codes = run_codes(expected);
-            if codes.contains(code) {
-                stats.failed += 1;
-                Ok(())
-            } else {
-                let shown = first_values(expected);
-                Err(format!(
-                    "the run fails with {code} ({message}); the reference expects {} (elements: {shown})",
-                    if codes.is_empty() {
-                        "success".to_string()
-                    } else {
-                        format!("{codes:?}")
-                    }
-                ))
-            }
-        }
-        Ok(outputs) => {
-            for (k, (out, want)) in outputs.iter().zip(expected).enumerate() {
-                for (i, (&got, w)) in out.data.iter().zip(&want.data).enumerate() {
-                    let got = i64::from(got);
-                    let ok = match *w {
-                        Exact(v) => got == v,
-                        Near { exact, tol } | Edge { exact, tol } => {
-                            let error = (got as f64 - exact).abs();
-                            stats.max_error = Some(stats.max_error.unwrap_or(0.0).max(error));
-                            error <= tol + SLACK
-                        }
-                        Fail(_) => false,
-                    };
-                    if !ok {
-                        return Err(format!(
-                            "output {k} at {:?} (element {i}): the engine computes {got}, the reference expects {w:?}",
-                            unflat(i, &want.dims)
-                        ));
-                    }
-                }
-                stats.elements += out.data.len();
-            }
-            stats.computed += 1;
-            Ok(())
-        }
-    }
-}
-
-/// The first few expected elements, for messages.
-fn first_values(expected: &[Expect]) -> String {
-    let shown: Vec<String> = expected
-        .iter()
-        .flat_map(|e| &e.data)
-        .take(12)
-        .map(|w| format!("{w:?}"))
-        .collect();
-    shown.join(", ")
-}
-
-/// Runs `cases` random cases of primitive `name` from `seed`: each is generated, handed to the
-/// engine and to the reference, and the two must agree. About 2% of the cases get an unknown
-/// attribute, which the engine must refuse.
-fn property(
-    name: &'static str,
-    seed: u64,
-    cases: usize,
-    mut generate: impl FnMut(&mut Rng) -> Case,
-    reference: impl Fn(&Case) -> Verdict,
-) -> Stats {
-    let def = ops::by_name(name).unwrap_or_else(|| panic!("{name} is not in the operator table"));
-    assert_eq!(def.family, Family::Cinn, "{name} is not a CINN primitive");
-    let start = Instant::now();
-    let mut rng = Rng(seed);
-    let mut stats = Stats::default();
-    for number in 0..cases {
-        let mut case = generate(&mut rng);
-        let unknown = rng.chance(2);
-        if unknown {
-            case.set("no_such_attribute", int(1));
-        }
-        case.attrs.sort_by(|a, b| a.name.cmp(&b.name));
-        let verdict = if unknown {
-            Err(ErrorCode::UnknownAttribute)
-        } else {
-            reference(&case)
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| engine(def, &case)));
-        let result = match outcome {
-            Ok(outcome) => compare(def, &verdict, &outcome, &mut stats),
-            Err(payload) => Err(format!("the engine panicked: {}", panic_text(&*payload))),
-        };
-        if let Err(what) = result {
-            panic!(
-                "{name}: {what}\n  (case #{number} of seed {seed:#x})\n{}",
-                case.describe()
-            );
-        }
-    }
-    let error = stats
-        .max_error
-        .map(|e| format!(", largest error {e:.4} ulp"))
-        .unwrap_or_default();
-    println!(
-        "{name:<16} {cases:>5} cases: {:>5} computed, {:>4} refused, {:>4} failed at run time; {:>6} elements{error} ({} ms)",
-        stats.computed,
-        stats.refused,
-        stats.failed,
-        stats.elements,
-        start.elapsed().as_millis()
-    );
-    stats
-}
+type Verdict = common::property::Verdict<ErrorCode>;
 
 // ---------------------------------------------------------------------------------------------
 // Unary primitives
@@ -1032,24 +569,15 @@ fn ref_unary(name: &str, case: &Case) -> Verdict {
     Ok(vec![expect(dims_of(x), precision, |y| element(at(x, y)))])
 }
 
-/// One unary property: `cases` cases from `seed`.
-fn unary_property(name: &'static str, seed: u64, cases: usize) -> Stats {
-    property(
-        name,
-        seed,
-        cases,
-        |rng| gen_unary(rng, name),
-        |case| ref_unary(name, case),
-    )
-}
-
 macro_rules! unary_properties {
     ($($test:ident: $name:literal, $seed:literal, $failures:literal;)*) => {
         $(
             #[test]
             fn $test() {
-                let stats = unary_property($name, $seed, 15_000);
-                stats.require($name, 9_000, 400, $failures * 10);
+                let stats = CINN.check($name, $seed, 15_000, |rng| gen_unary(rng, $name), |case| {
+                    ref_unary($name, case)
+                });
+                stats.require(9_000, 400, $failures * 10);
             }
         )*
     };
@@ -1488,10 +1016,10 @@ macro_rules! binary_properties {
         $(
             #[test]
             fn $test() {
-                let stats = property($name, $seed, $cases, |rng| gen_binary(rng, $name), |case| {
+                let stats = CINN.check($name, $seed, $cases, |rng| gen_binary(rng, $name), |case| {
                     ref_binary($name, case)
                 });
-                stats.require($name, $cases / 3, 200, $failures);
+                stats.require($cases / 3, 200, $failures);
             }
         )*
     };
@@ -1598,26 +1126,26 @@ fn ref_shift(left: bool, case: &Case) -> Verdict {
 
 #[test]
 fn binary_power() {
-    let stats = property("Power", 0xB160, 40_000, gen_power, |case| {
+    let stats = CINN.check("Power", 0xB160, 40_000, gen_power, |case| {
         ref_binary("Power", case)
     });
-    stats.require("Power", 20_000, 1_000, 3_000);
+    stats.require(20_000, 1_000, 3_000);
 }
 
 #[test]
 fn binary_left_shift() {
-    let stats = property("LeftShift", 0xB158, 20_000, gen_shift, |case| {
+    let stats = CINN.check("LeftShift", 0xB158, 20_000, gen_shift, |case| {
         ref_shift(true, case)
     });
-    stats.require("LeftShift", 7_000, 500, 1_000);
+    stats.require(7_000, 500, 1_000);
 }
 
 #[test]
 fn binary_right_shift() {
-    let stats = property("RightShift", 0xB162, 20_000, gen_shift, |case| {
+    let stats = CINN.check("RightShift", 0xB162, 20_000, gen_shift, |case| {
         ref_shift(false, case)
     });
-    stats.require("RightShift", 7_000, 500, 500);
+    stats.require(7_000, 500, 500);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1704,8 +1232,8 @@ fn ref_dot(case: &Case) -> Verdict {
 
 #[test]
 fn dot() {
-    let stats = property("Dot", 0xD155, 30_000, gen_dot, ref_dot);
-    stats.require("Dot", 12_000, 1_000, 1_000);
+    let stats = CINN.check("Dot", 0xD155, 30_000, gen_dot, ref_dot);
+    stats.require(12_000, 1_000, 1_000);
 }
 
 fn gen_const_scalar(rng: &mut Rng) -> Case {
@@ -1735,14 +1263,14 @@ fn ref_const_scalar(case: &Case) -> Verdict {
 
 #[test]
 fn const_scalar() {
-    let stats = property(
+    let stats = CINN.check(
         "ConstScalar",
         0xC180,
         5_000,
         gen_const_scalar,
         ref_const_scalar,
     );
-    stats.require("ConstScalar", 3_000, 500, 0);
+    stats.require(3_000, 500, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1773,7 +1301,7 @@ fn bn_shape(rng: &mut Rng) -> Vec<u32> {
     } else {
         rng.size(2, 4)
     };
-    rng.dims(rank, 4, 5)
+    rng.dimensions(rank, 4, 5)
 }
 
 fn gen_bn_mean_variance(rng: &mut Rng) -> Case {
@@ -1834,14 +1362,14 @@ fn ref_bn_mean_variance(case: &Case) -> Verdict {
 
 #[test]
 fn bn_mean_variance() {
-    let stats = property(
+    let stats = CINN.check(
         "BnMeanVariance",
         0xB191,
         25_000,
         gen_bn_mean_variance,
         ref_bn_mean_variance,
     );
-    stats.require("BnMeanVariance", 9_000, 1_000, 2_000);
+    stats.require(9_000, 1_000, 2_000);
 }
 
 fn gen_bn_grad_bias_scale(rng: &mut Rng) -> Case {
@@ -1909,14 +1437,14 @@ fn ref_bn_grad_bias_scale(case: &Case) -> Verdict {
 
 #[test]
 fn bn_grad_bias_scale() {
-    let stats = property(
+    let stats = CINN.check(
         "BnGradBiasScale",
         0xB190,
         25_000,
         gen_bn_grad_bias_scale,
         ref_bn_grad_bias_scale,
     );
-    stats.require("BnGradBiasScale", 9_000, 1_000, 2_000);
+    stats.require(9_000, 1_000, 2_000);
 }
 
 fn gen_broadcast_to(rng: &mut Rng) -> Case {
@@ -1927,7 +1455,7 @@ fn gen_broadcast_to(rng: &mut Rng) -> Case {
     rng.shuffle(&mut axes);
     let mut axes: Vec<usize> = axes[..in_rank].to_vec();
     axes.sort_unstable();
-    let out: Vec<u32> = rng.dims(out_rank, 4, 4);
+    let out: Vec<u32> = rng.dimensions(out_rank, 4, 4);
     let input: Vec<u32> = axes
         .iter()
         .map(|&a| if rng.chance(30) { 1 } else { out[a] })
@@ -1999,14 +1527,14 @@ fn ref_broadcast_to(case: &Case) -> Verdict {
 
 #[test]
 fn broadcast_to() {
-    let stats = property(
+    let stats = CINN.check(
         "BroadcastTo",
         0xB192,
         20_000,
         gen_broadcast_to,
         ref_broadcast_to,
     );
-    stats.require("BroadcastTo", 10_000, 2_000, 0);
+    stats.require(10_000, 2_000, 0);
 }
 
 const COMPARE_KINDS: [&str; 6] = ["kEq", "kNe", "kGe", "kGt", "kLe", "kLt"];
@@ -2055,14 +1583,14 @@ fn ref_compare(case: &Case) -> Verdict {
 
 #[test]
 fn compare_kinds() {
-    let stats = property("Compare", 0xC193, 20_000, gen_compare, ref_compare);
-    stats.require("Compare", 15_000, 1_000, 0);
+    let stats = CINN.check("Compare", 0xC193, 20_000, gen_compare, ref_compare);
+    stats.require(15_000, 1_000, 0);
 }
 
 fn gen_concat(rng: &mut Rng) -> Case {
     let mut case = Case::default();
     let rank = if rng.chance(4) { 0 } else { rng.size(1, 4) };
-    let base = rng.dims(rank, 4, 4);
+    let base = rng.dimensions(rank, 4, 4);
     let axis = if rank == 0 { 0 } else { rng.size(0, rank - 1) };
     match rng.below(10) {
         0 => {}
@@ -2101,39 +1629,19 @@ fn gen_concat(rng: &mut Rng) -> Case {
 }
 
 fn ref_concat(case: &Case) -> Verdict {
-    let first = dims_of(&case.inputs[0]);
-    let axis = resolve(case.int_attr("axis").unwrap_or(0), first.len())?;
-    let mut out = first.clone();
-    out[axis] = 0;
-    for input in &case.inputs {
-        let dims = input.shape.dims();
-        let agrees =
-            dims.len() == first.len() && (0..first.len()).all(|i| i == axis || dims[i] == first[i]);
-        if !agrees {
-            return Err(ErrorCode::ShapeMismatch);
-        }
-        out[axis] += dims[axis];
-    }
+    let rank = case.inputs[0].shape.rank();
+    let axis = resolve(case.int_attr("axis").unwrap_or(0), rank)?;
+    let out = concat_dims(&case.inputs, axis).ok_or(ErrorCode::ShapeMismatch)?;
     let precision = case.inputs.iter().map(|t| t.precision).max().unwrap();
     Ok(vec![expect(out, precision, |y| {
-        let mut position = y[axis];
-        for input in &case.inputs {
-            let length = input.shape.dims()[axis] as usize;
-            if position < length {
-                let mut index = y.to_vec();
-                index[axis] = position;
-                return Exact(at(input, &index));
-            }
-            position -= length;
-        }
-        unreachable!("index {y:?} beyond the concatenation")
+        concat_at(&case.inputs, axis, y)
     })])
 }
 
 #[test]
 fn concat() {
-    let stats = property("Concat", 0xC194, 20_000, gen_concat, ref_concat);
-    stats.require("Concat", 12_000, 2_000, 0);
+    let stats = CINN.check("Concat", 0xC194, 20_000, gen_concat, ref_concat);
+    stats.require(12_000, 2_000, 0);
 }
 
 /// Output extent and padding before along one spatial axis of a forward convolution, as
@@ -2162,21 +1670,6 @@ fn conv_extent(
         return Err(ErrorCode::ShapeMismatch);
     }
     Ok(((padded - span) / stride + 1, before))
-}
-
-/// A two-entry attribute with entries in low..=high (`default` when absent).
-fn pair(
-    case: &Case,
-    name: &str,
-    default: [i64; 2],
-    low: i64,
-    high: i64,
-) -> Result<[i64; 2], ErrorCode> {
-    let values = case.ints_attr(name).unwrap_or_else(|| default.to_vec());
-    match values[..] {
-        [a, b] if (low..=high).contains(&a) && (low..=high).contains(&b) => Ok([a, b]),
-        _ => Err(ErrorCode::AttributeOutOfRange),
-    }
 }
 
 fn gen_conv(rng: &mut Rng) -> Case {
@@ -2315,9 +1808,15 @@ fn ref_conv_shape(case: &Case) -> Result<(Vec<u32>, ConvPlan), ErrorCode> {
         Some(_) => return Err(aor),
     };
     let nhwc = bn_format(case)?;
-    let strides = pair(case, "strides", [1, 1], 1, 4095)?;
-    let paddings = pair(case, "paddings", [0, 0], 0, 4095)?;
-    let dilations = pair(case, "dilations", [1, 1], 1, 4095)?;
+    let strides = case
+        .pair("strides", [1, 1], 1, 4095)
+        .ok_or(ErrorCode::AttributeOutOfRange)?;
+    let paddings = case
+        .pair("paddings", [0, 0], 0, 4095)
+        .ok_or(ErrorCode::AttributeOutOfRange)?;
+    let dilations = case
+        .pair("dilations", [1, 1], 1, 4095)
+        .ok_or(ErrorCode::AttributeOutOfRange)?;
     let groups = case.int_attr("groups").unwrap_or(1);
     if !(1..=i64::from(u32::MAX)).contains(&groups) {
         return Err(aor);
@@ -2417,8 +1916,8 @@ fn ref_conv(case: &Case) -> Verdict {
 
 #[test]
 fn conv_forward() {
-    let stats = property("Conv", 0xC195, 20_000, gen_conv, ref_conv);
-    stats.require("Conv", 7_000, 3_000, 1_000);
+    let stats = CINN.check("Conv", 0xC195, 20_000, gen_conv, ref_conv);
+    stats.require(7_000, 3_000, 1_000);
 }
 
 const REDUCE_KINDS: [&str; 4] = ["kSum", "kProd", "kMax", "kMin"];
@@ -2557,8 +2056,8 @@ fn ref_reduce(case: &Case) -> Verdict {
 
 #[test]
 fn reduce() {
-    let stats = property("Reduce", 0xC196, 30_000, gen_reduce, ref_reduce);
-    stats.require("Reduce", 15_000, 3_000, 1_000);
+    let stats = CINN.check("Reduce", 0xC196, 30_000, gen_reduce, ref_reduce);
+    stats.require(15_000, 3_000, 1_000);
 }
 
 fn gen_reshape(rng: &mut Rng) -> Case {
@@ -2641,8 +2140,8 @@ fn ref_reshape(case: &Case) -> Verdict {
 
 #[test]
 fn reshape() {
-    let stats = property("Reshape", 0xC197, 20_000, gen_reshape, ref_reshape);
-    stats.require("Reshape", 10_000, 2_000, 0);
+    let stats = CINN.check("Reshape", 0xC197, 20_000, gen_reshape, ref_reshape);
+    stats.require(10_000, 2_000, 0);
 }
 
 fn gen_reverse(rng: &mut Rng) -> Case {
@@ -2690,8 +2189,8 @@ fn ref_reverse(case: &Case) -> Verdict {
 
 #[test]
 fn reverse() {
-    let stats = property("Reverse", 0xC198, 20_000, gen_reverse, ref_reverse);
-    stats.require("Reverse", 12_000, 2_000, 0);
+    let stats = CINN.check("Reverse", 0xC198, 20_000, gen_reverse, ref_reverse);
+    stats.require(12_000, 2_000, 0);
 }
 
 fn gen_select(rng: &mut Rng) -> Case {
@@ -2734,8 +2233,8 @@ fn ref_select(case: &Case) -> Verdict {
 
 #[test]
 fn select() {
-    let stats = property("Select", 0xC199, 20_000, gen_select, ref_select);
-    stats.require("Select", 15_000, 1_000, 0);
+    let stats = CINN.check("Select", 0xC199, 20_000, gen_select, ref_select);
+    stats.require(15_000, 1_000, 0);
 }
 
 fn gen_slice(rng: &mut Rng) -> Case {
@@ -2819,8 +2318,8 @@ fn ref_slice(case: &Case) -> Verdict {
 
 #[test]
 fn slice() {
-    let stats = property("Slice", 0xC200, 20_000, gen_slice, ref_slice);
-    stats.require("Slice", 12_000, 2_000, 0);
+    let stats = CINN.check("Slice", 0xC200, 20_000, gen_slice, ref_slice);
+    stats.require(12_000, 2_000, 0);
 }
 
 fn gen_transpose(rng: &mut Rng) -> Case {
@@ -2871,8 +2370,8 @@ fn ref_transpose(case: &Case) -> Verdict {
 
 #[test]
 fn transpose() {
-    let stats = property("Transpose", 0xC201, 20_000, gen_transpose, ref_transpose);
-    stats.require("Transpose", 12_000, 2_000, 0);
+    let stats = CINN.check("Transpose", 0xC201, 20_000, gen_transpose, ref_transpose);
+    stats.require(12_000, 2_000, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2882,7 +2381,7 @@ fn transpose() {
 /// Every CINN primitive of the table has a property above; a new primitive must get one.
 #[test]
 fn every_cinn_primitive_has_a_property() {
-    let covered = [
+    CINN.assert_covers(&[
         // Unary.
         "Abs",
         "Acos",
@@ -2950,19 +2449,5 @@ fn every_cinn_primitive_has_a_property() {
         "Select",
         "Slice",
         "Transpose",
-    ];
-    let mut table: Vec<&str> = ops::OPS
-        .iter()
-        .filter(|def| def.family == Family::Cinn)
-        .map(|def| def.name)
-        .collect();
-    let mut listed = covered.to_vec();
-    table.sort_unstable();
-    listed.sort_unstable();
-    listed.dedup();
-    assert_eq!(listed.len(), covered.len(), "a name is listed twice");
-    assert_eq!(
-        listed, table,
-        "the CINN rows of the operator table and the primitives with a property differ"
-    );
+    ]);
 }

@@ -9,19 +9,39 @@
 //!
 //! Every property has a fixed seed; a failure names the operator, the case number, the
 //! attributes, the input shapes (and data when small) and the first differing output index.
-//! `cargo test -p cvm-engine --test properties -- --nocapture` prints the number of cases each
-//! property computed and rejected.
+//! `cargo test -p cvm-engine --test properties -- --nocapture` prints, per operator, the cases
+//! computed and refused. The harness (the build through the table, the comparison, the report)
+//! is `common/property.rs`, shared with `cinn_properties.rs`; this file holds the generators and
+//! the references.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failing property reports by panicking
 
 mod common;
 
 use common::Rng;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use common::property::{
+    Case, Suite, at, bound, concat_at, concat_dims, expect, flat, indices, malform, numel, tensor,
+};
 
-use cvm_engine::attrs::{AttrKind, Attrs};
-use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops::{self, OpDef, Operator};
-use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorType};
+use cvm_engine::ops::OpDef;
+use cvm_engine::tensor::Tensor;
+
+/// The CVM operators: the rows with codes below 100 (the CINN primitives are covered by
+/// cinn_properties.rs and cinn_complex.rs, generate_proposals_v2 by proposals.rs). A case with
+/// malformed attributes (4%) must be refused, with any code.
+const CVM: Suite<String> = Suite {
+    what: "CVM operator",
+    covers: |def| def.code < 100,
+    spoil: malformed,
+};
+
+fn malformed(rng: &mut Rng, case: &mut Case, def: &OpDef) -> Option<String> {
+    if rng.chance(4) {
+        malform(rng, case, def);
+        Some("malformed attributes".to_string())
+    } else {
+        None
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic random numbers
@@ -30,13 +50,6 @@ use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorType};
 impl Rng {
     fn dim(&mut self, low: u32, high: u32) -> u32 {
         self.range(i64::from(low), i64::from(high)) as u32
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
     }
 
     /// A precision in 1..=32, biased toward the edges and the ≤ 8-bit range.
@@ -48,28 +61,15 @@ impl Rng {
         }
     }
 
-    /// `rank` dimensions in 1..=max, each 0 with probability `zero_percent`.
-    fn dims(&mut self, rank: usize, max: u32, zero_percent: u64) -> Vec<u32> {
-        (0..rank)
-            .map(|_| {
-                if self.chance(zero_percent) {
-                    0
-                } else {
-                    self.dim(1, max)
-                }
-            })
-            .collect()
-    }
-
     /// A shape of rank 0..=max_rank with dimensions up to `max_dim`, or now and then of rank 5..=8
     /// with dimensions of 1 or 2 (the engine's rank limit is 8).
     fn shape(&mut self, max_rank: usize, max_dim: u32, zero_percent: u64) -> Vec<u32> {
         if self.chance(8) {
             let rank = self.size(5, 8);
-            self.dims(rank, 2, zero_percent / 2)
+            self.dimensions(rank, 2, zero_percent / 2)
         } else {
             let rank = self.size(0, max_rank);
-            self.dims(rank, max_dim, zero_percent)
+            self.dimensions(rank, max_dim, zero_percent)
         }
     }
 
@@ -118,7 +118,7 @@ impl Rng {
                 _ => -b,
             })
             .collect();
-        tensor_of(dims, p, data)
+        tensor(dims, p, data)
     }
 
     /// An index tensor for a take or lookup over `len` positions: mostly near the valid range,
@@ -139,166 +139,13 @@ impl Rng {
                 }
             })
             .collect();
-        tensor_of(dims, p, data)
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Cases
-// ---------------------------------------------------------------------------------------------
-
-/// One application of an operator: attributes and input tensors.
-struct Case {
-    op: &'static str,
-    attrs: Vec<Attr>,
-    inputs: Vec<Tensor>,
-}
-
-impl Case {
-    fn new(op: &'static str) -> Case {
-        Case {
-            op,
-            attrs: Vec::new(),
-            inputs: Vec::new(),
-        }
-    }
-
-    fn with(mut self, name: &str, value: AttrValue) -> Case {
-        self.attrs.push(Attr {
-            name: name.into(),
-            value,
-        });
-        self
-    }
-
-    fn int(self, name: &str, value: i64) -> Case {
-        self.with(name, AttrValue::Int(value))
-    }
-
-    fn ints(self, name: &str, values: &[i64]) -> Case {
-        self.with(name, AttrValue::Ints(values.to_vec()))
-    }
-
-    fn flag(self, name: &str, value: bool) -> Case {
-        self.with(name, AttrValue::Bool(value))
-    }
-
-    fn text(self, name: &str, value: &str) -> Case {
-        self.with(name, AttrValue::Str(value.into()))
-    }
-
-    fn input(mut self, tensor: Tensor) -> Case {
-        self.inputs.push(tensor);
-        self
-    }
-
-    fn attr(&self, name: &str) -> Option<&AttrValue> {
-        self.attrs
-            .iter()
-            .find(|attr| attr.name == name)
-            .map(|attr| &attr.value)
-    }
-
-    fn int_attr(&self, name: &str) -> Option<i64> {
-        match self.attr(name) {
-            Some(AttrValue::Int(value)) => Some(*value),
-            _ => None,
-        }
-    }
-
-    fn ints_attr(&self, name: &str) -> Option<Vec<i64>> {
-        match self.attr(name) {
-            Some(AttrValue::Ints(values)) => Some(values.clone()),
-            _ => None,
-        }
-    }
-
-    fn bool_attr(&self, name: &str) -> Option<bool> {
-        match self.attr(name) {
-            Some(AttrValue::Bool(value)) => Some(*value),
-            _ => None,
-        }
-    }
-
-    fn str_attr(&self, name: &str) -> Option<&str> {
-        match self.attr(name) {
-            Some(AttrValue::Str(value)) => Some(value),
-            _ => None,
-        }
-    }
-
-    /// Everything needed to rebuild the case by hand.
-    fn describe(&self) -> String {
-        let attrs: Vec<String> = self
-            .attrs
-            .iter()
-            .map(|attr| format!("{} = {:?}", attr.name, attr.value))
-            .collect();
-        let mut text = format!("  attributes: [{}]\n", attrs.join(", "));
-        for (position, input) in self.inputs.iter().enumerate() {
-            text.push_str(&format!(
-                "  input {position}: shape {:?}, precision {}",
-                input.shape.dims(),
-                input.precision
-            ));
-            if input.data.len() <= 64 {
-                text.push_str(&format!(", data {:?}", input.data));
-            }
-            text.push('\n');
-        }
-        text
-    }
-}
-
-fn tensor_of(dims: &[u32], precision: u8, data: Vec<i64>) -> Tensor {
-    Tensor {
-        shape: Shape::new(dims.to_vec()),
-        precision,
-        data: data.into_iter().map(|v| v as i32).collect(),
+        tensor(dims, p, data)
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reference arithmetic: plain index computations, nothing shared with the engine
 // ---------------------------------------------------------------------------------------------
-
-fn numel(dims: &[u32]) -> usize {
-    dims.iter().map(|&d| d as usize).product()
-}
-
-/// Row-major position of `index` in a tensor of dimensions `dims`:
-/// Σ_i index_i · Π_{j>i} dims_j.
-fn flat(index: &[usize], dims: &[u32]) -> usize {
-    assert_eq!(index.len(), dims.len(), "index {index:?} for dims {dims:?}");
-    let mut position = 0;
-    for (axis, &i) in index.iter().enumerate() {
-        assert!(i < dims[axis] as usize, "index {index:?} outside {dims:?}");
-        position = position * dims[axis] as usize + i;
-    }
-    position
-}
-
-/// The index at row-major position `position` of dimensions `dims`.
-fn unflat(mut position: usize, dims: &[u32]) -> Vec<usize> {
-    let mut index = vec![0; dims.len()];
-    for (axis, &dim) in dims.iter().enumerate().rev() {
-        index[axis] = position % (dim as usize).max(1);
-        position /= (dim as usize).max(1);
-    }
-    index
-}
-
-/// Every index of `dims` in row-major order (the last axis fastest).
-fn indices(dims: &[u32]) -> Vec<Vec<usize>> {
-    (0..numel(dims))
-        .map(|position| unflat(position, dims))
-        .collect()
-}
-
-/// The element of `t` at `index`.
-fn at(t: &Tensor, index: &[usize]) -> i64 {
-    i64::from(t.data[flat(index, t.shape.dims())])
-}
 
 /// Number of significant bits of n (bits(0) = 0).
 fn bits(n: u64) -> u32 {
@@ -314,15 +161,6 @@ fn bits(n: u64) -> u32 {
 /// The precision that holds ±n: bits(n + 1) + 1.
 fn nprec(n: u64) -> u32 {
     bits(n + 1) + 1
-}
-
-/// 2^(p−1) − 1.
-fn bound(p: u8) -> i64 {
-    let mut power = 1i64;
-    for _ in 1..p {
-        power *= 2;
-    }
-    power - 1
 }
 
 fn clip_to(value: i64, p: u8) -> i64 {
@@ -355,32 +193,8 @@ fn to_dims(values: &[i64]) -> Vec<u32> {
     values.iter().map(|&v| v as u32).collect()
 }
 
-/// What the reference expects of one output.
-struct Expect {
-    dims: Vec<u32>,
-    precision: u8,
-    data: Vec<i64>,
-}
-
-/// The reference's verdict: the outputs, or why the case must be rejected.
-type Verdict = Result<Vec<Expect>, String>;
-
-/// An output of dimensions `dims` whose element at every index `y` is `value(y)`.
-fn expect(dims: Vec<u32>, precision: u8, mut value: impl FnMut(&[usize]) -> i64) -> Expect {
-    let count = dims
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(u64::from(d)));
-    assert!(
-        count.is_some_and(|n| n <= 1 << 22),
-        "generated case too large: output {dims:?}"
-    );
-    let data = indices(&dims).iter().map(|y| value(y)).collect();
-    Expect {
-        dims,
-        precision,
-        data,
-    }
-}
+/// The reference's verdict: the outputs, or why the case must be rejected (any refusal code).
+type Verdict = common::property::Verdict<String>;
 
 fn ensure(ok: bool, why: impl Into<String>) -> Result<(), String> {
     if ok { Ok(()) } else { Err(why.into()) }
@@ -402,25 +216,6 @@ fn resolve(axis: i64, rank: usize) -> Result<usize, String> {
     Ok(if axis < 0 { axis + n } else { axis } as usize)
 }
 
-/// A two-entry list attribute with entries in [low, high], `default` when absent.
-fn pair(
-    case: &Case,
-    name: &str,
-    default: [i64; 2],
-    low: i64,
-    high: i64,
-) -> Result<[i64; 2], String> {
-    let values = case.ints_attr(name).unwrap_or_else(|| default.to_vec());
-    ensure(values.len() == 2, format!("{name} must have 2 entries"))?;
-    for &v in &values {
-        ensure(
-            low <= v && v <= high,
-            format!("{name} entry {v} outside [{low}, {high}]"),
-        )?;
-    }
-    Ok([values[0], values[1]])
-}
-
 /// A string attribute that, when present, must be one of `allowed`.
 fn one_of(case: &Case, name: &str, allowed: &[&str]) -> Result<(), String> {
     match case.str_attr(name) {
@@ -433,219 +228,14 @@ fn one_of(case: &Case, name: &str, allowed: &[&str]) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The engine, through its public operator API
-// ---------------------------------------------------------------------------------------------
-
-/// Checks attributes, builds the operator and infers the output types.
-fn prepare(def: &OpDef, case: &Case) -> Result<(Box<dyn Operator>, Vec<TensorType>), String> {
-    let attrs = Attrs::check(&case.attrs, def.attrs).map_err(|e| format!("attributes: {e}"))?;
-    // Validation checks the table's arity before building; the builder refines it.
-    if !def.arity.accepts(case.inputs.len()) {
-        return Err(format!(
-            "arity {} refuses {} inputs",
-            def.arity,
-            case.inputs.len()
-        ));
-    }
-    let op = (def.build)(&attrs, case.inputs.len()).map_err(|e| format!("build: {e}"))?;
-    let types: Vec<TensorType> = case
-        .inputs
-        .iter()
-        .map(|t| TensorType {
-            shape: t.shape.clone(),
-            precision: t.precision,
-        })
-        .collect();
-    let outputs = op.infer(&types).map_err(|e| format!("infer: {e}"))?;
-    Ok((op, outputs))
-}
-
-/// Runs a prepared operator on zeroed outputs of the inferred types.
-fn execute(op: &dyn Operator, case: &Case, types: &[TensorType]) -> Result<Vec<Tensor>, String> {
-    let mut outputs: Vec<Tensor> = types
-        .iter()
-        .map(|t| Tensor::zeroed(t).expect("output buffers allocate"))
-        .collect();
-    let views: Vec<_> = case.inputs.iter().map(Tensor::view).collect();
-    let mut muts: Vec<TensorMut<'_>> = outputs.iter_mut().map(Tensor::view_mut).collect();
-    op.run(&views, &mut muts).map_err(|e| format!("run: {e}"))?;
-    drop(muts);
-    Ok(outputs)
-}
-
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic".to_string()
-    }
-}
-
-/// Spoils the attributes of `case` with an unknown name, a value of the wrong kind or a
-/// duplicated name; the attribute check must refuse each.
-fn malform(rng: &mut Rng, case: &mut Case, def: &OpDef) {
-    match rng.below(3) {
-        1 if !def.attrs.is_empty() => {
-            let spec = def.attrs[rng.below(def.attrs.len() as u64) as usize];
-            case.attrs.retain(|attr| attr.name != spec.name);
-            let value = match spec.kind {
-                AttrKind::Int | AttrKind::Fixed => AttrValue::Bool(true),
-                AttrKind::Bool => AttrValue::Int(1),
-                AttrKind::Ints => AttrValue::Str("1".into()),
-                AttrKind::Str => AttrValue::Ints(vec![1]),
-            };
-            case.attrs.push(Attr {
-                name: spec.name.into(),
-                value,
-            });
-        }
-        2 if !case.attrs.is_empty() => {
-            let copy = case.attrs[rng.below(case.attrs.len() as u64) as usize].clone();
-            case.attrs.push(copy);
-        }
-        _ => case.attrs.push(Attr {
-            name: "no_such_attribute".into(),
-            value: AttrValue::Int(1),
-        }),
-    }
-}
-
-/// Counts of one property run.
-#[derive(Debug, Default)]
-struct Stats {
-    accepted: usize,
-    rejected: usize,
-}
-
-/// Runs `cases` random cases of operator `op` from `seed`: each case is generated, given to the
-/// engine and to the reference, and their verdicts (rejection, or output types and values)
-/// must agree. A few cases get malformed attributes, which the engine must refuse.
-fn property(
-    op: &'static str,
-    seed: u64,
-    cases: usize,
-    generate: impl Fn(&mut Rng) -> Case,
-    reference: impl Fn(&Case) -> Verdict,
-) -> Stats {
-    let def = ops::by_name(op).unwrap_or_else(|| panic!("{op} is not in the operator table"));
-    let mut rng = Rng(seed);
-    let mut stats = Stats::default();
-    for number in 0..cases {
-        let mut case = generate(&mut rng);
-        assert_eq!(
-            case.op, op,
-            "generator for {op} produced a {} case",
-            case.op
-        );
-        let malformed = rng.chance(4);
-        if malformed {
-            malform(&mut rng, &mut case, def);
-        }
-        case.attrs.sort_by(|a, b| a.name.cmp(&b.name));
-        let fail = |what: String| -> ! {
-            panic!(
-                "{op}: {what}\n  (case #{number} of seed {seed:#x})\n{}",
-                case.describe()
-            )
-        };
-        let verdict = if malformed {
-            Err("malformed attributes".to_string())
-        } else {
-            reference(&case)
-        };
-        let prepared =
-            catch_unwind(AssertUnwindSafe(|| prepare(def, &case))).unwrap_or_else(|payload| {
-                fail(format!("the engine panicked: {}", panic_text(&*payload)))
-            });
-        let (expected, outputs) = match (verdict, prepared) {
-            (Err(_), Err(_)) => {
-                stats.rejected += 1;
-                continue;
-            }
-            (Err(why), Ok((_, types))) => fail(format!(
-                "the engine accepts the case (output types {types:?}) but the reference rejects it: {why}"
-            )),
-            (Ok(expected), Err(error)) => {
-                let shapes: Vec<_> = expected.iter().map(|e| (&e.dims, e.precision)).collect();
-                fail(format!(
-                    "the engine rejects the case ({error}) but the reference expects outputs {shapes:?}"
-                ))
-            }
-            (Ok(expected), Ok((operator, types))) => {
-                if types.len() != expected.len() || types.len() != usize::from(def.outputs) {
-                    fail(format!(
-                        "the engine infers {} outputs, the reference {} (table: {})",
-                        types.len(),
-                        expected.len(),
-                        def.outputs
-                    ));
-                }
-                for (k, (ty, want)) in types.iter().zip(&expected).enumerate() {
-                    if ty.shape.dims() != want.dims.as_slice() || ty.precision != want.precision {
-                        fail(format!(
-                            "output {k}: the engine infers shape {:?} precision {}, the reference shape {:?} precision {}",
-                            ty.shape.dims(),
-                            ty.precision,
-                            want.dims,
-                            want.precision
-                        ));
-                    }
-                }
-                let outputs = catch_unwind(AssertUnwindSafe(|| execute(&*operator, &case, &types)))
-                    .unwrap_or_else(|payload| {
-                        fail(format!(
-                            "the engine panicked while running: {}",
-                            panic_text(&*payload)
-                        ))
-                    })
-                    .unwrap_or_else(|error| fail(format!("the engine failed to run: {error}")));
-                (expected, outputs)
-            }
-        };
-        for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
-            assert_eq!(got.data.len(), want.data.len(), "output {k} length");
-            if let Some(position) =
-                (0..want.data.len()).find(|&i| i64::from(got.data[i]) != want.data[i])
-            {
-                fail(format!(
-                    "output {k} (shape {:?}) first differs at index {:?}: engine {}, reference {}",
-                    want.dims,
-                    unflat(position, &want.dims),
-                    got.data[position],
-                    want.data[position]
-                ));
-            }
-        }
-        stats.accepted += 1;
-    }
-    eprintln!(
-        "{op}: {cases} cases, {} computed and compared, {} rejected by both",
-        stats.accepted, stats.rejected
-    );
-    stats
-}
-
-impl Stats {
-    /// Guards against a generator that stopped producing useful cases.
-    fn require(self, accepted: usize, rejected: usize) {
-        assert!(
-            self.accepted >= accepted && self.rejected >= rejected,
-            "too few useful cases: {self:?}, want at least {accepted} accepted and {rejected} rejected"
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Reduce: sum, max
 // ---------------------------------------------------------------------------------------------
 
-fn gen_reduce(rng: &mut Rng, op: &'static str) -> Case {
+fn gen_reduce(rng: &mut Rng) -> Case {
     let dims = rng.shape(4, 4, 6);
     let rank = dims.len();
     let p = rng.precision();
-    let mut case = Case::new(op).input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     if rng.chance(80) {
         let mut axes = Vec::new();
         for axis in 0..rank as i64 {
@@ -684,7 +274,7 @@ fn gen_reduce(rng: &mut Rng, op: &'static str) -> Case {
 
 /// Spec 001 "Reduce Operators": R from axis/exclude, every output element the sum or maximum of
 /// the input elements that agree with it on the kept axes.
-fn ref_reduce(case: &Case) -> Verdict {
+fn ref_reduce(op: &str, case: &Case) -> Verdict {
     let x = &case.inputs[0];
     let dims = x.shape.dims();
     let rank = dims.len();
@@ -713,7 +303,7 @@ fn ref_reduce(case: &Case) -> Verdict {
         kept.iter().map(|&i| dims[i]).collect()
     };
     let k: u64 = summed.iter().map(|&i| u64::from(dims[i])).product();
-    let is_sum = case.op == "sum";
+    let is_sum = op == "sum";
     let p = if is_sum {
         precision(u32::from(x.precision) + bits(k))?
     } else {
@@ -748,33 +338,25 @@ fn ref_reduce(case: &Case) -> Verdict {
 
 #[test]
 fn check_sum() {
-    property(
-        "sum",
-        0x5EED_0001,
-        4000,
-        |rng| gen_reduce(rng, "sum"),
-        ref_reduce,
-    )
-    .require(2760, 370);
+    CVM.check("sum", 0x5EED_0001, 4000, gen_reduce, |case| {
+        ref_reduce("sum", case)
+    })
+    .require(2760, 370, 0);
 }
 
 #[test]
 fn check_max() {
-    property(
-        "max",
-        0x5EED_0002,
-        4000,
-        |rng| gen_reduce(rng, "max"),
-        ref_reduce,
-    )
-    .require(2810, 340);
+    CVM.check("max", 0x5EED_0002, 4000, gen_reduce, |case| {
+        ref_reduce("max", case)
+    })
+    .require(2810, 340, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Broadcast: broadcast_add, _sub, _mul, _div, _max, _greater
 // ---------------------------------------------------------------------------------------------
 
-fn gen_broadcast(rng: &mut Rng, op: &'static str) -> Case {
+fn gen_broadcast(rng: &mut Rng, op: &str) -> Case {
     let out = rng.shape(4, 4, 6);
     let rank = out.len();
     let (mut rank_a, mut rank_b) = (rng.size(0, rank), rng.size(0, rank));
@@ -809,15 +391,15 @@ fn gen_broadcast(rng: &mut Rng, op: &'static str) -> Case {
         let data = (0..numel(&b))
             .map(|_| rng.range(-2, 2).clamp(-bound(pb), bound(pb)))
             .collect();
-        tensor_of(&b, pb, data)
+        tensor(&b, pb, data)
     } else {
         rng.tensor(&b, pb)
     };
-    Case::new(op).input(ta).input(tb)
+    Case::default().input(ta).input(tb)
 }
 
 /// Spec 001 "Broadcast Operators" with numpy alignment: a_j = d_{Q−M+j} if it is < m_j, else 0.
-fn ref_broadcast(case: &Case) -> Verdict {
+fn ref_broadcast(op: &str, case: &Case) -> Verdict {
     let (a, b) = (&case.inputs[0], &case.inputs[1]);
     let (ad, bd) = (a.shape.dims(), b.shape.dims());
     let q = ad.len().max(bd.len());
@@ -844,7 +426,7 @@ fn ref_broadcast(case: &Case) -> Verdict {
         });
     }
     let (pa, pb) = (u32::from(a.precision), u32::from(b.precision));
-    let p = precision(match case.op {
+    let p = precision(match op {
         "broadcast_add" | "broadcast_sub" => pa.max(pb) + 1,
         "broadcast_mul" => pa + pb,
         "broadcast_div" => pa,
@@ -865,7 +447,7 @@ fn ref_broadcast(case: &Case) -> Verdict {
     };
     Ok(vec![expect(out, p, |d| {
         let (x, y) = (read(a, d), read(b, d));
-        match case.op {
+        match op {
             "broadcast_add" => x + y,
             "broadcast_sub" => x - y,
             "broadcast_mul" => x * y,
@@ -889,7 +471,14 @@ fn ref_broadcast(case: &Case) -> Verdict {
 }
 
 fn check_broadcast(op: &'static str, seed: u64) {
-    property(op, seed, 3000, |rng| gen_broadcast(rng, op), ref_broadcast).require(2140, 70);
+    CVM.check(
+        op,
+        seed,
+        3000,
+        |rng| gen_broadcast(rng, op),
+        |case| ref_broadcast(op, case),
+    )
+    .require(2140, 70, 0);
 }
 
 #[test]
@@ -1006,7 +595,7 @@ fn gen_conv2d(rng: &mut Rng) -> Case {
         }
     };
     let (px, pw, pb) = (narrow(rng), narrow(rng), rng.precision());
-    let mut case = Case::new("conv2d")
+    let mut case = Case::default()
         .input(rng.tensor(&data_dims, px))
         .input(rng.tensor(&weight_dims, pw));
     if use_bias {
@@ -1091,9 +680,15 @@ fn ref_conv2d(case: &Case) -> Verdict {
         case.inputs.len() == if use_bias { 3 } else { 2 },
         "input count differs from use_bias",
     )?;
-    let [sh, sw] = pair(case, "strides", [1, 1], 1, 4096)?;
-    let [ph, pw] = pair(case, "padding", [0, 0], 0, 4096)?;
-    let [dh, dw] = pair(case, "dilation", [1, 1], 1, 4096)?;
+    let [sh, sw] = case
+        .pair("strides", [1, 1], 1, 4096)
+        .ok_or("strides: 2 entries in [1, 4096]")?;
+    let [ph, pw] = case
+        .pair("padding", [0, 0], 0, 4096)
+        .ok_or("padding: 2 entries in [0, 4096]")?;
+    let [dh, dw] = case
+        .pair("dilation", [1, 1], 1, 4096)
+        .ok_or("dilation: 2 entries in [1, 4096]")?;
     let groups = case.int_attr("groups").unwrap_or(1);
     ensure(groups >= 1, "groups below 1")?;
     let (x, w) = (&case.inputs[0], &case.inputs[1]);
@@ -1173,7 +768,8 @@ fn ref_conv2d(case: &Case) -> Verdict {
 
 #[test]
 fn check_conv2d() {
-    property("conv2d", 0x5EED_0020, 2500, gen_conv2d, ref_conv2d).require(940, 690);
+    CVM.check("conv2d", 0x5EED_0020, 2500, gen_conv2d, ref_conv2d)
+        .require(940, 690, 0);
 }
 
 fn gen_dense(rng: &mut Rng) -> Case {
@@ -1208,7 +804,7 @@ fn gen_dense(rng: &mut Rng) -> Case {
         }
     };
     let (px, pw, pb) = (narrow(rng), narrow(rng), rng.precision());
-    let mut case = Case::new("dense")
+    let mut case = Case::default()
         .input(rng.tensor(&data_dims, px))
         .input(rng.tensor(&weight_dims, pw));
     if use_bias {
@@ -1282,7 +878,8 @@ fn ref_dense(case: &Case) -> Verdict {
 
 #[test]
 fn check_dense() {
-    property("dense", 0x5EED_0021, 3000, gen_dense, ref_dense).require(1740, 470);
+    CVM.check("dense", 0x5EED_0021, 3000, gen_dense, ref_dense)
+        .require(1740, 470, 0);
 }
 
 fn gen_max_pool2d(rng: &mut Rng) -> Case {
@@ -1306,7 +903,7 @@ fn gen_max_pool2d(rng: &mut Rng) -> Case {
         dims.pop();
     }
     let p = rng.precision();
-    let mut case = Case::new("max_pool2d").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     if rng.chance(4) {
         // The attribute limits: windows far larger than the plane, strides of 4095.
         let ceil = rng.chance(50);
@@ -1366,7 +963,9 @@ fn ref_max_pool2d(case: &Case) -> Verdict {
         pool[0] > padding[0] && pool[1] > padding[1],
         "pool_size must exceed padding",
     )?;
-    let strides = pair(case, "strides", [1, 1], 1, 4096)?;
+    let strides = case
+        .pair("strides", [1, 1], 1, 4096)
+        .ok_or("strides: 2 entries in [1, 4096]")?;
     let ceil = case.bool_attr("ceil_mode").unwrap_or(false);
     let x = &case.inputs[0];
     ensure(x.shape.rank() == 4, "data needs rank 4")?;
@@ -1413,14 +1012,14 @@ fn ref_max_pool2d(case: &Case) -> Verdict {
 
 #[test]
 fn check_max_pool2d() {
-    property(
+    CVM.check(
         "max_pool2d",
         0x5EED_0023,
         4000,
         gen_max_pool2d,
         ref_max_pool2d,
     )
-    .require(1780, 940);
+    .require(1780, 940, 0);
 }
 
 fn gen_upsampling(rng: &mut Rng) -> Case {
@@ -1429,7 +1028,7 @@ fn gen_upsampling(rng: &mut Rng) -> Case {
         dims.push(1);
     }
     let p = rng.precision();
-    let mut case = Case::new("upsampling").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     match rng.below(100) {
         0..=1 => {}
         2..=4 => case = case.int("scale", rng.pick(&[0, -1, 4097])),
@@ -1462,14 +1061,14 @@ fn ref_upsampling(case: &Case) -> Verdict {
 
 #[test]
 fn check_upsampling() {
-    property(
+    CVM.check(
         "upsampling",
         0x5EED_0024,
         3000,
         gen_upsampling,
         ref_upsampling,
     )
-    .require(2160, 220);
+    .require(2160, 220, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1489,10 +1088,10 @@ fn maybe_int(rng: &mut Rng, case: Case, name: &str, valid: i64, invalid: &[i64])
     }
 }
 
-fn gen_unary(rng: &mut Rng, op: &'static str) -> Case {
+fn gen_unary(rng: &mut Rng, op: &str) -> Case {
     let dims = rng.shape(4, 4, 4);
     let p = rng.precision();
-    let mut case = Case::new(op).input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     let is_sign = |rng: &mut Rng, case: Case| match rng.below(100) {
         0..=19 => case.flag("is_sign", true),
         20..=22 => case.flag("is_sign", false),
@@ -1564,7 +1163,7 @@ fn gen_unary(rng: &mut Rng, op: &'static str) -> Case {
 }
 
 /// Spec 001 "Elemwise Operators" (and "relu"), one input: Y[d] = f(X[d]).
-fn ref_unary(case: &Case) -> Verdict {
+fn ref_unary(op: &str, case: &Case) -> Verdict {
     let x = &case.inputs[0];
     let p = x.precision;
     let target = || -> Result<u8, String> {
@@ -1577,7 +1176,7 @@ fn ref_unary(case: &Case) -> Verdict {
         ensure((1..=32).contains(&value), "shift_bit outside [1, 32]")?;
         Ok(value as u32)
     };
-    let (out_p, f): (u8, Box<dyn Fn(i64) -> i64>) = match case.op {
+    let (out_p, f): (u8, Box<dyn Fn(i64) -> i64>) = match op {
         "relu" => (p, Box::new(|v| if v > 0 { v } else { 0 })),
         "abs" => (p, Box::new(|v| if v < 0 { -v } else { v })),
         "negative" => (p, Box::new(|v| -v)),
@@ -1637,7 +1236,14 @@ fn ref_unary(case: &Case) -> Verdict {
 }
 
 fn check_unary(op: &'static str, seed: u64, cases: usize, accepted: usize) {
-    property(op, seed, cases, |rng| gen_unary(rng, op), ref_unary).require(accepted, 20);
+    CVM.check(
+        op,
+        seed,
+        cases,
+        |rng| gen_unary(rng, op),
+        |case| ref_unary(op, case),
+    )
+    .require(accepted, 20, 0);
 }
 
 #[test]
@@ -1680,26 +1286,26 @@ fn check_cvm_right_shift() {
     check_unary("cvm_right_shift", 0x5EED_0038, 4000, 2860);
 }
 
-fn gen_elemwise_binary(rng: &mut Rng, op: &'static str) -> Case {
+fn gen_elemwise_binary(rng: &mut Rng) -> Case {
     let rank = rng.size(0, 4);
-    let dims = rng.dims(rank, 4, 4);
+    let dims = rng.dimensions(rank, 4, 4);
     let other = if rng.chance(8) {
         let rank = rng.size(0, 4);
-        rng.dims(rank, 4, 4)
+        rng.dimensions(rank, 4, 4)
     } else {
         dims.clone()
     };
     let (pa, pb) = (rng.precision(), rng.precision());
     let (a, b) = (rng.tensor(&dims, pa), rng.tensor(&other, pb));
-    Case::new(op).input(a).input(b)
+    Case::default().input(a).input(b)
 }
 
 /// Spec 001 "elemwise_add" / "elemwise_sub": Y[d] = A[d] ± B[d], same shapes only.
-fn ref_elemwise_binary(case: &Case) -> Verdict {
+fn ref_elemwise_binary(op: &str, case: &Case) -> Verdict {
     let (a, b) = (&case.inputs[0], &case.inputs[1]);
     ensure(a.shape == b.shape, "operand shapes differ")?;
     let p = precision(u32::from(a.precision.max(b.precision)) + 1)?;
-    let subtract = case.op == "elemwise_sub";
+    let subtract = op == "elemwise_sub";
     Ok(vec![expect(a.shape.dims().to_vec(), p, |d| {
         if subtract {
             at(a, d) - at(b, d)
@@ -1711,26 +1317,26 @@ fn ref_elemwise_binary(case: &Case) -> Verdict {
 
 #[test]
 fn check_elemwise_add() {
-    property(
+    CVM.check(
         "elemwise_add",
         0x5EED_0032,
         3000,
-        |rng| gen_elemwise_binary(rng, "elemwise_add"),
-        ref_elemwise_binary,
+        gen_elemwise_binary,
+        |case| ref_elemwise_binary("elemwise_add", case),
     )
-    .require(2010, 310);
+    .require(2010, 310, 0);
 }
 
 #[test]
 fn check_elemwise_sub() {
-    property(
+    CVM.check(
         "elemwise_sub",
         0x5EED_0033,
         3000,
-        |rng| gen_elemwise_binary(rng, "elemwise_sub"),
-        ref_elemwise_binary,
+        gen_elemwise_binary,
+        |case| ref_elemwise_binary("elemwise_sub", case),
     )
-    .require(2000, 310);
+    .require(2000, 310, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1752,7 +1358,7 @@ fn gen_repeat(rng: &mut Rng) -> Case {
     let dims = rng.shape_ranked(4, 4, 5);
     let rank = dims.len();
     let p = rng.precision();
-    let mut case = Case::new("repeat").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     if rng.chance(80) {
         case = case.int("axis", axis_value(rng, rank));
     }
@@ -1788,13 +1394,14 @@ fn ref_repeat(case: &Case) -> Verdict {
 
 #[test]
 fn check_repeat() {
-    property("repeat", 0x5EED_0050, 3000, gen_repeat, ref_repeat).require(2140, 230);
+    CVM.check("repeat", 0x5EED_0050, 3000, gen_repeat, ref_repeat)
+        .require(2140, 230, 0);
 }
 
 fn gen_tile(rng: &mut Rng) -> Case {
     let dims = rng.shape(4, 3, 5);
     let p = rng.precision();
-    let case = Case::new("tile").input(rng.tensor(&dims, p));
+    let case = Case::default().input(rng.tensor(&dims, p));
     let count = rng.size(1, if dims.len() > 4 { 8 } else { 4 });
     let mut reps: Vec<i64> = (0..count).map(|_| rng.pick(&[1, 1, 2, 2, 3])).collect();
     if numel(&dims) <= 2 && count == 1 && rng.chance(20) {
@@ -1837,13 +1444,14 @@ fn ref_tile(case: &Case) -> Verdict {
 
 #[test]
 fn check_tile() {
-    property("tile", 0x5EED_0051, 3000, gen_tile, ref_tile).require(2260, 160);
+    CVM.check("tile", 0x5EED_0051, 3000, gen_tile, ref_tile)
+        .require(2260, 160, 0);
 }
 
 fn gen_flatten(rng: &mut Rng) -> Case {
     let dims = rng.shape_ranked(5, 4, 5);
     let p = rng.precision();
-    Case::new("flatten").input(rng.tensor(&dims, p))
+    Case::default().input(rng.tensor(&dims, p))
 }
 
 /// Spec 001 "flatten", 2-D as documented: Y[i, j] = T[i·(n1·…·n_{N−1}) + j], T = X row-major.
@@ -1859,12 +1467,13 @@ fn ref_flatten(case: &Case) -> Verdict {
 
 #[test]
 fn check_flatten() {
-    property("flatten", 0x5EED_0052, 3000, gen_flatten, ref_flatten).require(2360, 110);
+    CVM.check("flatten", 0x5EED_0052, 3000, gen_flatten, ref_flatten)
+        .require(2360, 110, 0);
 }
 
 fn gen_concatenate(rng: &mut Rng) -> Case {
     let rank = if rng.chance(3) { 0 } else { rng.size(1, 4) };
-    let common = rng.dims(rank, 3, 5);
+    let common = rng.dimensions(rank, 3, 5);
     let axis = if rng.chance(25) {
         None
     } else {
@@ -1874,7 +1483,7 @@ fn gen_concatenate(rng: &mut Rng) -> Case {
         .and_then(|a| resolve(a, rank).ok())
         .or(if rank > 1 { Some(1) } else { None });
     let count = rng.size(1, 4);
-    let mut case = Case::new("concatenate");
+    let mut case = Case::default();
     for _ in 0..count {
         let mut dims = common.clone();
         if let Some(a) = along {
@@ -1899,51 +1508,30 @@ fn gen_concatenate(rng: &mut Rng) -> Case {
 
 /// Spec 001 "concatenate": Y[…, Σ_{j<i} n^j_axis + d_axis, …] = I^i[…, d_axis, …].
 fn ref_concatenate(case: &Case) -> Verdict {
-    let first = dims_i64(&case.inputs[0]);
-    let axis = resolve(case.int_attr("axis").unwrap_or(1), first.len())?;
-    let mut out = first.clone();
-    out[axis] = 0;
-    for input in &case.inputs {
-        let dims = dims_i64(input);
-        ensure(dims.len() == first.len(), "ranks differ")?;
-        for (i, (&a, &b)) in dims.iter().zip(&first).enumerate() {
-            ensure(i == axis || a == b, "dimensions differ outside the axis")?;
-        }
-        out[axis] += dims[axis];
-    }
+    let rank = case.inputs[0].shape.rank();
+    let axis = resolve(case.int_attr("axis").unwrap_or(1), rank)?;
+    let out = concat_dims(&case.inputs, axis).ok_or("the inputs differ outside the axis")?;
     let p = case.inputs.iter().map(|t| t.precision).max().unwrap_or(1);
-    Ok(vec![expect(to_dims(&out), p, |y| {
-        let mut offset = 0;
-        for input in &case.inputs {
-            let length = input.shape.dims()[axis] as usize;
-            if y[axis] < offset + length {
-                let mut index = y.to_vec();
-                index[axis] -= offset;
-                return at(input, &index);
-            }
-            offset += length;
-        }
-        unreachable!("output index {y:?} beyond every input")
-    })])
+    Ok(vec![expect(out, p, |y| concat_at(&case.inputs, axis, y))])
 }
 
 #[test]
 fn check_concatenate() {
-    property(
+    CVM.check(
         "concatenate",
         0x5EED_0053,
         3000,
         gen_concatenate,
         ref_concatenate,
     )
-    .require(1970, 330);
+    .require(1970, 330, 0);
 }
 
 fn gen_expand_dims(rng: &mut Rng) -> Case {
     let dims = rng.shape(4, 4, 5);
     let rank = dims.len();
     let p = rng.precision();
-    let mut case = Case::new("expand_dims").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     let n = rank as i64;
     if !rng.chance(3) {
         let axis = if rng.chance(5) {
@@ -1984,14 +1572,14 @@ fn ref_expand_dims(case: &Case) -> Verdict {
 
 #[test]
 fn check_expand_dims() {
-    property(
+    CVM.check(
         "expand_dims",
         0x5EED_0054,
         3000,
         gen_expand_dims,
         ref_expand_dims,
     )
-    .require(2190, 210);
+    .require(2190, 210, 0);
 }
 
 /// Hand-derived results of the MXNet special values −2 (copy the rest), −3 (merge two), −4
@@ -2035,12 +1623,12 @@ fn gen_reshape(rng: &mut Rng) -> Case {
     let p = rng.precision();
     if rng.chance(20) {
         let (dims, target, _) = rng.pick(RESHAPE_SPECIAL);
-        return Case::new("reshape")
+        return Case::default()
             .input(rng.tensor(dims, p))
             .ints("shape", target);
     }
     let rank = rng.size(0, 4);
-    let dims = rng.dims(rank, 4, 5);
+    let dims = rng.dimensions(rank, 4, 5);
     let total = numel(&dims);
     let mut target: Vec<i64> = if total == 0 {
         // A zero dimension can only be copied (entry 0) or inferred.
@@ -2079,10 +1667,10 @@ fn gen_reshape(rng: &mut Rng) -> Case {
         9..=11 => target.push(rng.pick(&[1, 2])),
         14..=15 => target.extend([1 << 40, 1 << 40]),
         16 => target.push(i64::MAX),
-        12..=13 => return Case::new("reshape").input(rng.tensor(&dims, p)),
+        12..=13 => return Case::default().input(rng.tensor(&dims, p)),
         _ => {}
     }
-    Case::new("reshape")
+    Case::default()
         .input(rng.tensor(&dims, p))
         .ints("shape", &target)
 }
@@ -2151,7 +1739,8 @@ fn ref_reshape(case: &Case) -> Verdict {
 
 #[test]
 fn check_reshape() {
-    property("reshape", 0x5EED_0055, 4000, gen_reshape, ref_reshape).require(2690, 410);
+    CVM.check("reshape", 0x5EED_0055, 4000, gen_reshape, ref_reshape)
+        .require(2690, 410, 0);
 }
 
 fn gen_squeeze(rng: &mut Rng) -> Case {
@@ -2172,7 +1761,7 @@ fn gen_squeeze(rng: &mut Rng) -> Case {
         })
         .collect();
     let p = rng.precision();
-    let case = Case::new("squeeze").input(rng.tensor(&dims, p));
+    let case = Case::default().input(rng.tensor(&dims, p));
     match rng.below(100) {
         0..=34 => case,
         35..=44 => case.ints("axis", &[]),
@@ -2230,14 +1819,15 @@ fn ref_squeeze(case: &Case) -> Verdict {
 
 #[test]
 fn check_squeeze() {
-    property("squeeze", 0x5EED_0056, 3000, gen_squeeze, ref_squeeze).require(2360, 100);
+    CVM.check("squeeze", 0x5EED_0056, 3000, gen_squeeze, ref_squeeze)
+        .require(2360, 100, 0);
 }
 
 fn gen_transpose(rng: &mut Rng) -> Case {
     let dims = rng.shape(5, 3, 4);
     let rank = dims.len();
     let p = rng.precision();
-    let case = Case::new("transpose").input(rng.tensor(&dims, p));
+    let case = Case::default().input(rng.tensor(&dims, p));
     match rng.below(100) {
         0..=19 => case,
         20..=29 => case.ints("axes", &[]),
@@ -2294,7 +1884,8 @@ fn ref_transpose(case: &Case) -> Verdict {
 
 #[test]
 fn check_transpose() {
-    property("transpose", 0x5EED_0057, 3000, gen_transpose, ref_transpose).require(2300, 140);
+    CVM.check("transpose", 0x5EED_0057, 3000, gen_transpose, ref_transpose)
+        .require(2300, 140, 0);
 }
 
 /// Leaves out trailing entries of a slice list (they take their defaults), or rarely adds one
@@ -2356,7 +1947,7 @@ fn gen_strided_slice(rng: &mut Rng, huge_strides: bool) -> Case {
         });
     }
     let p = rng.precision();
-    let mut case = Case::new("strided_slice").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     cut(rng, &mut begin);
     cut(rng, &mut end);
     let stride_attr = match rng.below(100) {
@@ -2432,14 +2023,14 @@ fn ref_strided_slice(case: &Case) -> Verdict {
 
 #[test]
 fn check_strided_slice() {
-    property(
+    CVM.check(
         "strided_slice",
         0x5EED_0058,
         4000,
         |rng| gen_strided_slice(rng, false),
         ref_strided_slice,
     )
-    .require(1950, 840);
+    .require(1950, 840, 0);
 }
 
 /// Strides near ±2^63 once overflowed the kernel's offset arithmetic (X of shape [2], begin [1],
@@ -2448,21 +2039,21 @@ fn check_strided_slice() {
 /// cleanly and every other one still matches the reference.
 #[test]
 fn check_strided_slice_huge_strides() {
-    property(
+    CVM.check(
         "strided_slice",
         0x5EED_1058,
         1500,
         |rng| gen_strided_slice(rng, true),
         ref_strided_slice,
     )
-    .require(400, 100);
+    .require(400, 100, 0);
 }
 
 fn gen_slice_like(rng: &mut Rng) -> Case {
     let rank = rng.size(0, 4);
-    let dims = rng.dims(rank, 4, 4);
+    let dims = rng.dimensions(rank, 4, 4);
     let p = rng.precision();
-    let mut case = Case::new("slice_like").input(rng.tensor(&dims, p));
+    let mut case = Case::default().input(rng.tensor(&dims, p));
     let shorter = |rng: &mut Rng, n: u32| if rng.chance(5) { n + 1 } else { rng.dim(0, n) };
     let like: Vec<u32> = if rank == 0 || rng.chance(40) {
         let mut like: Vec<u32> = dims.iter().map(|&n| shorter(rng, n)).collect();
@@ -2536,22 +2127,22 @@ fn ref_slice_like(case: &Case) -> Verdict {
 
 #[test]
 fn check_slice_like() {
-    property(
+    CVM.check(
         "slice_like",
         0x5EED_0059,
         3000,
         gen_slice_like,
         ref_slice_like,
     )
-    .require(2140, 230);
+    .require(2140, 230, 0);
 }
 
 fn gen_take(rng: &mut Rng) -> Case {
     let rank = if rng.chance(10) { 0 } else { rng.size(1, 3) };
-    let dims = rng.dims(rank, 4, 6);
+    let dims = rng.dimensions(rank, 4, 6);
     let p = rng.precision();
     let index_rank = rng.size(0, 3);
-    let index_dims = rng.dims(index_rank, 3, 5);
+    let index_dims = rng.dimensions(index_rank, 3, 5);
     let axis = if rng.chance(40) {
         None
     } else {
@@ -2561,7 +2152,7 @@ fn gen_take(rng: &mut Rng) -> Case {
         Some(a) => i64::from(dims[a]),
         None => numel(&dims) as i64,
     };
-    let mut case = Case::new("take")
+    let mut case = Case::default()
         .input(rng.tensor(&dims, p))
         .input(rng.index_tensor(&index_dims, len));
     if let Some(a) = axis {
@@ -2605,12 +2196,13 @@ fn ref_take(case: &Case) -> Verdict {
 
 #[test]
 fn check_take() {
-    property("take", 0x5EED_0060, 3000, gen_take, ref_take).require(2070, 280);
+    CVM.check("take", 0x5EED_0060, 3000, gen_take, ref_take)
+        .require(2070, 280, 0);
 }
 
 fn gen_cvm_lut(rng: &mut Rng) -> Case {
     let index_rank = rng.size(0, 3);
-    let index_dims = rng.dims(index_rank, 4, 5);
+    let index_dims = rng.dimensions(index_rank, 4, 5);
     let table_dims = if rng.chance(50) {
         vec![if rng.chance(4) { 0 } else { rng.dim(1, 16) }]
     } else {
@@ -2618,7 +2210,7 @@ fn gen_cvm_lut(rng: &mut Rng) -> Case {
     };
     let size = numel(&table_dims) as i64;
     let p = rng.precision();
-    let case = Case::new("cvm_lut")
+    let case = Case::default()
         .input(rng.index_tensor(&index_dims, size))
         .input(rng.tensor(&table_dims, p));
     maybe_int(rng, case, "in_dim", size, &[size + 1, size - 1, -1])
@@ -2643,7 +2235,8 @@ fn ref_cvm_lut(case: &Case) -> Verdict {
 
 #[test]
 fn check_cvm_lut() {
-    property("cvm_lut", 0x5EED_0061, 3000, gen_cvm_lut, ref_cvm_lut).require(2260, 160);
+    CVM.check("cvm_lut", 0x5EED_0061, 3000, gen_cvm_lut, ref_cvm_lut)
+        .require(2260, 160, 0);
 }
 
 fn gen_where(rng: &mut Rng) -> Case {
@@ -2651,7 +2244,7 @@ fn gen_where(rng: &mut Rng) -> Case {
     let rank = dims.len();
     let other = if rng.chance(5) {
         let rank = rng.size(0, 4);
-        rng.dims(rank, 4, 4)
+        rng.dimensions(rank, 4, 4)
     } else {
         dims.clone()
     };
@@ -2660,11 +2253,11 @@ fn gen_where(rng: &mut Rng) -> Case {
         55..=89 if rank > 0 => vec![dims[0]],
         _ => {
             let rank = rng.size(0, 3);
-            rng.dims(rank, 4, 4)
+            rng.dimensions(rank, 4, 4)
         }
     };
     let (pc, pa, pb) = (rng.precision(), rng.precision(), rng.precision());
-    Case::new("where")
+    Case::default()
         .input(rng.tensor(&cond_dims, pc))
         .input(rng.tensor(&dims, pa))
         .input(rng.tensor(&other, pb))
@@ -2690,7 +2283,8 @@ fn ref_where(case: &Case) -> Verdict {
 
 #[test]
 fn check_where() {
-    property("where", 0x5EED_0062, 3000, gen_where, ref_where).require(1990, 320);
+    CVM.check("where", 0x5EED_0062, 3000, gen_where, ref_where)
+        .require(1990, 320, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2708,7 +2302,7 @@ fn gen_get_valid_counts(rng: &mut Rng) -> Case {
         dims.pop();
     }
     let p = rng.precision();
-    let case = Case::new("get_valid_counts").input(rng.tensor(&dims, p));
+    let case = Case::default().input(rng.tensor(&dims, p));
     match rng.below(100) {
         0..=29 => case,
         30..=79 => case.int("score_threshold", rng.range(-3, 3)),
@@ -2765,14 +2359,14 @@ fn ref_get_valid_counts(case: &Case) -> Verdict {
 
 #[test]
 fn check_get_valid_counts() {
-    property(
+    CVM.check(
         "get_valid_counts",
         0x5EED_0070,
         3000,
         gen_get_valid_counts,
         ref_get_valid_counts,
     )
-    .require(2090, 260);
+    .require(2090, 260, 0);
 }
 
 fn gen_non_max_suppression(rng: &mut Rng) -> Case {
@@ -2816,9 +2410,10 @@ fn gen_non_max_suppression(rng: &mut Rng) -> Case {
             clip_to(v, q)
         })
         .collect();
-    let mut case = Case::new("non_max_suppression")
-        .input(tensor_of(&dims, p, data))
-        .input(tensor_of(&[count_len], q, counts));
+    let mut case =
+        Case::default()
+            .input(tensor(&dims, p, data))
+            .input(tensor(&[count_len], q, counts));
     let limit = rng.range(-1, i64::from(rows) + 1);
     match rng.below(100) {
         0..=29 => {}
@@ -2950,14 +2545,14 @@ fn ref_non_max_suppression(case: &Case) -> Verdict {
 
 #[test]
 fn check_non_max_suppression() {
-    property(
+    CVM.check(
         "non_max_suppression",
         0x5EED_0071,
         5000,
         gen_non_max_suppression,
         ref_non_max_suppression,
     )
-    .require(3420, 480);
+    .require(3420, 480, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2968,7 +2563,7 @@ fn check_non_max_suppression() {
 /// CINN primitives have theirs in cinn_properties.rs, with the same check.)
 #[test]
 fn every_operator_has_a_property() {
-    let covered = [
+    CVM.assert_covers(&[
         "sum",
         "max",
         "broadcast_add",
@@ -3006,23 +2601,5 @@ fn every_operator_has_a_property() {
         "where",
         "get_valid_counts",
         "non_max_suppression",
-    ];
-    // The CVM operators hold codes below 100; the CINN primitives are covered by
-    // cinn_properties.rs and cinn_complex.rs, generate_proposals_v2 by proposals.rs.
-    let table: Vec<&str> = ops::OPS
-        .iter()
-        .filter(|def| def.code < 100)
-        .map(|def| def.name)
-        .collect();
-    for name in &table {
-        assert!(
-            covered.contains(name),
-            "operator {name} has no property test"
-        );
-    }
-    assert_eq!(
-        table.len(),
-        covered.len(),
-        "a covered name is not in the table"
-    );
+    ]);
 }

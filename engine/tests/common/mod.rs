@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod conv;
+pub mod property;
 
 /// splitmix64: small and deterministic; every test starts it from a fixed seed. Test files add
 /// their own generators (shapes, values, precisions) in `impl Rng` blocks of their own.
@@ -40,5 +41,26 @@ impl Rng {
     /// One of `items` (not empty), uniformly.
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
+    }
+
+    /// Puts `items` in a uniformly random order (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+
+    /// `rank` dimensions in 1..=max, each 0 with probability `zero_percent`.
+    pub fn dimensions(&mut self, rank: usize, max: u32, zero_percent: u64) -> Vec<u32> {
+        (0..rank)
+            .map(|_| {
+                if self.chance(zero_percent) {
+                    0
+                } else {
+                    self.range(1, i64::from(max)) as u32
+                }
+            })
+            .collect()
     }
 }
