@@ -1,7 +1,7 @@
 //! End-to-end inference of whole models, in wasm (model loaded once, as a validator keeps it)
-//! and natively: the digits CNN (`fixtures/models/digits`), the ResNet-20 and MobileNet-style
-//! networks built in `cvm_benches`, the README CNN and the realistic `generate_proposals_v2`
-//! case. Then what metering costs: the native executor with and without gas charging, and
+//! and natively: the digits CNN (`fixtures/models/digits`), the LeNet-5, ResNet-20,
+//! MobileNet-v1 0.5 and ResNet-18 networks built in `cvm_benches`, the README CNN and the
+//! realistic `generate_proposals_v2` case. Then what metering costs: the native executor with and without gas charging, and
 //! `engine.wasm` with and without wasmtime fuel. Throughput, where a model has any, is in
 //! multiply-accumulates.
 //! Run: `cargo bench -p cvm-benches --bench models`.
@@ -23,10 +23,11 @@ fn session(engine: &WasmEngine, bench: &BenchModel, checked: &Checked) -> WasmSe
 fn checked(bench: &BenchModel) -> Checked {
     let checked = check(bench).unwrap_or_else(|message| panic!("{message}"));
     println!(
-        "{}: {} nodes, {} gas, {} multiply-accumulates",
+        "{}: {} nodes, {} gas, {} multiply-accumulates ({} as the schedule counts them)",
         bench.name,
         checked.model.nodes.len(),
         checked.gas,
+        checked.network_macs,
         checked.macs
     );
     checked
@@ -41,8 +42,8 @@ fn model_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
 
     let mut group = c.benchmark_group(bench.name);
     group.sample_size(sample_size);
-    if checked.macs > 0 {
-        group.throughput(Throughput::Elements(checked.macs));
+    if checked.network_macs > 0 {
+        group.throughput(Throughput::Elements(checked.network_macs));
     }
     group.bench_function("wasm", |b| {
         b.iter(|| session.run(&encoded, u64::MAX).expect("run"))
@@ -77,8 +78,16 @@ fn resnet20(c: &mut Criterion) {
     model_benches(c, &cvm_benches::resnet20(), 10);
 }
 
-fn mobilenet(c: &mut Criterion) {
-    model_benches(c, &cvm_benches::mobilenet(), 10);
+fn mobilenet_v1(c: &mut Criterion) {
+    model_benches(c, &cvm_benches::mobilenet_v1(), 10);
+}
+
+fn lenet5(c: &mut Criterion) {
+    model_benches(c, &cvm_benches::lenet5(), 100);
+}
+
+fn resnet18(c: &mut Criterion) {
+    model_benches(c, &cvm_benches::resnet18(), 10);
 }
 
 /// `metering/<name>/…`: the native executor charging gas per node, and not; `engine.wasm` with
@@ -89,7 +98,7 @@ fn metering_benches(group: &mut BenchmarkGroup<'_, WallTime>, bench: &BenchModel
     let unmetered = run_unmetered(&checked.model, bench.inputs.clone());
     assert_eq!(unmetered.outcome.status, checked.report.outcome.status);
     let name = bench.name;
-    group.throughput(Throughput::Elements(checked.macs));
+    group.throughput(Throughput::Elements(checked.network_macs));
     group.bench_function(format!("{name}/native_metered"), |b| {
         b.iter(|| cvm_engine::run(&checked.model, bench.inputs.clone(), u64::MAX))
     });
@@ -115,6 +124,14 @@ fn metering(c: &mut Criterion) {
 }
 
 criterion_group!(
-    benches, cnn, proposals, digits, resnet20, mobilenet, metering
+    benches,
+    cnn,
+    proposals,
+    digits,
+    lenet5,
+    resnet20,
+    mobilenet_v1,
+    resnet18,
+    metering
 );
 criterion_main!(benches);

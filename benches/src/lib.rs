@@ -266,8 +266,26 @@ impl GraphBuilder {
         groups: u32,
         shift: u32,
     ) -> Value {
+        let conv = Conv {
+            out_channels,
+            kernel,
+            stride,
+            padding: kernel / 2,
+            groups,
+        };
+        self.conv_requant_with(name, x, conv, shift)
+    }
+
+    /// [`GraphBuilder::conv_requant`] with any zero padding.
+    pub fn conv_requant_with(&mut self, name: &str, x: &Value, conv: Conv, shift: u32) -> Value {
+        let Conv {
+            out_channels,
+            kernel,
+            stride,
+            padding,
+            groups,
+        } = conv;
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
-        let padding = kernel / 2;
         let weight = self.int8_param(
             &format!("{name}_weight"),
             &[out_channels, c / groups, kernel, kernel],
@@ -314,6 +332,37 @@ impl GraphBuilder {
             ],
             x.shape.clone(),
         )
+    }
+
+    /// `max_pool2d` of NCHW `x` over `window`×`window` windows, stride `stride`, padding
+    /// `padding`.
+    pub fn max_pool(
+        &mut self,
+        name: &str,
+        x: &Value,
+        window: u32,
+        stride: u32,
+        padding: u32,
+    ) -> Value {
+        let out = |extent: u32| (extent + 2 * padding - window) / stride + 1;
+        let shape = vec![x.shape[0], x.shape[1], out(x.shape[2]), out(x.shape[3])];
+        self.node(
+            name,
+            "max_pool2d",
+            &[x],
+            vec![
+                pair("padding", padding),
+                pair("pool_size", window),
+                pair("strides", stride),
+            ],
+            shape,
+        )
+    }
+
+    /// `flatten` of (N, …) `x` to (N, product of the rest).
+    pub fn flatten(&mut self, name: &str, x: &Value) -> Value {
+        let rest = x.shape[1..].iter().product();
+        self.node(name, "flatten", &[x], vec![], vec![x.shape[0], rest])
     }
 
     /// `relu`.
@@ -367,6 +416,21 @@ impl GraphBuilder {
     }
 }
 
+/// The geometry of a convolution for [`GraphBuilder::conv_requant_with`].
+#[derive(Clone, Copy, Debug)]
+pub struct Conv {
+    /// Filters.
+    pub out_channels: u32,
+    /// Square kernel side.
+    pub kernel: u32,
+    /// Stride on both axes.
+    pub stride: u32,
+    /// Zero padding on every side.
+    pub padding: u32,
+    /// Groups (the input channels for a depthwise convolution).
+    pub groups: u32,
+}
+
 /// The right shift that brings a convolution's accumulator back to 8 bits, for a fan-in of
 /// `fan_in` = IC·KH·KW products of int8 weights (uniform, standard deviation ≈ 74) with
 /// post-`relu` 8-bit activations (root mean square ≈ 28). The accumulator's standard
@@ -385,6 +449,67 @@ fn int8_input(shape: &[u32]) -> InputTensor {
     }
 }
 
+/// A basic residual block of ResNet: two 3×3 convolutions (the first of stride `stride`), each
+/// requantized, `relu` between them; a 1×1 projection of stride 2 for the shortcut when the block
+/// downsamples; the sum requantized (shift 1) and rectified.
+fn basic_block(
+    graph: &mut GraphBuilder,
+    name: &str,
+    x: &Value,
+    channels: u32,
+    stride: u32,
+) -> Value {
+    let in_channels = x.shape[1];
+    let conv1 = graph.conv_requant(
+        &format!("{name}_conv1"),
+        x,
+        channels,
+        3,
+        stride,
+        1,
+        requant_shift(in_channels * 9),
+    );
+    let relu1 = graph.relu(&format!("{name}_relu1"), &conv1);
+    let conv2 = graph.conv_requant(
+        &format!("{name}_conv2"),
+        &relu1,
+        channels,
+        3,
+        1,
+        1,
+        requant_shift(channels * 9),
+    );
+    let shortcut = if stride == 1 {
+        x.clone()
+    } else {
+        graph.conv_requant(
+            &format!("{name}_project"),
+            x,
+            channels,
+            1,
+            2,
+            1,
+            requant_shift(in_channels),
+        )
+    };
+    let sum = graph.add(&format!("{name}_add"), &conv2, &shortcut);
+    let requantized = graph.requantize(&format!("{name}_add_requant"), &sum, 1);
+    graph.relu(&format!("{name}_relu2"), &requantized)
+}
+
+/// Stages of basic blocks: `blocks` per stage, at the channel counts `stages`; every stage but
+/// the first starts with a stride-2 block.
+fn residual_stages(graph: &mut GraphBuilder, mut x: Value, stages: &[u32], blocks: usize) -> Value {
+    for (stage, &channels) in stages.iter().enumerate() {
+        for block in 0..blocks {
+            let name = format!("stage{}_block{}", stage + 1, block + 1);
+            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
+            x = basic_block(graph, &name, &x, channels, stride);
+        }
+    }
+    x
+}
+
 /// A ResNet-20 for CIFAR-10, quantized to CVM form: input 1×3×32×32 (int8); a 3×3 stem to 16
 /// channels; three stages of three basic blocks (16, 32, 64 channels; the first block of stages
 /// 2 and 3 has stride 2 and a 1×1 stride-2 projection shortcut); residual sums by
@@ -395,49 +520,8 @@ pub fn resnet20() -> BenchModel {
     let data = graph.input("data", &[1, 3, 32, 32], 8);
     // The stem's input is the raw image (rms ≈ 73, not ≈ 28): one bit more of shift.
     let stem = graph.conv_requant("stem", &data, 16, 3, 1, 1, requant_shift(27) + 1);
-    let mut x = graph.relu("stem_relu", &stem);
-    for (stage, &channels) in [16u32, 32, 64].iter().enumerate() {
-        for block in 0..3 {
-            let name = format!("stage{}_block{}", stage + 1, block + 1);
-            let in_channels = x.shape[1];
-            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
-            let conv1 = graph.conv_requant(
-                &format!("{name}_conv1"),
-                &x,
-                channels,
-                3,
-                stride,
-                1,
-                requant_shift(in_channels * 9),
-            );
-            let relu1 = graph.relu(&format!("{name}_relu1"), &conv1);
-            let conv2 = graph.conv_requant(
-                &format!("{name}_conv2"),
-                &relu1,
-                channels,
-                3,
-                1,
-                1,
-                requant_shift(channels * 9),
-            );
-            let shortcut = if stride == 1 {
-                x.clone()
-            } else {
-                graph.conv_requant(
-                    &format!("{name}_project"),
-                    &x,
-                    channels,
-                    1,
-                    2,
-                    1,
-                    requant_shift(in_channels),
-                )
-            };
-            let sum = graph.add(&format!("{name}_add"), &conv2, &shortcut);
-            let requantized = graph.requantize(&format!("{name}_add_requant"), &sum, 1);
-            x = graph.relu(&format!("{name}_relu2"), &requantized);
-        }
-    }
+    let x = graph.relu("stem_relu", &stem);
+    let x = residual_stages(&mut graph, x, &[16, 32, 64], 3);
     let pooled = graph.global_average("pool", &x, 6);
     let logits = graph.dense("fc", &pooled, 10);
     graph.output("logits", &logits);
@@ -448,25 +532,51 @@ pub fn resnet20() -> BenchModel {
     }
 }
 
-/// A MobileNet-style network, quantized to CVM form: input 1×3×64×64 (int8); a 3×3 stride-2
-/// stem to 32 channels; eight depthwise-separable blocks (3×3 depthwise convolution with
-/// groups = channels, requantize, `relu`, 1×1 pointwise convolution, requantize, `relu`), three
-/// of them with stride 2, channels 32 → 64 → 128 → 128 → 256 → 256 → 256 → 256 → 256 on planes
-/// of 32 → 16 → 8 → 4; global average pooling; `dense` 256 → 10. ~20 M multiply-accumulates.
-pub fn mobilenet() -> BenchModel {
+/// A ResNet-18 for ImageNet, quantized to CVM form: input 1×3×224×224 (int8); a 7×7 stride-2
+/// stem to 64 channels and a 3×3 stride-2 max pooling (56×56); four stages of two basic blocks
+/// (64, 128, 256, 512 channels, down to 7×7); global average pooling (`sum` over the 49
+/// positions, shift 6); `dense` 512 → 1000. 20 convolutions, ~1.8 G multiply-accumulates.
+pub fn resnet18() -> BenchModel {
     let mut graph = GraphBuilder::new();
-    let data = graph.input("data", &[1, 3, 64, 64], 8);
-    let stem = graph.conv_requant("stem", &data, 32, 3, 2, 1, requant_shift(27) + 1);
+    let data = graph.input("data", &[1, 3, 224, 224], 8);
+    let stem = graph.conv_requant("stem", &data, 64, 7, 2, 1, requant_shift(147) + 1);
+    let stem = graph.relu("stem_relu", &stem);
+    let x = graph.max_pool("stem_pool", &stem, 3, 2, 1);
+    let x = residual_stages(&mut graph, x, &[64, 128, 256, 512], 2);
+    let pooled = graph.global_average("pool", &x, 6);
+    let logits = graph.dense("fc", &pooled, 1000);
+    graph.output("logits", &logits);
+    BenchModel {
+        name: "resnet18",
+        bytes: graph.finish().encode(),
+        inputs: vec![int8_input(&[1, 3, 224, 224])],
+    }
+}
+
+/// MobileNet-v1 at width 0.5, quantized to CVM form: input 1×3×128×128 (int8); a 3×3 stride-2
+/// stem to 16 channels; thirteen depthwise-separable blocks (3×3 depthwise convolution with
+/// groups = channels, requantize, `relu`, 1×1 pointwise convolution, requantize, `relu`), five
+/// of them with stride 2, channels 32, 64, 64, 128, 128, 256 × 6, 512, 512 on planes of 64 down
+/// to 4; global average pooling; `dense` 512 → 1000. ~49 M multiply-accumulates.
+pub fn mobilenet_v1() -> BenchModel {
+    let mut graph = GraphBuilder::new();
+    let data = graph.input("data", &[1, 3, 128, 128], 8);
+    let stem = graph.conv_requant("stem", &data, 16, 3, 2, 1, requant_shift(27) + 1);
     let mut x = graph.relu("stem_relu", &stem);
-    let blocks: [(u32, u32); 8] = [
+    let blocks: [(u32, u32); 13] = [
+        (32, 1),
+        (64, 2),
         (64, 1),
         (128, 2),
         (128, 1),
         (256, 2),
         (256, 1),
-        (256, 2),
         (256, 1),
         (256, 1),
+        (256, 1),
+        (256, 1),
+        (512, 2),
+        (512, 1),
     ];
     for (index, &(out_channels, stride)) in blocks.iter().enumerate() {
         let name = format!("block{}", index + 1);
@@ -493,13 +603,65 @@ pub fn mobilenet() -> BenchModel {
         x = graph.relu(&format!("{name}_pw_relu"), &pointwise);
     }
     let pooled = graph.global_average("pool", &x, 4);
-    let logits = graph.dense("fc", &pooled, 10);
+    let logits = graph.dense("fc", &pooled, 1000);
     graph.output("logits", &logits);
     BenchModel {
-        name: "mobilenet",
+        name: "mobilenet_v1",
         bytes: graph.finish().encode(),
-        inputs: vec![int8_input(&[1, 3, 64, 64])],
+        inputs: vec![int8_input(&[1, 3, 128, 128])],
     }
+}
+
+/// LeNet-5 on 28×28 digits, quantized to CVM form: input 1×1×28×28 (int8); a 5×5 convolution to
+/// 6 channels (padding 2), `relu`, 2×2 max pooling; a 5×5 convolution to 16 channels (no
+/// padding), `relu`, 2×2 max pooling; `flatten` (400); `dense` 120 and 84, each requantized and
+/// rectified; `dense` 10. ~0.42 M multiply-accumulates.
+pub fn lenet5() -> BenchModel {
+    let mut graph = GraphBuilder::new();
+    let data = graph.input("data", &[1, 1, 28, 28], 8);
+    let conv = |out_channels, padding| Conv {
+        out_channels,
+        kernel: 5,
+        stride: 1,
+        padding,
+        groups: 1,
+    };
+    let conv1 = graph.conv_requant_with("conv1", &data, conv(6, 2), requant_shift(25) + 1);
+    let conv1 = graph.relu("conv1_relu", &conv1);
+    let pool1 = graph.max_pool("pool1", &conv1, 2, 2, 0);
+    let conv2 = graph.conv_requant_with("conv2", &pool1, conv(16, 0), requant_shift(150));
+    let conv2 = graph.relu("conv2_relu", &conv2);
+    let pool2 = graph.max_pool("pool2", &conv2, 2, 2, 0);
+    let mut x = graph.flatten("flatten", &pool2);
+    for (name, units) in [("fc1", 120), ("fc2", 84)] {
+        let shift = requant_shift(x.shape[1]);
+        let dense = graph.dense(name, &x, units);
+        let dense = graph.requantize(&format!("{name}_requant"), &dense, shift);
+        x = graph.relu(&format!("{name}_relu"), &dense);
+    }
+    let logits = graph.dense("fc3", &x, 10);
+    graph.output("logits", &logits);
+    BenchModel {
+        name: "lenet5",
+        bytes: graph.finish().encode(),
+        inputs: vec![int8_input(&[1, 1, 28, 28])],
+    }
+}
+
+/// Multiply-accumulates of one run as a network's size is quoted: one per weight element a
+/// `conv2d` or `dense` output reads (output elements × weight elements ÷ output channels).
+pub fn network_macs(model: &ValidatedModel) -> u64 {
+    model
+        .nodes
+        .iter()
+        .filter(|node| matches!(node.op.name, "conv2d" | "dense"))
+        .map(|node| {
+            let outputs = node.output_types[0].shape.elements();
+            let weight = model.value_types[node.inputs[1]].shape.dims();
+            let per_output: u64 = weight.iter().skip(1).map(|&d| u64::from(d)).product();
+            outputs * per_output
+        })
+        .sum()
 }
 
 /// Multiply-accumulates of one run as the gas schedule counts them: every node's `macs`
@@ -524,8 +686,10 @@ pub struct Checked {
     pub model: ValidatedModel,
     /// Gas of one run.
     pub gas: u64,
-    /// Multiply-accumulates of one run.
+    /// Multiply-accumulates of one run, as the gas schedule counts them.
     pub macs: u64,
+    /// Multiply-accumulates of one run, as a network's size is quoted ([`network_macs`]).
+    pub network_macs: u64,
     /// The native run's report.
     pub report: cvm_engine::Report,
 }
@@ -551,6 +715,7 @@ pub fn check(bench: &BenchModel) -> Result<Checked, String> {
     Ok(Checked {
         gas: model.total_gas,
         macs: multiply_accumulates(&model),
+        network_macs: network_macs(&model),
         model,
         report,
     })
