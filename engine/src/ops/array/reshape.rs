@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::attrs::{AttrKind, Attrs, in_range, spec};
+use crate::attrs::{AttrKind, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::ops::common::resolve_axis;
@@ -56,19 +56,8 @@ impl Operator for Flatten {
     crate::ops::copy_of_input!();
 }
 
-/// Row of the operator table for [`Reshape`].
-pub const RESHAPE: OpDef = OpDef {
-    code: 55,
-    name: "reshape",
-    family: Family::Transform,
-    arity: Arity::Exactly(1),
-    outputs: 1,
-    attrs: &[spec("shape", AttrKind::Ints)],
-    build: Reshape::build,
-};
-
 /// Gives the data a new shape with the same element count (spec 001 "reshape", attribute
-/// spelled `shape` as in CVM files; cvm-compat §1).
+/// spelled `shape` as in CVM files; cvm-compat §1): [`Reshape`] by [`Rule::Cvm`].
 ///
 /// - Input: `X` (n0, …, n_{N−1}).
 /// - Attribute: `shape` (required), a list whose entries are, walking the input axes with a
@@ -83,20 +72,138 @@ pub const RESHAPE: OpDef = OpDef {
 ///   without two entries or with a split that does not divide, a cursor past the input rank);
 ///   `ShapeMismatch` when the element counts differ or a −1 cannot be inferred (the other
 ///   dimensions multiply to 0 or do not divide the element count).
+pub const RESHAPE: OpDef = OpDef {
+    code: 55,
+    name: "reshape",
+    family: Family::Transform,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: &[spec("shape", AttrKind::Ints)],
+    build: |attrs, _| {
+        Ok(Box::new(Reshape {
+            target: attrs.ints("shape")?.to_vec(),
+            rule: Rule::Cvm,
+        }))
+    },
+};
+
+/// Gives the data a new shape with the same element count (spec 002 "Reshape"):
+/// [`Reshape`] by [`Rule::Cinn`].
+///
+/// - Input: `input` of any shape.
+/// - Attribute: `shape` (required): entries ≥ 1 (at most 2^32 − 1), or −1 at most once, which
+///   takes the element count divided by the product of the other entries. A dimension of 0 can
+///   only come from −1.
+/// - Output: `shape` with −1 resolved; data unchanged (row-major). Precision: the input's.
+/// - Overflow: none.
+/// - Errors: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
+///   `ShapeMismatch` (element counts differ, −1 does not divide evenly).
+pub const CINN_RESHAPE: OpDef = OpDef {
+    code: 197,
+    name: "Reshape",
+    family: Family::Cinn,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: &[spec("shape", AttrKind::Ints)],
+    build: |attrs, _| {
+        let shape = attrs.ints("shape")?.to_vec();
+        let mut inferred = false;
+        for &entry in &shape {
+            if entry == -1 {
+                if inferred {
+                    return Err(fail!(
+                        AttributeOutOfRange,
+                        "attribute \"shape\" has more than one -1"
+                    ));
+                }
+                inferred = true;
+            } else {
+                in_range::<u32>("shape", entry, 1, i64::from(u32::MAX))?;
+            }
+        }
+        Ok(Box::new(Reshape {
+            target: shape,
+            rule: Rule::Cinn,
+        }))
+    },
+};
+
+/// How a [`Reshape`] row reads its target shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `reshape`: MXNet's special values 0, −1, −2, −3, −4 walk the input axes.
+    Cvm,
+    /// CINN `Reshape`: entries ≥ 1 and at most one −1, checked when built.
+    Cinn,
+}
+
+/// `reshape` and CINN `Reshape`: the data under a new shape with the same element count (the
+/// rows' doc comments state each one's contract).
 #[derive(Debug)]
 pub struct Reshape {
     target: Vec<i64>,
+    rule: Rule,
 }
 
 impl Reshape {
-    fn build(attrs: &Attrs<'_>, _n_inputs: usize) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(Reshape {
-            target: attrs.ints("shape")?.to_vec(),
-        }))
+    /// The output dimensions for an input of dimensions `input`, checked in this order: the
+    /// target's entries against the input, the inferred −1, the element counts, the u32 bound.
+    fn resolve(&self, input: &[u32]) -> Result<Vec<u32>> {
+        let (mut out, inferred) = match self.rule {
+            Rule::Cvm => self.special_values(input)?,
+            Rule::Cinn => self.plain_entries(input)?,
+        };
+        let in_elements: u64 = input.iter().map(|&d| u64::from(d)).product();
+        if let Some(position) = inferred {
+            let known = out
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != position)
+                .try_fold(1u64, |acc, (_, &d)| acc.checked_mul(d))
+                .unwrap_or(u64::MAX);
+            if known == 0 || !in_elements.is_multiple_of(known) {
+                return Err(match self.rule {
+                    Rule::Cvm => fail!(
+                        ShapeMismatch,
+                        "cannot infer the -1 of \"shape\" = {:?}: {in_elements} elements do not divide into the other dimensions (product {known})",
+                        self.target
+                    ),
+                    Rule::Cinn => fail!(
+                        ShapeMismatch,
+                        "cannot infer the -1 of {:?}: {in_elements} elements do not divide by {known}",
+                        self.target
+                    ),
+                });
+            }
+            out[position] = in_elements / known;
+        }
+        let out_elements = out.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+        if out_elements != Some(in_elements) {
+            return Err(match (self.rule, out_elements) {
+                (Rule::Cinn, Some(known)) => fail!(
+                    ShapeMismatch,
+                    "cannot reshape {input:?} ({in_elements} elements) to {:?} ({known} elements)",
+                    self.target
+                ),
+                _ => fail!(
+                    ShapeMismatch,
+                    "cannot reshape {input:?} ({in_elements} elements) to {out:?}"
+                ),
+            });
+        }
+        out.into_iter()
+            .map(|d| {
+                u32::try_from(d).map_err(|_| match self.rule {
+                    Rule::Cvm => fail!(LimitExceeded, "dimension {d} exceeds u32"),
+                    Rule::Cinn => fail!(LimitExceeded, "dimension {d} exceeds 2^32 − 1"),
+                })
+            })
+            .collect()
     }
 
-    /// Resolves the special values of `shape` against the input dimensions.
-    fn resolve(&self, input: &[u32]) -> Result<Vec<u32>> {
+    /// `reshape`'s target with its special values resolved against the input dimensions, and
+    /// the position of its −1.
+    fn special_values(&self, input: &[u32]) -> Result<(Vec<u64>, Option<usize>)> {
         let input_dim = |cursor: usize| -> Result<u64> {
             input.get(cursor).map(|&d| u64::from(d)).ok_or_else(|| {
                 fail!(
@@ -185,35 +292,33 @@ impl Reshape {
                 }
             }
         }
-        let in_elements: u64 = input.iter().map(|&d| u64::from(d)).product();
-        if let Some(position) = inferred {
-            let known = out
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| i != position)
-                .try_fold(1u64, |acc, (_, &d)| acc.checked_mul(d))
-                .unwrap_or(u64::MAX);
-            if known == 0 || !in_elements.is_multiple_of(known) {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "cannot infer the -1 of \"shape\" = {:?}: {in_elements} elements do not divide into the other dimensions (product {known})",
-                    self.target
-                ));
-            }
-            out[position] = in_elements / known;
-        }
-        let out_elements = out.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
-        if out_elements != Some(in_elements) {
+        Ok((out, inferred))
+    }
+
+    /// CINN `Reshape`'s target (entries checked when built) with a placeholder 1 for its −1,
+    /// and the position of the −1.
+    fn plain_entries(&self, input: &[u32]) -> Result<(Vec<u64>, Option<usize>)> {
+        let elements = input
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::from(d)));
+        let known = self
+            .target
+            .iter()
+            .filter(|&&entry| entry != -1)
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        if elements.is_none() || known.is_none() {
             return Err(fail!(
                 ShapeMismatch,
-                "cannot reshape {input:?} ({in_elements} elements) to {out:?}"
+                "cannot reshape {input:?} to {:?}: the element counts overflow",
+                self.target
             ));
         }
-        out.into_iter()
-            .map(|d| {
-                u32::try_from(d).map_err(|_| fail!(LimitExceeded, "dimension {d} exceeds u32"))
-            })
-            .collect()
+        let out = self
+            .target
+            .iter()
+            .map(|&entry| if entry == -1 { 1 } else { entry as u64 })
+            .collect();
+        Ok((out, self.target.iter().position(|&entry| entry == -1)))
     }
 }
 
@@ -339,106 +444,6 @@ impl Operator for Squeeze {
     crate::ops::copy_of_input!();
 }
 
-/// Row of the operator table for [`CinnReshape`].
-pub const CINN_RESHAPE: OpDef = OpDef {
-    code: 197,
-    name: "Reshape",
-    family: Family::Cinn,
-    arity: Arity::Exactly(1),
-    outputs: 1,
-    attrs: &[spec("shape", AttrKind::Ints)],
-    build: |attrs, _| {
-        let shape = attrs.ints("shape")?.to_vec();
-        let mut inferred = false;
-        for &entry in &shape {
-            if entry == -1 {
-                if inferred {
-                    return Err(fail!(
-                        AttributeOutOfRange,
-                        "attribute \"shape\" has more than one -1"
-                    ));
-                }
-                inferred = true;
-            } else {
-                in_range::<u32>("shape", entry, 1, i64::from(u32::MAX))?;
-            }
-        }
-        Ok(Box::new(CinnReshape { shape }))
-    },
-};
-
-/// Gives the data a new shape with the same element count (spec 002 "Reshape").
-///
-/// - Input: `input` of any shape.
-/// - Attribute: `shape` (required): entries ≥ 1 (at most 2^32 − 1), or −1 at most once, which
-///   takes the element count divided by the product of the other entries. A dimension of 0 can
-///   only come from −1.
-/// - Output: `shape` with −1 resolved; data unchanged (row-major). Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
-///   `ShapeMismatch` (element counts differ, −1 does not divide evenly).
-#[derive(Debug)]
-pub struct CinnReshape {
-    shape: Vec<i64>,
-}
-
-impl CinnReshape {
-    fn resolve(&self, input: &[u32]) -> Result<Vec<u32>> {
-        let elements = input
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::from(d)));
-        let known = self
-            .shape
-            .iter()
-            .filter(|&&entry| entry != -1)
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
-        let (Some(elements), Some(known)) = (elements, known) else {
-            return Err(fail!(
-                ShapeMismatch,
-                "cannot reshape {input:?} to {:?}: the element counts overflow",
-                self.shape
-            ));
-        };
-        let missing = if self.shape.contains(&-1) {
-            if !elements.is_multiple_of(known) {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "cannot infer the -1 of {:?}: {elements} elements do not divide by {known}",
-                    self.shape
-                ));
-            }
-            elements / known
-        } else if known == elements {
-            1
-        } else {
-            return Err(fail!(
-                ShapeMismatch,
-                "cannot reshape {input:?} ({elements} elements) to {:?} ({known} elements)",
-                self.shape
-            ));
-        };
-        self.shape
-            .iter()
-            .map(|&entry| {
-                let dim = if entry == -1 { missing } else { entry as u64 };
-                u32::try_from(dim)
-                    .map_err(|_| fail!(LimitExceeded, "dimension {dim} exceeds 2^32 − 1"))
-            })
-            .collect()
-    }
-}
-
-impl Operator for CinnReshape {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        Ok(vec![TensorType::new(
-            self.resolve(inputs[0].dims())?,
-            inputs[0].precision,
-        )])
-    }
-
-    crate::ops::copy_of_input!();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,6 +451,7 @@ mod tests {
     fn reshape(input: &[u32], target: &[i64]) -> Result<Vec<u32>> {
         Reshape {
             target: target.to_vec(),
+            rule: Rule::Cvm,
         }
         .resolve(input)
     }

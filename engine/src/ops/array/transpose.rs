@@ -1,4 +1,5 @@
-//! Permuting axes: `transpose` (spec 001) and CINN `Transpose` (spec 002).
+//! Permuting axes: `transpose` (spec 001) and CINN `Transpose` (spec 002), one operator
+//! ([`Transpose`]) whose two rows differ in how the permutation is spelled.
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -7,11 +8,18 @@ use alloc::vec::Vec;
 use crate::attrs::{AttrKind, in_range, spec};
 use crate::error::Result;
 use crate::fail;
-use crate::ops::common::{distinct, gather, resolve_axis, row_major, walk};
+use crate::ops::common::{distinct, resolve_axis, walk};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Transpose`].
+/// Permutes axes (spec 001 "transpose"): output axis i is input axis real_axes_i.
+/// [`Transpose`] by [`Rule::Cvm`].
+///
+/// - Input: `X` of rank N.
+/// - Attribute: `axes` (list, default empty = reversed axes): a permutation of 0..N, entries in
+///   [−N, N).
+/// - Output: dims n_{real_axes_i}. Precision: same as X.
+/// - Errors: `AttributeOutOfRange` (wrong length, out of range, not a permutation).
 pub const TRANSPOSE: OpDef = OpDef {
     code: 57,
     name: "transpose",
@@ -22,31 +30,66 @@ pub const TRANSPOSE: OpDef = OpDef {
     build: |attrs, _| {
         Ok(Box::new(Transpose {
             axes: attrs.opt_ints("axes").unwrap_or(&[]).to_vec(),
+            rule: Rule::Cvm,
         }))
     },
 };
 
-/// Permutes axes (spec 001 "transpose"): output axis i is input axis real_axes_i.
+/// Permutes axes (spec 002 "Transpose"): output axis i is input axis `axis[i]`.
+/// [`Transpose`] by [`Rule::Cinn`].
 ///
-/// - Input: `X` of rank N.
-/// - Attribute: `axes` (list, default empty = reversed axes): a permutation of 0..N, entries in
-///   [−N, N).
-/// - Output: dims n_{real_axes_i}. Precision: same as X.
-/// - Errors: `AttributeOutOfRange` (wrong length, out of range, not a permutation).
+/// - Input: `input` of rank N.
+/// - Attribute: `axis` (required): a permutation of 0..N (N entries, each in [0, N), distinct).
+/// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
+/// - Overflow: none.
+/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
+pub const CINN_TRANSPOSE: OpDef = OpDef {
+    code: 201,
+    name: "Transpose",
+    family: Family::Cinn,
+    arity: Arity::Exactly(1),
+    outputs: 1,
+    attrs: &[spec("axis", AttrKind::Ints)],
+    build: |attrs, _| {
+        let axes = attrs.ints("axis")?.to_vec();
+        distinct("axis", &axes)?;
+        Ok(Box::new(Transpose {
+            axes,
+            rule: Rule::Cinn,
+        }))
+    },
+};
+
+/// How a [`Transpose`] row spells its permutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `transpose`: attribute `axes`, entries in [−N, N), empty for the reversed axes.
+    Cvm,
+    /// CINN `Transpose`: attribute `axis`, entries in [0, N), repeats rejected when built.
+    Cinn,
+}
+
+/// `transpose` and CINN `Transpose`: output axis i is input axis `axes[i]` (the rows' doc
+/// comments state each one's contract).
 #[derive(Debug)]
 pub struct Transpose {
     axes: Vec<i64>,
+    rule: Rule,
 }
 
 impl Transpose {
+    /// The input axis of every output axis, checked in this order: one entry per input axis,
+    /// each in range, none twice.
     fn permutation(&self, rank: usize) -> Result<Vec<usize>> {
-        if self.axes.is_empty() {
-            return Ok((0..rank).rev().collect());
-        }
+        let name = match self.rule {
+            Rule::Cvm if self.axes.is_empty() => return Ok((0..rank).rev().collect()),
+            Rule::Cvm => "axes",
+            Rule::Cinn => "axis",
+        };
         if self.axes.len() != rank {
             return Err(fail!(
                 AttributeOutOfRange,
-                "attribute \"axes\" has {} entries for an input of rank {rank}",
+                "attribute \"{name}\" has {} entries for an input of rank {rank}",
                 self.axes.len()
             ));
         }
@@ -54,11 +97,14 @@ impl Transpose {
         self.axes
             .iter()
             .map(|&axis| {
-                let resolved = resolve_axis("axes", axis, rank)?;
+                let resolved = match self.rule {
+                    Rule::Cvm => resolve_axis(name, axis, rank)?,
+                    Rule::Cinn => in_range(name, axis, 0, rank as i64 - 1)?,
+                };
                 if core::mem::replace(&mut seen[resolved], true) {
                     return Err(fail!(
                         AttributeOutOfRange,
-                        "attribute \"axes\" = {:?} is not a permutation",
+                        "attribute \"{name}\" = {:?} is not a permutation",
                         self.axes
                     ));
                 }
@@ -90,69 +136,5 @@ impl Operator for Transpose {
             }
             Ok(())
         })
-    }
-}
-
-/// Row of the operator table for [`CinnTranspose`].
-pub const CINN_TRANSPOSE: OpDef = OpDef {
-    code: 201,
-    name: "Transpose",
-    family: Family::Cinn,
-    arity: Arity::Exactly(1),
-    outputs: 1,
-    attrs: &[spec("axis", AttrKind::Ints)],
-    build: |attrs, _| {
-        let axis = attrs.ints("axis")?.to_vec();
-        distinct("axis", &axis)?;
-        Ok(Box::new(CinnTranspose { axis }))
-    },
-};
-
-/// Permutes axes (spec 002 "Transpose"): output axis i is input axis `axis[i]`.
-///
-/// - Input: `input` of rank N.
-/// - Attribute: `axis` (required): a permutation of 0..N (N entries, each in [0, N), distinct).
-/// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
-#[derive(Debug)]
-pub struct CinnTranspose {
-    axis: Vec<i64>,
-}
-
-impl CinnTranspose {
-    fn permutation(&self, rank: usize) -> Result<Vec<usize>> {
-        if self.axis.len() != rank {
-            return Err(fail!(
-                AttributeOutOfRange,
-                "attribute \"axis\" has {} entries for an input of rank {rank}",
-                self.axis.len()
-            ));
-        }
-        self.axis
-            .iter()
-            .map(|&axis| in_range("axis", axis, 0, rank as i64 - 1))
-            .collect()
-    }
-}
-
-impl Operator for CinnTranspose {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        let dims = inputs[0].dims();
-        let out: Vec<u32> = self
-            .permutation(dims.len())?
-            .into_iter()
-            .map(|axis| dims[axis])
-            .collect();
-        Ok(vec![TensorType::new(out, inputs[0].precision)])
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let dims = inputs[0].dims;
-        let strides = row_major(dims);
-        let permutation = self.permutation(dims.len())?;
-        let out: Vec<u32> = permutation.iter().map(|&axis| dims[axis]).collect();
-        let steps: Vec<i64> = permutation.iter().map(|&axis| strides[axis]).collect();
-        gather(&out, &steps, 0, inputs[0].data, outputs[0].data)
     }
 }
