@@ -100,12 +100,15 @@ pub struct Slice {
 
 /// The bounds of a [`Slice`], as its row spells them.
 #[derive(Debug)]
-enum Bounds {
+pub enum Bounds {
     /// `strided_slice`: begin, end and stride per leading axis, clamped as the deployed runtime
     /// does.
     Strided {
+        /// First index per axis (negative counts from the end).
         begin: Vec<i64>,
+        /// End per axis, exclusive (negative counts from the end).
         end: Vec<i64>,
+        /// Step per axis, non-zero.
         stride: Vec<i64>,
     },
     /// CINN `Slice`: (axis, start, end) with 0 ≤ start < end, exact.

@@ -5,6 +5,9 @@
 //! The float references sort with unspecified tie order and reduce in thread-dependent order;
 //! this operator decides every comparison exactly in integers and names each rounding, so its
 //! result is the same on every machine.
+//!
+//! Over 800 lines (about 165 of them tests) as one cohesive algorithm: its steps share the
+//! fixed-point helpers and the candidate type, and none is used elsewhere.
 
 use alloc::boxed::Box;
 use alloc::vec;

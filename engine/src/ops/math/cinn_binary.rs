@@ -1,7 +1,8 @@
 //! CINN binary primitives of spec 002 ("Binary Primitive APIs") in Q-format fixed point, with
-//! numpy broadcasting, plus `Dot` and the scalar primitive `ConstScalar`.
+//! numpy broadcasting, plus the scalar primitive `ConstScalar` (`Dot`, a matrix product, is with
+//! `dense` in [`crate::ops::nn::dense`]).
 //!
-//! Add and Sub are exact; Mul, Div, Dot and Power rescale by `frac_bits` with one rounding of the
+//! Add and Sub are exact; Mul, Div and Power rescale by `frac_bits` with one rounding of the
 //! exact result; Div truncates toward zero, FloorDiv floors, Mod takes the sign of the dividend,
 //! FloorMod the sign of the divisor (spec 002's formula). Results must lie within ±(2^31 − 1).
 

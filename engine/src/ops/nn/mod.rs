@@ -22,13 +22,13 @@ use crate::tensor::{TensorType, bit_width};
 
 /// Upper bound (inclusive, as the deployed runtime's `VerifyAttrRange`) of attributes such as
 /// padding, strides, dilation and scale.
-pub(crate) const MAX_ATTR: i64 = 4096;
+const MAX_ATTR: i64 = 4096;
 
 /// Largest precision dense and conv2d accept on data and weights (cvm-compat §3).
-pub(crate) const MAX_MAC_INPUT_PRECISION: u8 = 8;
+const MAX_MAC_INPUT_PRECISION: u8 = 8;
 
 /// Checks a string attribute against the values this engine supports.
-pub(crate) fn check_layout(attrs: &Attrs<'_>, name: &str, allowed: &[&str]) -> Result<()> {
+fn check_layout(attrs: &Attrs<'_>, name: &str, allowed: &[&str]) -> Result<()> {
     match attrs.opt_str(name) {
         Some(value) if !allowed.contains(&value) => Err(fail!(
             AttributeOutOfRange,
@@ -39,7 +39,7 @@ pub(crate) fn check_layout(attrs: &Attrs<'_>, name: &str, allowed: &[&str]) -> R
 }
 
 /// Checks the ≤ 8-bit precision rule of dense and conv2d operands.
-pub(crate) fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
+fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
     if ty.precision > MAX_MAC_INPUT_PRECISION {
         Err(fail!(
             PrecisionConstraint,
@@ -53,12 +53,12 @@ pub(crate) fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> 
 
 /// The multiply-accumulates the schedule counts per output of an 8-bit reduction of length
 /// `k`: k rounded up to the vector width, 16.
-pub(crate) fn vector_reduction(k: u64) -> u64 {
+fn vector_reduction(k: u64) -> u64 {
     k.div_ceil(16).saturating_mul(16)
 }
 
 /// Output precision of a multiply-accumulate layer (cvm-compat §3, dense and conv2d rows).
-pub(crate) fn mac_precision(
+fn mac_precision(
     data: &TensorType,
     weight: &TensorType,
     reduction: u64,
@@ -73,12 +73,12 @@ pub(crate) fn mac_precision(
 
 /// The error of a bias addition that overflows: precision inference makes the sums fit (output
 /// precision max(pXW, pB) + 1 ≤ 32), so it would be an engine bug, reported as one.
-pub(crate) fn bias_overflow() -> crate::Error {
+fn bias_overflow() -> crate::Error {
     fail!(IntegerOverflow, "bias addition overflows i32 (engine bug)")
 }
 
 /// Adds the bias row to every row of an (M, N) dense output, checked ([`bias_overflow`]).
-pub(crate) fn add_bias_rows(out: &mut [i32], bias: &[i32], units: usize) -> Result<()> {
+fn add_bias_rows(out: &mut [i32], bias: &[i32], units: usize) -> Result<()> {
     if units == 0 {
         return Ok(());
     }
