@@ -1,7 +1,7 @@
 //! Helpers shared by operators of several folders: checked work counts for `usage`
 //! ([`count`], [`io_usage`]), arity, rank and precision checks, axis resolution
 //! ([`resolve_axis`]), string choices of attributes, and the index walks over row-major tensors
-//! ([`walk`], [`trailing_runs`], [`Offsets`], [`gather`]).
+//! ([`walk`], [`trailing_runs`], `Offsets`, `gather`).
 
 use alloc::vec;
 use alloc::vec::Vec;

@@ -2,9 +2,9 @@
 //!
 //! Every primitive that multiplies takes `frac_bits` F (0..=30, default 0); a value x stands
 //! for x / 2^F (Q(F)), inputs and output in the same F. Products are summed exactly (i128) and
-//! the total is rescaled once: round_half_away_from_zero(sum / 2^F) ([`rescale`]). An
+//! the total is rescaled once: round_half_away_from_zero(sum / 2^F) (`rescale`). An
 //! arithmetic result outside ±(2^31 − 1) is `IntegerOverflow`: arithmetic outputs have
-//! precision 32 ([`ARITH_PRECISION`]), which admits exactly |y| ≤ 2^31 − 1.
+//! precision 32 (`ARITH_PRECISION`), which admits exactly |y| ≤ 2^31 − 1.
 
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! The operator table: every operator's frozen code, name, arity, attribute schema and builder,
 //! registered in one place ([`OPS`]). Operators live in folders by what they do:
 //!
-//! - [`array`]: data movement (reshapes, transpose, concatenation, slices, selection, gathers,
+//! - [`array`](mod@array): data movement (reshapes, transpose, concatenation, slices, selection, gathers,
 //!   repeats), each CVM operator next to its CINN counterpart;
 //! - [`math`]: elementwise and broadcast arithmetic, the CINN unary, binary and comparison
 //!   primitives;

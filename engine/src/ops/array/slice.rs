@@ -30,7 +30,8 @@ use crate::tensor::{TensorMut, TensorRef, TensorType};
 /// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
 /// - Errors: `AttributeOutOfRange` (`begin` longer than N, a stride of 0 or −2^63, an empty
 ///   range).
-/// [`Slice`] with [`Bounds::Strided`].
+///
+/// Built as [`Slice`] with [`Bounds::Strided`].
 pub const STRIDED_SLICE: OpDef = OpDef {
     code: 58,
     name: "strided_slice",
@@ -73,7 +74,8 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 /// - Overflow: none.
 /// - Errors: `MissingAttribute`, `AttributeOutOfRange` (lengths differ, axis out of range or
 ///   repeated, start < 0, end ≤ start, end > n_a).
-/// [`Slice`] with [`Bounds::Ranges`].
+///
+/// Built as [`Slice`] with [`Bounds::Ranges`].
 pub const SLICE: OpDef = OpDef {
     code: 200,
     name: "Slice",
