@@ -5,7 +5,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
+use super::Window;
+use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::wide::wide_dot;
@@ -38,19 +39,22 @@ pub const CONV: OpDef = OpDef {
     family: Family::Cinn,
     arity: Arity::Exactly(2),
     outputs: 1,
-    attrs: &[
-        spec("conv_type", AttrKind::Str),
-        spec("data_format", AttrKind::Str),
-        spec("dilations", AttrKind::Ints),
-        spec("frac_bits", AttrKind::Int),
-        spec("groups", AttrKind::Int),
-        spec("output_shape", AttrKind::Ints),
-        spec("padding_algorithm", AttrKind::Str),
-        spec("paddings", AttrKind::Ints),
-        spec("strides", AttrKind::Ints),
-    ],
+    attrs: CONV_ATTRS,
     build: Conv::build,
 };
+
+/// The attributes of CINN `Conv`, parsed by its builder.
+const CONV_ATTRS: &[AttrSpec] = &[
+    spec("conv_type", AttrKind::Str),
+    spec("data_format", AttrKind::Str),
+    spec("dilations", AttrKind::Ints),
+    spec("frac_bits", AttrKind::Int),
+    spec("groups", AttrKind::Int),
+    spec("output_shape", AttrKind::Ints),
+    spec("padding_algorithm", AttrKind::Str),
+    spec("paddings", AttrKind::Ints),
+    spec("strides", AttrKind::Ints),
+];
 
 /// Which convolution [`Conv`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,10 +119,8 @@ pub enum PaddingAlgorithm {
 pub struct Conv {
     conv_type: ConvType,
     format: DataFormat,
-    strides: [u32; 2],
-    paddings: [u32; 2],
-    dilations: [u32; 2],
-    groups: u32,
+    /// Strides, paddings, dilations and groups.
+    window: Window,
     algorithm: PaddingAlgorithm,
     output_shape: Option<[u32; 4]>,
     frac: u32,
@@ -189,25 +191,7 @@ impl Conv {
         Ok(Box::new(Conv {
             conv_type,
             format: DataFormat::parse(attrs)?,
-            strides: pair_in_range(
-                "strides",
-                attrs.opt_ints("strides").unwrap_or(&[1, 1]),
-                1,
-                MAX_GEOMETRY,
-            )?,
-            paddings: pair_in_range(
-                "paddings",
-                attrs.opt_ints("paddings").unwrap_or(&[0, 0]),
-                0,
-                MAX_GEOMETRY,
-            )?,
-            dilations: pair_in_range(
-                "dilations",
-                attrs.opt_ints("dilations").unwrap_or(&[1, 1]),
-                1,
-                MAX_GEOMETRY,
-            )?,
-            groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
+            window: Window::parse(attrs, ["strides", "paddings", "dilations"], MAX_GEOMETRY)?,
             algorithm,
             output_shape,
             frac: frac_bits(attrs)?,
@@ -217,13 +201,13 @@ impl Conv {
     /// Output extent and padding before, along spatial axis `axis` (0: height, 1: width).
     fn spatial(&self, size: u32, kernel: u32, axis: usize) -> Result<(u32, i64)> {
         let name = if axis == 0 { "height" } else { "width" };
-        let stride = i64::from(self.strides[axis]);
-        let dilation = i64::from(self.dilations[axis]);
+        let stride = i64::from(self.window.strides[axis]);
+        let dilation = i64::from(self.window.dilation[axis]);
         let size = i64::from(size);
         let span = dilation * (i64::from(kernel) - 1) + 1;
         let (before, after) = match self.algorithm {
             PaddingAlgorithm::Explicit => {
-                let pad = i64::from(self.paddings[axis]);
+                let pad = i64::from(self.window.padding[axis]);
                 (pad, pad)
             }
             PaddingAlgorithm::Valid => (0, 0),
@@ -251,7 +235,7 @@ impl Conv {
     fn geometry_of(&self, x: [u32; 4], w: [u32; 4]) -> Result<ConvGeometry> {
         let [batch, channels, height, width] = x;
         let [out_channels, group_channels, kernel_h, kernel_w] = w;
-        let groups = self.groups;
+        let groups = self.window.groups;
         if groups > channels || channels % groups != 0 {
             return Err(fail!(
                 ShapeMismatch,
@@ -353,10 +337,10 @@ impl Conv {
             .strides([g.batch, g.out_channels, g.out[0], g.out[1]]);
         let [kh_n, kw_n] = g.kernel;
         let taps = g.group_channels * kh_n * kw_n;
-        let [stride_h, stride_w] = self.strides.map(i64::from);
-        let [dil_h, dil_w] = self.dilations.map(i64::from);
+        let [stride_h, stride_w] = self.window.strides.map(i64::from);
+        let [dil_h, dil_w] = self.window.dilation.map(i64::from);
         let [height, width] = g.size.map(|s| s as i64);
-        let groups = self.groups as usize;
+        let groups = self.window.groups as usize;
         let out_per_group = g.out_channels / groups;
         // The window of one output position, in the weights' (ic, kh, kw) order, zero where it
         // covers padding: each output is then one exact dot product with a weight row.
@@ -417,9 +401,19 @@ impl Conv {
             .strides([g.batch, g.out_channels, g.out[0], g.out[1]]);
         let [kh_n, kw_n] = g.kernel;
         let ws = [g.group_channels * kh_n * kw_n, kh_n * kw_n, kw_n];
-        let taps_h = Taps::new(self.strides[0], self.dilations[0], kh_n, g.out[0]);
-        let taps_w = Taps::new(self.strides[1], self.dilations[1], kw_n, g.out[1]);
-        let groups = self.groups as usize;
+        let taps_h = Taps::new(
+            self.window.strides[0],
+            self.window.dilation[0],
+            kh_n,
+            g.out[0],
+        );
+        let taps_w = Taps::new(
+            self.window.strides[1],
+            self.window.dilation[1],
+            kw_n,
+            g.out[1],
+        );
+        let groups = self.window.groups as usize;
         let out_per_group = g.out_channels / groups;
         for n in 0..g.batch {
             for group in 0..groups {
@@ -479,10 +473,10 @@ impl Conv {
             .strides([g.batch, g.out_channels, g.out[0], g.out[1]]);
         let [kh_n, kw_n] = g.kernel;
         let ws = [g.group_channels * kh_n * kw_n, kh_n * kw_n, kw_n];
-        let [stride_h, stride_w] = self.strides.map(i64::from);
-        let [dil_h, dil_w] = self.dilations.map(i64::from);
+        let [stride_h, stride_w] = self.window.strides.map(i64::from);
+        let [dil_h, dil_w] = self.window.dilation.map(i64::from);
         let [height, width] = g.size.map(|s| s as i64);
-        let groups = self.groups as usize;
+        let groups = self.window.groups as usize;
         let out_per_group = g.out_channels / groups;
         for group in 0..groups {
             for oc in group * out_per_group..(group + 1) * out_per_group {
@@ -649,7 +643,7 @@ impl Operator for Conv {
             let (g, _) = self.plan(inputs[0].dims(), inputs[1].dims())?;
             usage.work.taps = count(&[
                 g.batch as u64,
-                u64::from(self.groups),
+                u64::from(self.window.groups),
                 g.out[0] as u64,
                 g.out[1] as u64,
                 g.group_channels as u64,

@@ -6,7 +6,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::{
-    MAX_ATTR, bias_overflow, check_layout, check_mac_precision, mac_precision, vector_reduction,
+    MAX_ATTR, Window, bias_overflow, check_layout, check_mac_precision, mac_precision,
+    vector_reduction,
 };
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
@@ -63,10 +64,8 @@ pub const CONV2D: OpDef = OpDef {
 pub struct Conv2d {
     channels: Option<u32>,
     kernel_size: Option<[u32; 2]>,
-    strides: [u32; 2],
-    padding: [u32; 2],
-    dilation: [u32; 2],
-    groups: u32,
+    /// Strides, padding, dilation and groups.
+    window: Window,
     use_bias: bool,
     /// The weights packed at load time, when they are a parameter.
     packed: Option<Arc<PackedRows>>,
@@ -104,25 +103,7 @@ impl Conv2d {
         Ok(Box::new(Conv2d {
             channels,
             kernel_size,
-            strides: pair_in_range(
-                "strides",
-                attrs.opt_ints("strides").unwrap_or(&[1, 1]),
-                1,
-                MAX_ATTR,
-            )?,
-            padding: pair_in_range(
-                "padding",
-                attrs.opt_ints("padding").unwrap_or(&[0, 0]),
-                0,
-                MAX_ATTR,
-            )?,
-            dilation: pair_in_range(
-                "dilation",
-                attrs.opt_ints("dilation").unwrap_or(&[1, 1]),
-                1,
-                MAX_ATTR,
-            )?,
-            groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
+            window: Window::parse(attrs, ["strides", "padding", "dilation"], MAX_ATTR)?,
             use_bias,
             packed: None,
         }))
@@ -132,26 +113,26 @@ impl Conv2d {
         let [batch, in_channels, height, width] = [data[0], data[1], data[2], data[3]];
         let [out_channels, group_in_channels, kernel_h, kernel_w] =
             [weight[0], weight[1], weight[2], weight[3]];
-        if self.groups > in_channels || in_channels % self.groups != 0 {
+        if self.window.groups > in_channels || in_channels % self.window.groups != 0 {
             return Err(fail!(
                 ShapeMismatch,
                 "groups = {} must lie in [1, C] and divide C = {in_channels}",
-                self.groups
+                self.window.groups
             ));
         }
-        if out_channels % self.groups != 0 {
+        if out_channels % self.window.groups != 0 {
             return Err(fail!(
                 ShapeMismatch,
                 "groups = {} must divide the output channels OC = {out_channels}",
-                self.groups
+                self.window.groups
             ));
         }
-        if group_in_channels != in_channels / self.groups {
+        if group_in_channels != in_channels / self.window.groups {
             return Err(fail!(
                 ShapeMismatch,
                 "weight shape {:?} needs C / groups = {} input channels per group, has {group_in_channels}",
                 weight,
-                in_channels / self.groups
+                in_channels / self.window.groups
             ));
         }
         if kernel_h == 0 || kernel_w == 0 {
@@ -178,18 +159,18 @@ impl Conv2d {
         }
         let out_h = conv_extent(
             height,
-            self.padding[0],
-            self.dilation[0],
+            self.window.padding[0],
+            self.window.dilation[0],
             kernel_h,
-            self.strides[0],
+            self.window.strides[0],
             "height",
         )?;
         let out_w = conv_extent(
             width,
-            self.padding[1],
-            self.dilation[1],
+            self.window.padding[1],
+            self.window.dilation[1],
             kernel_w,
-            self.strides[1],
+            self.window.strides[1],
             "width",
         )?;
         Ok(ConvShape {
@@ -198,14 +179,14 @@ impl Conv2d {
             height: height as usize,
             width: width as usize,
             out_channels: out_channels as usize,
-            groups: self.groups as usize,
+            groups: self.window.groups as usize,
             kernel_h: kernel_h as usize,
             kernel_w: kernel_w as usize,
             out_h: out_h as usize,
             out_w: out_w as usize,
-            strides: self.strides.map(|v| v as usize),
-            padding: self.padding.map(|v| v as usize),
-            dilation: self.dilation.map(|v| v as usize),
+            strides: self.window.strides.map(|v| v as usize),
+            padding: self.window.padding.map(|v| v as usize),
+            dilation: self.window.dilation.map(|v| v as usize),
         })
     }
 }
@@ -253,25 +234,25 @@ impl Operator for Conv2d {
         let (data, weight) = (inputs[0].dims(), inputs[1].dims());
         let out_elements = outputs[0].shape.elements();
         let reduction = count(&[weight[1], weight[2], weight[3]].map(u64::from))?;
-        let class = if self.groups > 1 && self.groups == data[1] {
+        let class = if self.window.groups > 1 && self.window.groups == data[1] {
             // Strides of 3 or more, a dilated stride of 2, or more padding than a "same"
             // convolution's: windows spread over the input or into the padding.
             let irregular = (0..2).any(|axis| {
-                let extent = u64::from(self.dilation[axis])
+                let extent = u64::from(self.window.dilation[axis])
                     * u64::from(weight[2 + axis]).saturating_sub(1)
                     + 1;
-                self.strides[axis] >= 3
-                    || (self.strides[axis] == 2 && self.dilation[axis] > 1)
-                    || 2 * u64::from(self.padding[axis]) >= extent
+                self.window.strides[axis] >= 3
+                    || (self.window.strides[axis] == 2 && self.window.dilation[axis] > 1)
+                    || 2 * u64::from(self.window.padding[axis]) >= extent
             });
             if irregular {
                 "depthwise irregular"
             } else {
                 "depthwise"
             }
-        } else if mostly_padding(data, self.padding) {
+        } else if mostly_padding(data, self.window.padding) {
             "padded"
-        } else if self.groups > 1 {
+        } else if self.window.groups > 1 {
             "grouped"
         } else if weight[2] == 1 && weight[3] == 1 {
             "pointwise"
@@ -291,7 +272,7 @@ impl Operator for Conv2d {
         let [out_h, out_w] = [outputs[0].dims()[2], outputs[0].dims()[3]].map(u64::from);
         usage.work.taps = count(&[
             u64::from(data[0]),
-            u64::from(self.groups),
+            u64::from(self.window.groups),
             out_h,
             out_w,
             reduction,
@@ -303,7 +284,7 @@ impl Operator for Conv2d {
             // At each kernel position a window reads a run of its group's ICg channels.
             count(&[
                 u64::from(data[0]),
-                u64::from(self.groups),
+                u64::from(self.window.groups),
                 out_h,
                 out_w,
                 u64::from(weight[2]),

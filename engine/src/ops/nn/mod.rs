@@ -12,7 +12,7 @@ pub mod pool;
 pub mod relu;
 pub mod upsampling;
 
-use crate::attrs::Attrs;
+use crate::attrs::{Attrs, in_range, pair_in_range};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels;
@@ -90,5 +90,38 @@ fn add_bias_rows(out: &mut [i32], bias: &[i32], units: usize) -> Result<()> {
         Ok(())
     } else {
         Err(bias_overflow())
+    }
+}
+
+/// The window attributes of `conv2d` and CINN `Conv`.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    strides: [u32; 2],
+    padding: [u32; 2],
+    dilation: [u32; 2],
+    groups: u32,
+}
+
+impl Window {
+    /// Parses the window of a convolution row, in this order: strides (pair of entries in
+    /// 1..=`max`, default (1, 1)), padding (0..=`max`, default (0, 0)), dilation (1..=`max`,
+    /// default (1, 1)), then `groups` (≥ 1, default 1). `names` are the row's spellings of the
+    /// first three.
+    ///
+    /// # Errors
+    /// `AttributeOutOfRange` naming the attribute.
+    fn parse(attrs: &Attrs<'_>, names: [&str; 3], max: i64) -> Result<Window> {
+        let [strides, padding, dilation] = names;
+        Ok(Window {
+            strides: pair_in_range(strides, attrs.opt_ints(strides).unwrap_or(&[1, 1]), 1, max)?,
+            padding: pair_in_range(padding, attrs.opt_ints(padding).unwrap_or(&[0, 0]), 0, max)?,
+            dilation: pair_in_range(
+                dilation,
+                attrs.opt_ints(dilation).unwrap_or(&[1, 1]),
+                1,
+                max,
+            )?,
+            groups: in_range("groups", attrs.int_or("groups", 1), 1, i64::from(u32::MAX))?,
+        })
     }
 }
