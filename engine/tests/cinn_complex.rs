@@ -1,5 +1,6 @@
-//! Tests of the CINN complex primitives (`ops::cinn_complex`) through their operator-table rows,
-//! against plain index-by-index references written here.
+//! Tests of the CINN complex primitives of spec 002 (in `ops::array`, `ops::math`, `ops::nn` and
+//! `ops::reduce`) through their operator-table rows, against plain index-by-index references
+//! written here.
 //!
 //! Conv's two gradients are checked against forward convolution itself: the adjoint identity
 //! <forward(x, w), g> = <x, backward_data(w, g)> = <w, backward_filter(x, g)> (exact, F = 0),
@@ -18,10 +19,17 @@ use std::collections::BTreeMap;
 use cvm_engine::attrs::Attrs;
 use cvm_engine::error::{Error, ErrorCode};
 use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops::cinn_complex::{
-    BN_GRAD_BIAS_SCALE, BN_MEAN_VARIANCE, BROADCAST_TO, COMPARE, CONCAT, CONV, REDUCE, RESHAPE,
-    REVERSE, SELECT, SLICE, TRANSPOSE,
-};
+use cvm_engine::ops::array::concat::CONCAT;
+use cvm_engine::ops::array::repeat::BROADCAST_TO;
+use cvm_engine::ops::array::reshape::CINN_RESHAPE as RESHAPE;
+use cvm_engine::ops::array::reverse::REVERSE;
+use cvm_engine::ops::array::select::SELECT;
+use cvm_engine::ops::array::slice::SLICE;
+use cvm_engine::ops::array::transpose::CINN_TRANSPOSE as TRANSPOSE;
+use cvm_engine::ops::math::compare::COMPARE;
+use cvm_engine::ops::nn::cinn_conv::CONV;
+use cvm_engine::ops::reduce::batch_norm::{BN_GRAD_BIAS_SCALE, BN_MEAN_VARIANCE};
+use cvm_engine::ops::reduce::cinn_reduce::REDUCE;
 use cvm_engine::ops::{Arity, OpDef, Operator};
 use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorRef, TensorType};
 use cvm_gas::{Usage, Work};

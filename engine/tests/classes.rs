@@ -5,9 +5,10 @@
 use cvm_engine::attrs::Attrs;
 use cvm_engine::model::{Attr, AttrValue};
 use cvm_engine::ops::OpDef;
-use cvm_engine::ops::cinn_binary::DOT;
-use cvm_engine::ops::cinn_complex::CONV;
-use cvm_engine::ops::nn::{CONV2D, DENSE, MAX_POOL2D};
+use cvm_engine::ops::nn::cinn_conv::CONV;
+use cvm_engine::ops::nn::conv2d::CONV2D;
+use cvm_engine::ops::nn::dense::{DENSE, DOT};
+use cvm_engine::ops::nn::pool::MAX_POOL2D;
 use cvm_engine::tensor::TensorType;
 use cvm_gas::Usage;
 

@@ -1,4 +1,4 @@
-//! Tests of `generate_proposals_v2` (`ops::proposals`): a float64 implementation of the same
+//! Tests of `generate_proposals_v2` (`ops::detection::proposals`): a float64 implementation of the same
 //! algorithm on random cases, hand-computed cases, the zero-element and bad-parameter rules of
 //! spec 003, gas, extreme values, and a realistic RPN case (which `CVM_WRITE_PROPOSALS_FIXTURE`
 //! writes out as a cvm-text/1 model).
@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use cvm_engine::attrs::Attrs;
 use cvm_engine::error::{Error, ErrorCode};
 use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops::proposals::GENERATE_PROPOSALS_V2;
+use cvm_engine::ops::detection::proposals::GENERATE_PROPOSALS_V2;
 use cvm_engine::ops::{Arity, Family, Operator};
 use cvm_engine::tensor::{Shape, Tensor, TensorMut, TensorRef, TensorType};
 use cvm_gas::{Usage, Work};

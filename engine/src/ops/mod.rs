@@ -1,5 +1,16 @@
 //! The operator table: every operator's frozen code, name, arity, attribute schema and builder,
-//! registered in one place ([`OPS`]). Each family of operators lives in its own file.
+//! registered in one place ([`OPS`]). Operators live in folders by what they do:
+//!
+//! - [`array`](mod@array): data movement (reshapes, transpose, concatenation, slices, selection, gathers,
+//!   repeats), each CVM operator next to its CINN counterpart;
+//! - [`math`]: elementwise and broadcast arithmetic, the CINN unary, binary and comparison
+//!   primitives;
+//! - [`reduce`]: reductions over axes, batch-norm reductions;
+//! - [`nn`]: convolutions, dense and `Dot`, relu, pooling, upsampling;
+//! - [`detection`]: detection post-processing and region proposals.
+//!
+//! [`common`] holds the helpers operators of several folders share (axis resolution, work
+//! counts, index walks); [`fixed_point`] the Q-format rules of the CINN primitives.
 //!
 //! An operator is built from a node's attributes into a value implementing [`Operator`], which
 //! states its output types before running ([`Operator::infer`]), the work it will do
@@ -17,20 +28,17 @@ pub use cvm_gas::{Usage, Work};
 
 use crate::attrs::{AttrSpec, Attrs};
 use crate::error::Result;
-use crate::fail;
 use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
+use common::io_usage;
 
-pub mod broadcast;
-pub mod cinn_binary;
-pub mod cinn_complex;
-pub mod cinn_unary;
-pub mod elemwise;
+pub mod array;
+pub mod common;
+pub mod detection;
+pub mod fixed_point;
+pub mod math;
 pub mod nn;
-pub mod proposals;
 pub mod reduce;
-pub mod transform;
-pub mod vision;
 
 /// A configured operator: its attributes parsed and checked.
 pub trait Operator: core::fmt::Debug + Send + Sync {
@@ -103,7 +111,11 @@ macro_rules! copy_of_input {
             true
         }
 
-        fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
+        fn run(
+            &self,
+            inputs: &[$crate::tensor::TensorRef<'_>],
+            outputs: &mut [$crate::tensor::TensorMut<'_>],
+        ) -> $crate::error::Result<()> {
             outputs[0].data.copy_from_slice(inputs[0].data);
             Ok(())
         }
@@ -196,118 +208,118 @@ impl Eq for OpDef {}
 /// Every operator the engine runs. Codes are frozen (a test pins them); add rows, never renumber.
 pub static OPS: &[OpDef] = &[
     // Reduce family: 1..
-    reduce::SUM,
-    reduce::MAX,
+    reduce::sum_max::SUM,
+    reduce::sum_max::MAX,
     // Broadcast family: 10..
-    broadcast::BROADCAST_ADD,
-    broadcast::BROADCAST_SUB,
-    broadcast::BROADCAST_MUL,
-    broadcast::BROADCAST_DIV,
-    broadcast::BROADCAST_MAX,
-    broadcast::BROADCAST_GREATER,
+    math::broadcast::BROADCAST_ADD,
+    math::broadcast::BROADCAST_SUB,
+    math::broadcast::BROADCAST_MUL,
+    math::broadcast::BROADCAST_DIV,
+    math::broadcast::BROADCAST_MAX,
+    math::broadcast::BROADCAST_GREATER,
     // NN family: 20..
-    nn::CONV2D,
-    nn::DENSE,
-    nn::RELU,
-    nn::MAX_POOL2D,
-    nn::UPSAMPLING,
+    nn::conv2d::CONV2D,
+    nn::dense::DENSE,
+    nn::relu::RELU,
+    nn::pool::MAX_POOL2D,
+    nn::upsampling::UPSAMPLING,
     // Elementwise family: 30..
-    elemwise::ABS,
-    elemwise::CVM_PRECISION,
-    elemwise::ELEMWISE_ADD,
-    elemwise::ELEMWISE_SUB,
-    elemwise::NEGATIVE,
-    elemwise::CLIP,
-    elemwise::CVM_CLIP,
-    elemwise::CVM_LEFT_SHIFT,
-    elemwise::CVM_RIGHT_SHIFT,
+    math::elemwise::ABS,
+    math::elemwise::CVM_PRECISION,
+    math::elemwise::ELEMWISE_ADD,
+    math::elemwise::ELEMWISE_SUB,
+    math::elemwise::NEGATIVE,
+    math::elemwise::CLIP,
+    math::elemwise::CVM_CLIP,
+    math::elemwise::CVM_LEFT_SHIFT,
+    math::elemwise::CVM_RIGHT_SHIFT,
     // Transform family: 50..
-    transform::REPEAT,
-    transform::TILE,
-    transform::FLATTEN,
-    transform::CONCATENATE,
-    transform::EXPAND_DIMS,
-    transform::RESHAPE,
-    transform::SQUEEZE,
-    transform::TRANSPOSE,
-    transform::STRIDED_SLICE,
-    transform::SLICE_LIKE,
-    transform::TAKE,
-    transform::CVM_LUT,
-    transform::WHERE,
+    array::repeat::REPEAT,
+    array::repeat::TILE,
+    array::reshape::FLATTEN,
+    array::concat::CONCATENATE,
+    array::reshape::EXPAND_DIMS,
+    array::reshape::RESHAPE,
+    array::reshape::SQUEEZE,
+    array::transpose::TRANSPOSE,
+    array::slice::STRIDED_SLICE,
+    array::slice::SLICE_LIKE,
+    array::gather::TAKE,
+    array::gather::CVM_LUT,
+    array::select::WHERE,
     // Vision family: 70..
-    vision::GET_VALID_COUNTS,
-    vision::NON_MAX_SUPPRESSION,
+    detection::nms::GET_VALID_COUNTS,
+    detection::nms::NON_MAX_SUPPRESSION,
     // CINN unary primitives: 100..
-    cinn_unary::ABS,
-    cinn_unary::ACOS,
-    cinn_unary::ACOSH,
-    cinn_unary::ASIN,
-    cinn_unary::ASINH,
-    cinn_unary::ATAN,
-    cinn_unary::ATANH,
-    cinn_unary::BITWISE_NOT,
-    cinn_unary::CEIL,
-    cinn_unary::COS,
-    cinn_unary::COSH,
-    cinn_unary::ERF,
-    cinn_unary::EXP,
-    cinn_unary::FLOOR,
-    cinn_unary::IDENTITY,
-    cinn_unary::IS_FINITE,
-    cinn_unary::IS_INF,
-    cinn_unary::IS_NAN,
-    cinn_unary::LOG,
-    cinn_unary::LOG10,
-    cinn_unary::LOG2,
-    cinn_unary::LOGICAL_NOT,
-    cinn_unary::NEGATIVE,
-    cinn_unary::ROUND,
-    cinn_unary::RSQRT,
-    cinn_unary::SIGN,
-    cinn_unary::SIN,
-    cinn_unary::SINH,
-    cinn_unary::SQRT,
-    cinn_unary::TAN,
-    cinn_unary::TANH,
-    cinn_unary::TRUNC,
+    math::cinn_unary::ABS,
+    math::cinn_unary::ACOS,
+    math::cinn_unary::ACOSH,
+    math::cinn_unary::ASIN,
+    math::cinn_unary::ASINH,
+    math::cinn_unary::ATAN,
+    math::cinn_unary::ATANH,
+    math::cinn_unary::BITWISE_NOT,
+    math::cinn_unary::CEIL,
+    math::cinn_unary::COS,
+    math::cinn_unary::COSH,
+    math::cinn_unary::ERF,
+    math::cinn_unary::EXP,
+    math::cinn_unary::FLOOR,
+    math::cinn_unary::IDENTITY,
+    math::cinn_unary::IS_FINITE,
+    math::cinn_unary::IS_INF,
+    math::cinn_unary::IS_NAN,
+    math::cinn_unary::LOG,
+    math::cinn_unary::LOG10,
+    math::cinn_unary::LOG2,
+    math::cinn_unary::LOGICAL_NOT,
+    math::cinn_unary::NEGATIVE,
+    math::cinn_unary::ROUND,
+    math::cinn_unary::RSQRT,
+    math::cinn_unary::SIGN,
+    math::cinn_unary::SIN,
+    math::cinn_unary::SINH,
+    math::cinn_unary::SQRT,
+    math::cinn_unary::TAN,
+    math::cinn_unary::TANH,
+    math::cinn_unary::TRUNC,
     // CINN binary primitives: 150..
-    cinn_binary::ADD,
-    cinn_binary::BITWISE_AND,
-    cinn_binary::BITWISE_OR,
-    cinn_binary::BITWISE_XOR,
-    cinn_binary::DIV,
-    cinn_binary::DOT,
-    cinn_binary::FLOOR_DIV,
-    cinn_binary::FLOOR_MOD,
-    cinn_binary::LEFT_SHIFT,
-    cinn_binary::LOGICAL_AND,
-    cinn_binary::LOGICAL_OR,
-    cinn_binary::LOGICAL_XOR,
-    cinn_binary::MAX,
-    cinn_binary::MIN,
-    cinn_binary::MOD,
-    cinn_binary::MUL,
-    cinn_binary::POWER,
-    cinn_binary::RIGHT_SHIFT,
-    cinn_binary::SUB,
+    math::cinn_binary::ADD,
+    math::cinn_binary::BITWISE_AND,
+    math::cinn_binary::BITWISE_OR,
+    math::cinn_binary::BITWISE_XOR,
+    math::cinn_binary::DIV,
+    nn::dense::DOT,
+    math::cinn_binary::FLOOR_DIV,
+    math::cinn_binary::FLOOR_MOD,
+    math::cinn_binary::LEFT_SHIFT,
+    math::cinn_binary::LOGICAL_AND,
+    math::cinn_binary::LOGICAL_OR,
+    math::cinn_binary::LOGICAL_XOR,
+    math::cinn_binary::MAX,
+    math::cinn_binary::MIN,
+    math::cinn_binary::MOD,
+    math::cinn_binary::MUL,
+    math::cinn_binary::POWER,
+    math::cinn_binary::RIGHT_SHIFT,
+    math::cinn_binary::SUB,
     // CINN scalar primitive: 180
-    cinn_binary::CONST_SCALAR,
+    math::cinn_binary::CONST_SCALAR,
     // CINN complex primitives: 190..
-    cinn_complex::BN_GRAD_BIAS_SCALE,
-    cinn_complex::BN_MEAN_VARIANCE,
-    cinn_complex::BROADCAST_TO,
-    cinn_complex::COMPARE,
-    cinn_complex::CONCAT,
-    cinn_complex::CONV,
-    cinn_complex::REDUCE,
-    cinn_complex::RESHAPE,
-    cinn_complex::REVERSE,
-    cinn_complex::SELECT,
-    cinn_complex::SLICE,
-    cinn_complex::TRANSPOSE,
+    reduce::batch_norm::BN_GRAD_BIAS_SCALE,
+    reduce::batch_norm::BN_MEAN_VARIANCE,
+    array::repeat::BROADCAST_TO,
+    math::compare::COMPARE,
+    array::concat::CONCAT,
+    nn::cinn_conv::CONV,
+    reduce::cinn_reduce::REDUCE,
+    array::reshape::CINN_RESHAPE,
+    array::reverse::REVERSE,
+    array::select::SELECT,
+    array::slice::SLICE,
+    array::transpose::CINN_TRANSPOSE,
     // Detection: 300..
-    proposals::GENERATE_PROPOSALS_V2,
+    detection::proposals::GENERATE_PROPOSALS_V2,
 ];
 
 /// A one-output row of the CINN family (the unary and binary primitives).
@@ -337,202 +349,6 @@ pub fn by_code(code: u16) -> Option<&'static OpDef> {
 /// The operator named `name`.
 pub fn by_name(name: &str) -> Option<&'static OpDef> {
     OPS.iter().find(|op| op.name == name)
-}
-
-/// Elements of all of `types`, in checked arithmetic.
-///
-/// # Errors
-/// `LimitExceeded` when the sum overflows `u64`.
-pub fn elements(types: &[TensorType]) -> Result<u64> {
-    types
-        .iter()
-        .try_fold(0u64, |total, ty| total.checked_add(ty.shape.elements()))
-        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
-}
-
-/// The usage of an operator priced as one class that reads every element of `inputs` and
-/// writes every element of `outputs`.
-///
-/// # Errors
-/// `LimitExceeded` when a count overflows `u64`.
-pub fn io_usage(inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-    Ok(Usage {
-        class: "",
-        work: Work::io(elements(inputs)?, elements(outputs)?),
-    })
-}
-
-/// Checked product of counts, for usage formulas.
-///
-/// # Errors
-/// `LimitExceeded` when the product overflows `u64`.
-pub fn count(factors: &[u64]) -> Result<u64> {
-    factors
-        .iter()
-        .try_fold(1u64, |acc, &factor| acc.checked_mul(factor))
-        .ok_or_else(|| fail!(LimitExceeded, "work count overflows 64 bits"))
-}
-
-/// Checks that exactly `expected` inputs were given (for builders whose arity depends on
-/// attributes).
-///
-/// # Errors
-/// `ArityMismatch` explaining why `expected` inputs are needed.
-pub fn expect_inputs(n_inputs: usize, expected: usize, why: &str) -> Result<()> {
-    if n_inputs == expected {
-        Ok(())
-    } else {
-        Err(fail!(
-            ArityMismatch,
-            "takes {expected} inputs {why}, got {n_inputs}"
-        ))
-    }
-}
-
-/// Checks that `ty` has rank `rank`, naming the operand.
-///
-/// # Errors
-/// `ShapeMismatch`.
-pub fn expect_rank(ty: &TensorType, rank: usize, operand: &str) -> Result<()> {
-    if ty.shape.rank() == rank {
-        Ok(())
-    } else {
-        Err(fail!(
-            ShapeMismatch,
-            "{operand} must have rank {rank}, got shape {}",
-            ty.shape
-        ))
-    }
-}
-
-/// Checks that an inferred precision fits 32 bits.
-///
-/// # Errors
-/// `PrecisionOverflow` with the inferred figure.
-pub fn output_precision(precision: u32) -> Result<u8> {
-    if precision <= u32::from(crate::tensor::MAX_PRECISION) {
-        Ok(precision.max(1) as u8)
-    } else {
-        Err(fail!(
-            PrecisionOverflow,
-            "inferred output precision {precision} exceeds 32 bits"
-        ))
-    }
-}
-
-/// Visits every index of `dims` in row-major order, passing the offsets of `K` operands whose
-/// strides (in elements, per axis of `dims`; 0 for a broadcast axis) are `strides`.
-///
-/// The offsets are kept incrementally, like an odometer: one addition per step.
-///
-/// # Errors
-/// Whatever `visit` returns; the walk stops at the first error.
-pub fn walk<const K: usize>(
-    dims: &[u32],
-    strides: [&[usize]; K],
-    mut visit: impl FnMut([usize; K]) -> Result<()>,
-) -> Result<()> {
-    if dims.contains(&0) {
-        return Ok(());
-    }
-    let rank = dims.len();
-    let mut index = alloc::vec![0u32; rank];
-    let mut offsets = [0usize; K];
-    loop {
-        visit(offsets)?;
-        let mut axis = rank;
-        loop {
-            if axis == 0 {
-                return Ok(());
-            }
-            axis -= 1;
-            index[axis] += 1;
-            for (offset, stride) in offsets.iter_mut().zip(strides) {
-                *offset += stride[axis];
-            }
-            if index[axis] < dims[axis] {
-                break;
-            }
-            for (offset, stride) in offsets.iter_mut().zip(strides) {
-                *offset -= stride[axis] * dims[axis] as usize;
-            }
-            index[axis] = 0;
-        }
-    }
-}
-
-/// How an operand is read along one run of [`trailing_runs`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Read {
-    /// `run` consecutive elements.
-    Contiguous,
-    /// One element, repeated over the run.
-    Repeated,
-}
-
-/// The longest trailing block of `dims` that `K` operands with per-axis `strides` (as for
-/// [`walk`]; 0 along broadcast axes) each read contiguously or as one repeated element:
-/// `(split, run, reads)`, with the axes from `split` on holding `run` consecutive positions.
-/// Axes of length 1 never end the block; the walk over `dims[..split]` then takes one step per
-/// run instead of one per element.
-pub fn trailing_runs<const K: usize>(
-    dims: &[u32],
-    strides: [&[usize]; K],
-) -> (usize, usize, [Read; K]) {
-    let (mut split, mut run) = (dims.len(), 1usize);
-    let mut reads: [Option<Read>; K] = [None; K];
-    'axes: while split > 0 {
-        let axis = split - 1;
-        if dims[axis] != 1 {
-            let mut extended = reads;
-            for (read, stride) in extended.iter_mut().zip(strides) {
-                let this = match stride[axis] {
-                    0 => Read::Repeated,
-                    s if s == run => Read::Contiguous,
-                    _ => break 'axes,
-                };
-                match *read {
-                    Some(earlier) if earlier != this => break 'axes,
-                    _ => *read = Some(this),
-                }
-            }
-            reads = extended;
-            run = run.saturating_mul(dims[axis] as usize);
-        }
-        split = axis;
-    }
-    (
-        split,
-        run,
-        reads.map(|read| read.unwrap_or(Read::Contiguous)),
-    )
-}
-
-/// Resolves axis `axis` of a rank-`rank` tensor, allowing negative values from the end
-/// (spec 001: `axis + N` for `axis < 0`).
-///
-/// # Errors
-/// `AttributeOutOfRange` naming attribute `name` when `axis` is outside [−rank, rank).
-pub fn resolve_axis(name: &str, axis: i64, rank: usize) -> Result<usize> {
-    let rank = rank as i64;
-    if (-rank..rank).contains(&axis) {
-        Ok((if axis < 0 { axis + rank } else { axis }) as usize)
-    } else {
-        Err(fail!(
-            AttributeOutOfRange,
-            "attribute \"{name}\" = {axis} is outside [{}, {rank}) for an input of rank {rank}",
-            -rank
-        ))
-    }
-}
-
-/// Converts an `i64` result into `i32`, reporting overflow instead of wrapping.
-///
-/// # Errors
-/// `IntegerOverflow`.
-#[inline]
-pub fn narrow(value: i64) -> Result<i32> {
-    i32::try_from(value).map_err(|_| fail!(IntegerOverflow, "result {value} does not fit in int32"))
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{Arity, Family, OpDef, Operator, narrow, output_precision};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::map;
+use crate::ops::common::{narrow, output_precision};
+use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{
     MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width, clip_to_precision,
 };
@@ -180,7 +181,7 @@ const fn unary_row(
     code: u16,
     name: &'static str,
     attrs: &'static [crate::attrs::AttrSpec],
-    build: super::Builder,
+    build: crate::ops::Builder,
 ) -> OpDef {
     OpDef {
         code,

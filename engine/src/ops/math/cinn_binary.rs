@@ -1,7 +1,8 @@
 //! CINN binary primitives of spec 002 ("Binary Primitive APIs") in Q-format fixed point, with
-//! numpy broadcasting, plus `Dot` and the scalar primitive `ConstScalar`.
+//! numpy broadcasting, plus the scalar primitive `ConstScalar` (`Dot`, a matrix product, is with
+//! `dense` in [`crate::ops::nn::dense`]).
 //!
-//! Add and Sub are exact; Mul, Div, Dot and Power rescale by `frac_bits` with one rounding of the
+//! Add and Sub are exact; Mul, Div and Power rescale by `frac_bits` with one rounding of the
 //! exact result; Div truncates toward zero, FloorDiv floors, Mod takes the sign of the dividend,
 //! FloorMod the sign of the divisor (spec 002's formula). Results must lie within ±(2^31 − 1).
 
@@ -9,14 +10,15 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::broadcast::{broadcast_apply, broadcast_shape};
-use super::cinn_unary::{FRAC_BITS, fit, fixed_error, frac_bits};
-use super::{Arity, Family, OpDef, Operator, Usage, cinn_row as row, count, io_usage};
 use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::fixed::{self, round_shift};
-use crate::kernels::wide::wide_dot;
+use crate::ops::cinn_row as row;
+use crate::ops::common::io_usage;
+use crate::ops::fixed_point::{FRAC_BITS, fit, fixed_error, frac_bits};
+use crate::ops::math::broadcast::{broadcast_apply, broadcast_shape};
+use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType, bit_width};
 
 /// What a CINN binary primitive computes.
@@ -290,126 +292,6 @@ pub const RIGHT_SHIFT: OpDef = row(
     SHIFT,
     |attrs, n| shift(attrs, n, BinaryKind::RightShift),
 );
-
-/// Row of [`Dot`].
-pub const DOT: OpDef = row(155, "Dot", Arity::Exactly(2), ARITH, |attrs, _| {
-    Ok(Box::new(Dot {
-        frac_bits: frac_bits(attrs)?,
-    }))
-});
-
-/// Dot product (spec 002 "Dot": xᵀy) with numpy's rules for ranks 1 and 2.
-///
-/// - Inputs: `x`, `y`: (K)·(K) → a scalar (shape []); (M, K)·(K) → (M); (K)·(K, N) → (N);
-///   (M, K)·(K, N) → (M, N).
-/// - Attribute: `frac_bits` F in 0..=30, default 0: the exact sum of products, rescaled by F with
-///   one rounding (halves away from zero).
-/// - Precision: 32. Errors: `ShapeMismatch` (ranks above 2, K differs), `IntegerOverflow`.
-#[derive(Debug)]
-pub struct Dot {
-    frac_bits: u32,
-}
-
-impl Dot {
-    /// (M, K, N) with M or N of 1 for vectors, and the output dims.
-    fn geometry(x: &[u32], y: &[u32]) -> Result<([usize; 3], Vec<u32>)> {
-        let (m, k, out_m) = match x {
-            [k] => (1, *k, None),
-            [m, k] => (*m, *k, Some(*m)),
-            _ => {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "Dot takes operands of rank 1 or 2, x has shape {x:?}"
-                ));
-            }
-        };
-        let (k2, n, out_n) = match y {
-            [k] => (*k, 1, None),
-            [k, n] => (*k, *n, Some(*n)),
-            _ => {
-                return Err(fail!(
-                    ShapeMismatch,
-                    "Dot takes operands of rank 1 or 2, y has shape {y:?}"
-                ));
-            }
-        };
-        if k != k2 {
-            return Err(fail!(
-                ShapeMismatch,
-                "Dot: x {x:?} and y {y:?} disagree on the reduction length"
-            ));
-        }
-        let out: Vec<u32> = out_m.into_iter().chain(out_n).collect();
-        Ok(([m as usize, k as usize, n as usize], out))
-    }
-}
-
-impl Operator for Dot {
-    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        let (_, out) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
-        Ok(vec![TensorType::new(out, MAX_PRECISION)])
-    }
-
-    /// Class "matrix" when y has more than one column (its columns are read as rows, every
-    /// element of y once), "" when y is a vector.
-    fn usage(&self, inputs: &[TensorType], outputs: &[TensorType]) -> Result<Usage> {
-        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
-        let mut usage = io_usage(inputs, outputs)?;
-        usage.class = if n > 1 { "matrix" } else { "" };
-        usage.work.macs = count(&[outputs[0].shape.elements(), k as u64])?;
-        Ok(usage)
-    }
-
-    /// y's columns copied as rows (K·N values) when y has more than one column.
-    fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
-        let ([_, k, n], _) = Dot::geometry(inputs[0].dims(), inputs[1].dims())?;
-        if n > 1 {
-            count(&[k as u64, n as u64, 4])
-        } else {
-            Ok(0)
-        }
-    }
-
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
-        let ([m, k, n], _) = Dot::geometry(inputs[0].dims, inputs[1].dims)?;
-        let (x, y) = (inputs[0].data, inputs[1].data);
-        if x.len() != m * k || y.len() != k * n {
-            return Err(fail!(
-                ShapeMismatch,
-                "Dot operands do not hold the elements of their shapes"
-            ));
-        }
-        if m == 0 || k == 0 || n == 0 {
-            // Every output (if any) is the empty sum, 0: the outputs come zeroed.
-            return Ok(());
-        }
-        // The columns of y as contiguous rows (y itself when it has one column).
-        let transposed: Vec<i32>;
-        let columns = if n == 1 {
-            y
-        } else {
-            let mut t = vec![0i32; k * n];
-            for (i, row) in y.chunks_exact(n).enumerate() {
-                for (j, &value) in row.iter().enumerate() {
-                    t[j * k + i] = value;
-                }
-            }
-            transposed = t;
-            &transposed
-        };
-        let out = &mut *outputs[0].data;
-        for (x_row, out_row) in x.chunks_exact(k).zip(out.chunks_exact_mut(n)) {
-            for (slot, column) in out_row.iter_mut().zip(columns.chunks_exact(k)) {
-                // Exact: each product below 2^62, at most 2^26 terms (kernels::wide).
-                let sum = wide_dot(x_row, column);
-                *slot = fit(i64::from(
-                    round_shift(sum, self.frac_bits).map_err(|e| fixed_error(e, "Dot", 0))?,
-                ))?;
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Row of [`ConstScalar`].
 pub const CONST_SCALAR: OpDef = OpDef {

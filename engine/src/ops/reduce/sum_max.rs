@@ -9,12 +9,11 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{
-    Arity, Family, OpDef, Operator, Read, output_precision, resolve_axis, trailing_runs, walk,
-};
 use crate::attrs::{AttrKind, Attrs, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::ops::common::{Read, output_precision, resolve_axis, trailing_runs, walk};
+use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 
 const REDUCE_ATTRS: &[crate::attrs::AttrSpec] = &[

@@ -10,52 +10,13 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{Arity, OpDef, Operator, Usage, io_usage};
-use crate::attrs::{AttrKind, AttrSpec, Attrs, in_range, spec};
-use crate::error::{Error, Result};
-use crate::fail;
-use crate::fixed::{self, FixedError, FixedResult};
+use crate::attrs::{AttrSpec, Attrs};
+use crate::error::Result;
+use crate::fixed::{self, FixedResult};
+use crate::ops::common::io_usage;
+use crate::ops::fixed_point::{FRAC_BITS, fit, fixed_error, frac_bits};
+use crate::ops::{Arity, OpDef, Operator, Usage};
 use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType};
-
-/// The `frac_bits` attribute: F in 0..=30, default 0.
-pub const FRAC_BITS: AttrSpec = spec("frac_bits", AttrKind::Int);
-
-/// Parses `frac_bits`.
-///
-/// # Errors
-/// `AttributeOutOfRange` outside 0..=30.
-pub fn frac_bits(attrs: &Attrs<'_>) -> Result<u32> {
-    in_range("frac_bits", attrs.int_or("frac_bits", 0), 0, 30)
-}
-
-/// Turns a fixed-point failure into the engine's error.
-pub fn fixed_error(error: FixedError, what: &str, x: i32) -> Error {
-    match error {
-        FixedError::Domain => fail!(
-            DomainError,
-            "{what}: input {x} lies outside the function's domain"
-        ),
-        FixedError::Overflow => fail!(
-            IntegerOverflow,
-            "{what}: the result for input {x} does not fit int32"
-        ),
-    }
-}
-
-/// Checks that a result lies within ±(2^31 − 1), the bound of precision 32.
-///
-/// # Errors
-/// `IntegerOverflow`.
-#[inline]
-pub fn fit(value: i64) -> Result<i32> {
-    match i32::try_from(value) {
-        Ok(v) if v != i32::MIN => Ok(v),
-        _ => Err(fail!(
-            IntegerOverflow,
-            "result {value} lies outside ±(2^31 − 1)"
-        )),
-    }
-}
 
 /// What a CINN unary primitive computes.
 #[derive(Clone, Copy, Debug)]
@@ -162,9 +123,9 @@ const fn row(
     code: u16,
     name: &'static str,
     attrs: &'static [AttrSpec],
-    build: super::Builder,
+    build: crate::ops::Builder,
 ) -> OpDef {
-    super::cinn_row(code, name, Arity::Exactly(1), attrs, build)
+    crate::ops::cinn_row(code, name, Arity::Exactly(1), attrs, build)
 }
 
 const WITH_F: &[AttrSpec] = &[FRAC_BITS];

@@ -10,13 +10,14 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{Arity, Family, OpDef, Operator, Read, narrow, output_precision, trailing_runs, walk};
 use crate::error::Result;
 use crate::fail;
+use crate::ops::common::{Read, narrow, output_precision, trailing_runs, walk};
+use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
 /// A table row for the broadcast operator of `kind`.
-const fn row(code: u16, name: &'static str, build: super::Builder) -> OpDef {
+const fn row(code: u16, name: &'static str, build: crate::ops::Builder) -> OpDef {
     OpDef {
         code,
         name,

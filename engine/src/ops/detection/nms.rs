@@ -8,12 +8,11 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::{
-    Arity, Family, OpDef, Operator, Usage, count, expect_rank, io_usage, output_precision,
-};
 use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
+use crate::ops::common::{count, expect_rank, io_usage, output_precision};
+use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 
 /// Least precision that holds the −1 written into unused rows.
