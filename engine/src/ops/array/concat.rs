@@ -12,7 +12,26 @@ use crate::ops::common::{count, io_usage, product, resolve_axis};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Concatenate`].
+/// Join tensors along an axis (spec 001 "concatenate").
+///
+/// - **Inputs**: M ≥ 1 tensors `I^0`, …, `I^{M−1}` of the same rank N whose dimensions agree
+///   except on `axis` (at most 1 024 inputs, the engine's node limit).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | integer | 1 | [−N, N) |
+///
+/// - **Output shape**: the common shape with n^0_axis + … + n^{M−1}_axis on `axis`.
+/// - **Semantics**: along `axis` the inputs follow each other in input order:
+///   `Y[…, n^0_axis + … + n^{i−1}_axis + d_axis, …] = I^i[…, d_axis, …]`.
+/// - **Output precision**: the largest of the inputs' precisions.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `axis` outside [−N, N) for the rank N of input 0: `AttributeOutOfRange`.
+///   2. An input (in order) of another rank, or with a dimension outside `axis` that differs from
+///      input 0's: `ShapeMismatch`.
+///   3. The concatenated dimension above 2^32 − 1: `LimitExceeded`.
 pub const CONCATENATE: OpDef = OpDef {
     code: 53,
     name: "concatenate",
@@ -29,12 +48,8 @@ pub const CONCATENATE: OpDef = OpDef {
 
 /// Joins tensors along an axis (spec 001 "concatenate").
 ///
-/// - Inputs: M ≥ 1 tensors of equal rank N whose dimensions agree except on `axis`.
-/// - Attribute: `axis` in [−N, N), default 1.
-/// - Output: the common shape with Σ n^i_axis on `axis`; inputs follow each other in order.
-/// - Precision: the maximum of the inputs'.
-/// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (ranks or other dimensions differ),
-///   `LimitExceeded` (the joined axis exceeds 2^32 − 1).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Concatenate {
     axis: i64,
@@ -115,10 +130,16 @@ impl Operator for Concatenate {
     }
 }
 
-/// Row of the operator table for `Concat` (spec 002 "Concat"): the CVM `concatenate` operator
-/// ([`Concatenate`]: M ≥ 1 inputs of equal rank agreeing outside `axis`,
-/// precision the largest of the inputs') with the spec's
-/// default `axis` = 0 instead of 1.
+/// Joins tensors along an existing axis (spec 002 "Concat").
+///
+/// - **Inputs**: M ≥ 1 tensors of equal rank N ≥ 1 whose dimensions agree except on `axis`.
+/// - **Attributes**: `axis` (integer, default 0, range [−N, N); a negative axis counts from the
+///   end).
+/// - **Output shape**: the common shape with Σ n^i_axis on `axis`. **Semantics**: the inputs follow
+///   each other along `axis`, in order.
+/// - **Output precision**: the largest of the inputs'.
+/// - **Errors**: `AttributeOutOfRange` (`axis`, also for rank-0 inputs); `ShapeMismatch` (ranks or
+///   other dimensions differ); `LimitExceeded` (the joined axis exceeds 2^32 − 1).
 pub const CONCAT: OpDef = OpDef {
     code: 194,
     name: "Concat",

@@ -11,7 +11,32 @@ use crate::ops::common::{count, product, resolve_axis};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage, Work};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Take`].
+/// Gather elements by index (spec 001 "take"); indices are clipped into range.
+///
+/// - **Inputs**: `X` (n_0, …, n_{N−1}); `indices` (m_0, …, m_{M−1}) of any precision.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | integer | absent (take from the flattened `X`) | [−N, N) |
+///
+/// - **Output shape**: without `axis`, the shape of `indices`. With `axis` = a (a + N when
+///   negative): (n_0, …, n_{a−1}, m_0, …, m_{M−1}, n_{a+1}, …, n_{N−1}).
+/// - **Semantics**: without `axis`, `Y[d] = flatten(X)[clip(indices[d], 0, |X| − 1)]`. With
+///   `axis` = a, where e runs over the coordinates of `indices`:
+///
+///   ```text
+///   Y[d_0, …, d_{a−1}, e, d_{a+1}, …] = X[d_0, …, d_{a−1}, clip(indices[e], 0, n_a − 1), d_{a+1}, …]
+///   ```
+///
+///   Negative indices take element 0, indices past the end the last one.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `axis` outside [−N, N): `AttributeOutOfRange`.
+///   2. `indices` with at least one element and an empty `X` (without `axis`) or n_a = 0 (with
+///      `axis`): `ShapeMismatch` (decision 30).
+///   3. An output rank above 8: `LimitExceeded`.
 pub const TAKE: OpDef = OpDef {
     code: 60,
     name: "take",
@@ -28,14 +53,8 @@ pub const TAKE: OpDef = OpDef {
 
 /// Gathers elements by index (spec 001 "take"); indices are clipped into range.
 ///
-/// - Inputs: `X` (rank N), `indices` (rank M, any precision).
-/// - Attribute: `axis` (optional, in [−N, N)).
-/// - Without `axis`: Y has the indices' shape, `Y[d] = flatten(X)[clip(indices[d], 0, |X| − 1)]`.
-/// - With `axis` = a: Y has shape n_0…n_{a−1}, m_0…m_{M−1}, n_{a+1}…n_{N−1} and
-///   `Y[…] = X[d_0…d_{a−1}, clip(indices[…], 0, n_a − 1), …]`.
-/// - Precision: same as X.
-/// - Errors: `AttributeOutOfRange`, `ShapeMismatch` (taking from an empty axis or tensor),
-///   `LimitExceeded` (rank above 8).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Take {
     axis: Option<i64>,
@@ -130,7 +149,24 @@ impl Operator for Take {
     }
 }
 
-/// Row of the operator table for [`CvmLut`].
+/// Table lookup (spec 001 "cvm_lut", a `take` without axis).
+///
+/// - **Inputs**: `indices` (input 0) of any shape and precision; `table` (input 1) of any shape,
+///   read flattened (decision 24).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `in_dim` | integer | required | the number of elements of `table` |
+///
+/// - **Output shape**: the shape of `indices`.
+/// - **Semantics**: `Y[d] = flatten(table)[clip(indices[d], 0, |table| − 1)]`.
+/// - **Output precision**: the precision of `table` (cvm-compat §3).
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `in_dim` absent: `MissingAttribute`.
+///   2. `in_dim` other than the number of elements of `table`: `AttributeOutOfRange`.
+///   3. An empty `table` with at least one index: `ShapeMismatch` (decision 30).
 pub const CVM_LUT: OpDef = OpDef {
     code: 61,
     name: "cvm_lut",
@@ -148,12 +184,8 @@ pub const CVM_LUT: OpDef = OpDef {
 /// Table lookup (spec 001 "cvm_lut": `take` without axis): `Y[d] = table[clip(indices[d], 0,
 /// |table| − 1)]`.
 ///
-/// - Inputs: `indices` (input 0, any shape and precision) and `table` (input 1), in the order of
-///   CVM symbol files and the runtime (spec 001 lists them the other way round; docs/ops.md).
-/// - Attribute: `in_dim` (required): must equal the table's element count.
-/// - Output: the indices' shape. Precision: the table's (cvm-compat §3).
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (`in_dim` ≠ table size), `ShapeMismatch`
-///   (empty table with indices to look up).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct CvmLut {
     in_dim: i64,

@@ -11,7 +11,25 @@ use crate::ops::common::{gather, product, resolve_axis, row_major};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Repeat`].
+/// Repeat every element along an axis (spec 001 "repeat").
+///
+/// - **Inputs**: `X` of rank N ≥ 1.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | integer | 0 | [−N, N) |
+///   | `repeats` | integer | required | [1, 2^32 − 1] |
+///
+/// - **Output shape**: the shape of `X` with n_axis · repeats on `axis`.
+/// - **Semantics**: `Y[…, d_axis, …] = X[…, ⌊d_axis / repeats⌋, …]`: each element (each slice
+///   along `axis`) is repeated right after itself.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `repeats` absent: `MissingAttribute`; outside [1, 2^32 − 1]: `AttributeOutOfRange`.
+///   2. `axis` outside [−N, N) (every axis, for a rank-0 input): `AttributeOutOfRange`.
+///   3. n_axis · repeats above 2^32 − 1: `LimitExceeded`.
 pub const REPEAT: OpDef = OpDef {
     code: 50,
     name: "repeat",
@@ -30,11 +48,8 @@ pub const REPEAT: OpDef = OpDef {
 /// Repeats each element along an axis (spec 001 "repeat"):
 /// `Y[…, d_axis, …] = X[…, ⌊d_axis / repeats⌋, …]`.
 ///
-/// - Input: `X` of rank N ≥ 1.
-/// - Attributes: `axis` in [−N, N), default 0 (the runtime's default; spec 001 gives none);
-///   `repeats` ≥ 1 (required).
-/// - Output: X's shape with n_axis · repeats on `axis`. Precision: same as X.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (output too large).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Repeat {
     repeats: u32,
@@ -72,7 +87,28 @@ impl Operator for Repeat {
     }
 }
 
-/// Row of the operator table for [`Tile`].
+/// Tile the whole tensor (spec 001 "tile").
+///
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `reps` | list of integers | required | at least one entry; each in [1, 4096] |
+///
+/// - **Output shape**: with M entries in `reps` and K = max(M, N), the shape of `X` and `reps` are
+///   both aligned at their last entries and padded on the left with 1 to length K, giving SX and
+///   SR; the output is (SX_0·SR_0, …, SX_{K−1}·SR_{K−1}). Examples: (2, 2) with `reps` (2) gives
+///   (2, 4); (2) with `reps` (2, 2) gives (2, 4).
+/// - **Semantics**: `Y[k_0, …, k_{K−1}] = X[k_{K−N} mod n_0, …, k_{K−1} mod n_{N−1}]`: the whole
+///   tensor repeated after itself along every axis.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `reps` absent: `MissingAttribute`.
+///   2. An entry outside [1, 4096]: `AttributeOutOfRange`.
+///   3. `reps` empty: `AttributeOutOfRange`.
+///   4. An output dimension above 2^32 − 1: `LimitExceeded`.
 pub const TILE: OpDef = OpDef {
     code: 51,
     name: "tile",
@@ -100,9 +136,8 @@ pub const TILE: OpDef = OpDef {
 /// right and padded with 1, `Y[k] = X[k_{K−N+j} mod n_j]` and the output dimensions are
 /// n_i · reps_i.
 ///
-/// - Input: `X` of rank N. Attribute: `reps` (required, M ≥ 1 entries in [1, 4096)).
-/// - Output: rank K, dims SX_i · SR_i. Precision: same as X.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Tile {
     reps: Vec<u32>,
@@ -160,7 +195,24 @@ impl Operator for Tile {
     }
 }
 
-/// Row of the operator table for [`BroadcastTo`].
+/// Broadcasts a tensor to a shape along mapped axes (spec 002 "BroadcastTo").
+///
+/// - **Inputs**: `var` of rank R.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `out_shape` | list of integers | required | entries in [0, 2^32 − 1] |
+///   | `broadcast_axes` | list of integers | required | R entries, strictly increasing, each in [0, len(`out_shape`)) |
+///
+/// - **Output shape**: `out_shape`. Input axis i maps to output axis `broadcast_axes[i]`, whose
+///   length must equal the input's n_i unless n_i = 1.
+/// - **Semantics**: `Y[d] = X[e]` with e_i = d_{broadcast_axes[i]}, or 0 where n_i = 1; output axes
+///   no input axis maps to repeat the data.
+/// - **Output precision**: the input's.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange` (entries out of range, axes not strictly
+///   increasing); `ShapeMismatch` (len(`broadcast_axes`) ≠ R, a dimension neither 1 nor equal to
+///   its target).
 pub const BROADCAST_TO: OpDef = OpDef {
     code: 192,
     name: "BroadcastTo",
@@ -176,15 +228,8 @@ pub const BROADCAST_TO: OpDef = OpDef {
 
 /// Broadcasts a tensor to a shape along mapped axes (spec 002 "BroadcastTo").
 ///
-/// - Input: `var` of rank R.
-/// - Attributes: `out_shape` (required; entries in 0..=2^32 − 1); `broadcast_axes` (required;
-///   R entries, strictly increasing, each in [0, len(out_shape))): input axis i maps to output
-///   axis `broadcast_axes[i]`, whose length must equal the input's n_i unless n_i = 1.
-/// - Output: `out_shape`; `Y[d] = X[e]` with `e_i = d_{broadcast_axes[i]}`, or 0 where n_i = 1.
-///   Output axes no input axis maps to repeat the data.
-/// - Precision: same as the input.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (entries out of range, axes not strictly
-///   increasing), `ShapeMismatch` (len(broadcast_axes) ≠ R, a dimension neither 1 nor equal).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct BroadcastTo {
     out_shape: Vec<u32>,

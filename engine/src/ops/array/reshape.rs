@@ -12,7 +12,17 @@ use crate::ops::common::resolve_axis;
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::TensorType;
 
-/// Row of the operator table for [`Flatten`].
+/// Collapse every axis after the first (spec 001 "flatten").
+///
+/// - **Inputs**: `X` (n0, n1, …, n_{N−1}) with N ≥ 1.
+/// - **Attributes**: none.
+/// - **Output shape**: (n0, n1·…·n_{N−1}); a rank-1 input (n0) gives (n0, 1).
+/// - **Semantics**: the data of `X` unchanged, in row-major order (the order of spec 001's
+///   `flatten_index`).
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: a rank-0 input: `ShapeMismatch`; n1·…·n_{N−1} above 2^32 − 1 (possible only when
+///   n0 = 0): `LimitExceeded`.
 pub const FLATTEN: OpDef = OpDef {
     code: 52,
     name: "flatten",
@@ -25,11 +35,8 @@ pub const FLATTEN: OpDef = OpDef {
 
 /// Collapses every axis after the first (spec 001 "flatten").
 ///
-/// - Input: `X` (n0, n1, …, n_{N−1}) with N ≥ 1. Attributes: none.
-/// - Output: (n0, n1·…·n_{N−1}) (a rank-1 input gives (n0, 1)); the data is `X` in row-major
-///   order, which is what the spec's `flatten_index` formula states. The spec writes `Y` with a
-///   single index; the 2-D shape is the deployed runtime's and what `dense` consumes (docs/ops.md).
-/// - Precision: same as X. Errors: `ShapeMismatch` for a rank-0 input.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Flatten;
 
@@ -56,22 +63,40 @@ impl Operator for Flatten {
     crate::ops::copy_of_input!();
 }
 
-/// Gives the data a new shape with the same element count (spec 001 "reshape", attribute
-/// spelled `shape` as in CVM files; cvm-compat §1): [`Reshape`] by [`Rule::Cvm`].
+/// Give the data a new shape with the same number of elements (spec 001 "reshape", with the
+/// attribute and special values of CVM files, cvm-compat §1).
 ///
-/// - Input: `X` (n0, …, n_{N−1}).
-/// - Attribute: `shape` (required), a list whose entries are, walking the input axes with a
-///   cursor: a positive d (new dimension d, cursor +1); 0 (copy the input dimension at the
-///   cursor); −1 (infer from the element count, at most once, cursor +1); −2 (copy every
-///   remaining input dimension); −3 (merge the two input dimensions at the cursor); −4 followed
-///   by d1, d2 (split the input dimension at the cursor into d1·d2, one of which may be −1).
-/// - Output: the resulting shape; its element count must equal the input's. Data is unchanged
-///   (row-major).
-/// - Precision: same as X.
-/// - Errors: `MissingAttribute`; `AttributeOutOfRange` for a malformed `shape` (two −1, a −4
-///   without two entries or with a split that does not divide, a cursor past the input rank);
-///   `ShapeMismatch` when the element counts differ or a −1 cannot be inferred (the other
-///   dimensions multiply to 0 or do not divide the element count).
+/// - **Inputs**: `X` (n0, …, n_{N−1}).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `shape` | list of integers | required | entries > 0, or one of 0, −1, −2, −3, −4 (below) |
+///
+/// - **Output shape**: `shape` is read left to right while a cursor c walks the input axes,
+///   starting at 0:
+///
+///   | entry | appends | cursor |
+///   | --- | --- | --- |
+///   | d > 0 | d | c + 1 |
+///   | 0 | n_c (copy the input dimension) | c + 1 |
+///   | −1 | a dimension inferred at the end (at most one −1 in `shape`) | c + 1 |
+///   | −2 | n_c, …, n_{N−1} (every remaining input dimension; nothing if none remain) | N |
+///   | −3 | n_c · n_{c+1} (merge two input dimensions) | c + 2 |
+///   | −4, a, b | a, b with a·b = n_c (split one input dimension); one of a, b may be −1 and is then n_c divided by the other, which must be positive and divide n_c | c + 1 |
+///
+///   The inferred −1 becomes the input's element count divided by the product of the other output
+///   dimensions, which must be non-zero and divide it. The resulting element count must equal the
+///   input's. Examples: (2, 3, 4) with `shape` (−3, −1) gives (6, 4); with (−4, 1, 2, −2) it gives
+///   (1, 2, 3, 4); (2, 3, 4) with (2, −4, −1, 3, −2) gives (2, 1, 3, 4).
+/// - **Semantics**: the data of `X` unchanged, in row-major order.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: `shape` absent: `MissingAttribute`. `AttributeOutOfRange` for: more than one −1;
+///   an entry below −4; an entry (0, −3, −4) that reads an input axis at or past N; −4 not followed
+///   by two entries, or a split a, b that does not give n_c. `ShapeMismatch` when the −1 cannot be
+///   inferred (the other dimensions' product is 0 or does not divide the element count) or the
+///   element counts differ. A dimension above 2^32 − 1: `LimitExceeded`.
 pub const RESHAPE: OpDef = OpDef {
     code: 55,
     name: "reshape",
@@ -87,17 +112,18 @@ pub const RESHAPE: OpDef = OpDef {
     },
 };
 
-/// Gives the data a new shape with the same element count (spec 002 "Reshape"):
-/// [`Reshape`] by [`Rule::Cinn`].
+/// Gives the data a new shape with the same number of elements (spec 002 "Reshape").
 ///
-/// - Input: `input` of any shape.
-/// - Attribute: `shape` (required): entries ≥ 1 (at most 2^32 − 1), or −1 at most once, which
-///   takes the element count divided by the product of the other entries. A dimension of 0 can
-///   only come from −1.
-/// - Output: `shape` with −1 resolved; data unchanged (row-major). Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
-///   `ShapeMismatch` (element counts differ, −1 does not divide evenly).
+/// - **Inputs**: `input` of any shape.
+/// - **Attributes**: `shape` (list of integers, required): entries in [1, 2^32 − 1], or −1 at most
+///   once, which stands for the element count divided by the product of the other entries. A
+///   dimension of 0 can only come from −1.
+/// - **Output shape**: `shape` with −1 resolved. **Semantics**: the data in row-major order,
+///   unchanged.
+/// - **Output precision**: the input's.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange` (an entry 0 or below −1, two −1);
+///   `ShapeMismatch` (element counts differ, or do not divide evenly for −1); `LimitExceeded` (a
+///   resolved dimension above 2^32 − 1).
 pub const CINN_RESHAPE: OpDef = OpDef {
     code: 197,
     name: "Reshape",
@@ -333,7 +359,28 @@ impl Operator for Reshape {
     crate::ops::copy_of_input!();
 }
 
-/// Row of the operator table for [`ExpandDims`].
+/// Insert axes of length 1 (spec 001 "expand_dims").
+///
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | integer | required | [−N − 1, N]; a negative axis a stands for a + N + 1 |
+///   | `num_newaxis` | integer | 1 | [1, 4096] |
+///
+/// - **Output shape**: with position q = `axis` (or `axis` + N + 1 when negative),
+///   (n_0, …, n_{q−1}, 1, …, 1, n_q, …, n_{N−1}) with `num_newaxis` ones. Examples on (2, 3):
+///   `axis` 1 gives (2, 1, 3); `axis` −1 gives (2, 3, 1); `axis` 0 with `num_newaxis` 2 gives
+///   (1, 1, 2, 3).
+/// - **Semantics**: the data of `X` unchanged, in row-major order.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `axis` absent: `MissingAttribute`.
+///   2. `num_newaxis` outside [1, 4096]: `AttributeOutOfRange`.
+///   3. `axis` outside [−N − 1, N]: `AttributeOutOfRange`.
+///   4. An output rank above 8: `LimitExceeded`.
 pub const EXPAND_DIMS: OpDef = OpDef {
     code: 54,
     name: "expand_dims",
@@ -354,12 +401,8 @@ pub const EXPAND_DIMS: OpDef = OpDef {
 
 /// Inserts axes of length 1 (spec 001 "expand_dims").
 ///
-/// - Input: `X` of rank N.
-/// - Attributes: `axis` in [−N − 1, N + 1) (required; a negative axis counts from N + 1);
-///   `num_newaxis` in [1, 4096], default 1 (the deployed runtime's bounds).
-/// - Output: X's shape with `num_newaxis` ones inserted before position `axis`; data unchanged.
-///   Precision: same as X.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded` (rank above 8).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct ExpandDims {
     axis: i64,
@@ -379,7 +422,23 @@ impl Operator for ExpandDims {
     crate::ops::copy_of_input!();
 }
 
-/// Row of the operator table for [`Squeeze`].
+/// Remove axes of length 1 (spec 001 "squeeze").
+///
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | list of integers | empty | entries in [−N, N), each naming an axis of length 1; a repeated axis counts once |
+///
+/// - **Output shape**: the shape of `X` without the listed axes; with an empty `axis`, without
+///   every axis of length 1. Removing every axis gives shape (1,) (decision 21). Examples on
+///   (1, 2, 1, 3): empty `axis` gives (2, 3); (2) gives (1, 2, 3); (0, 0, −4) gives (2, 1, 3).
+/// - **Semantics**: the data of `X` unchanged, in row-major order.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, for each `axis` entry in order: outside [−N, N): `AttributeOutOfRange`; naming an
+///   axis whose length is not 1: `ShapeMismatch`.
 pub const SQUEEZE: OpDef = OpDef {
     code: 56,
     name: "squeeze",
@@ -396,13 +455,8 @@ pub const SQUEEZE: OpDef = OpDef {
 
 /// Removes axes of length 1 (spec 001 "squeeze").
 ///
-/// - Input: `X` of rank N.
-/// - Attribute: `axis` (list, default empty): axes in [−N, N), each of length 1; they form a
-///   set (spec 001), so a repeated axis counts once. Empty removes every axis of length 1.
-/// - Output: X's shape without those axes, or (1,) when none is left, as the deployed runtime
-///   gives (spec 001's formula would give rank 0); data unchanged. Precision: same as X.
-/// - Errors: `AttributeOutOfRange` (axis out of range), `ShapeMismatch` (an axis whose length
-///   is not 1).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Squeeze {
     axis: Vec<i64>,

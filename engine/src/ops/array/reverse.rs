@@ -10,7 +10,16 @@ use crate::ops::common::{gather, resolve_axis, row_major};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Reverse`].
+/// Reverses the order of elements along axes (spec 002 "Reverse").
+///
+/// - **Inputs**: `input` of rank N.
+/// - **Attributes**: `axis` (list of integers, required): entries in [−N, N), a negative entry
+///   counting from the end. The entries form a set: an axis listed twice (also as i and i − N) is
+///   reversed once. An empty list copies the input.
+/// - **Output shape**: the input's. **Semantics**: `Y[…, d_a, …] = X[…, n_a − 1 − d_a, …]` on every
+///   listed axis a.
+/// - **Output precision**: the input's.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange`.
 pub const REVERSE: OpDef = OpDef {
     code: 198,
     name: "Reverse",
@@ -27,14 +36,8 @@ pub const REVERSE: OpDef = OpDef {
 
 /// Reverses the order of elements along axes (spec 002 "Reverse").
 ///
-/// - Input: `input` of rank N.
-/// - Attribute: `axis` (required list; entries in [−N, N), negative counting from the end). The
-///   entries form a set: an axis listed twice (also as i and i − N) is reversed once. An empty
-///   list copies the input.
-/// - Output: same shape; `Y[…, d_a, …] = X[…, n_a − 1 − d_a, …]` on every listed axis a.
-///   Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Reverse {
     axis: Vec<i64>,

@@ -11,16 +11,19 @@ use crate::fail;
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Selects between two tensors by a condition (spec 001 "where"): [`Select`] by [`Rule::Where`].
+/// Select between two tensors by a condition (spec 001 "where").
 ///
-/// - Inputs: `cond`, `A`, `B`; A and B of the same shape; `cond` of that shape, or 1-D with
-///   length n_0 (then `cond[d_0]` selects whole rows: cvm-compat §6 notes the deployed runtime
-///   copies bytes instead).
-/// - Output: `Y[d] = A[d]` where the condition is non-zero, else `B[d]`.
-/// - Precision: max(pcond, pA, pB): the deployed runtime gives the condition's precision, which
-///   is unsound when the condition is narrower than A or B; this rule equals it wherever it is
-///   sound (cvm-compat §3).
-/// - Errors: `ShapeMismatch`.
+/// - **Inputs**: `cond`; `A` (n_0, …, n_{N−1}); `B` of the shape of `A`. `cond` has the shape of
+///   `A`, or is 1-D of length n_0.
+/// - **Attributes**: none.
+/// - **Output shape**: the shape of `A`.
+/// - **Semantics**: with `cond` of the shape of `A`, `Y[d] = A[d]` where `cond[d]` ≠ 0, else
+///   `B[d]`. With a 1-D `cond`, `cond[d_0]` chooses for the whole row d_0:
+///   `Y[d_0, …] = A[d_0, …]` where `cond[d_0]` ≠ 0, else `B[d_0, …]` (decision 25).
+/// - **Output precision**: max(pcond, pA, pB) (decision 25).
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order: `A` and `B` of different shapes: `ShapeMismatch`; `cond` neither of the
+///   shape of `A` nor 1-D of length n_0: `ShapeMismatch`.
 pub const WHERE: OpDef = OpDef {
     code: 62,
     name: "where",
@@ -31,15 +34,15 @@ pub const WHERE: OpDef = OpDef {
     build: |_, _| Ok(Box::new(Select { rule: Rule::Where })),
 };
 
-/// Elementwise choice between two tensors (spec 002 "Select"): [`Select`] by [`Rule::Select`].
+/// Elementwise choice between two tensors (spec 002 "Select").
 ///
-/// - Inputs: `condition`, `true_value`, `false_value`, all of the same shape (the condition of
-///   any precision).
-/// - Attributes: none.
-/// - Output: that shape; `Y[d] = true_value[d]` where `condition[d] ≠ 0`, else
-///   `false_value[d]`. Precision: the larger of the two values'.
-/// - Overflow: none.
-/// - Errors: `ShapeMismatch`.
+/// - **Inputs**: `condition`, `true_value`, `false_value`, all of the same shape; the condition may
+///   have any precision.
+/// - **Attributes**: none.
+/// - **Output shape**: that shape. **Semantics**: `Y[d] = true_value[d]` where `condition[d]` ≠ 0,
+///   else `false_value[d]`.
+/// - **Output precision**: max(pT, pF) of the two values.
+/// - **Errors**: `ShapeMismatch` (any two shapes differ: no broadcasting).
 pub const SELECT: OpDef = OpDef {
     code: 199,
     name: "Select",

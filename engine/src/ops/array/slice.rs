@@ -12,26 +12,33 @@ use crate::ops::common::{distinct, gather, resolve_axis, row_major, walk};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Slices with begin, end and stride per axis (spec 001 "slice", registered as
-/// `strided_slice`; attributes spelled `begin`, `end`, `stride` as in CVM files).
+/// Slice with a begin, end and step per axis (spec 001 "slice", registered as `strided_slice`).
 ///
-/// - Input: `X` of rank N.
-/// - Attributes, as the deployed runtime parses them: `begin` (list of at most N entries,
-///   default (0)), `end` (list, default (1): the first element of axis 0), `stride` (list,
-///   default empty; entries non-zero). Entries of `end` and `stride` past N are ignored (a
-///   `begin` longer than N makes the deployed kernel read past its shape: rejected). Missing
-///   entries mean begin 0, end n_i, stride 1. Negative begin or end entries count from the end
-///   (+ n_i). A stride of magnitude n_i or more selects one element, the same as ±n_i.
-/// - Clamping: with a positive stride, begin and end are clamped to [0, n_i]; with a negative
-///   stride, to [−1, n_i − 1]. Then begin < end (positive stride) or end < begin (negative) is
-///   required. (Spec 001 clamps to n_i − 1 and −1 … n_i − 2, which would drop the last element of
-///   every full slice and contradict its own default end = n_i; the deployed runtime clamps as
-///   here. docs/ops.md.)
-/// - Output: dims ⌈|end − begin| / |stride|⌉; `Y[d] = X[begin + stride·d]`. Precision: same as X.
-/// - Errors: `AttributeOutOfRange` (`begin` longer than N, a stride of 0 or −2^63, an empty
-///   range).
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
 ///
-/// Built as [`Slice`] with [`Bounds::Strided`].
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `begin` | list of integers | (0) | at most N entries |
+///   | `end` | list of integers | (1) | entries past N ignored |
+///   | `stride` | list of integers | empty | entries past N ignored; none 0 or −2^63 |
+///
+/// - **Per axis i** of length n: the step s is `stride`[i], or 1 past the end of the list; the
+///   begin b is `begin`[i], or 0; the end e is `end`[i], or n. A negative b or e counts from the
+///   end (+ n). Both are then clamped: to [0, n] when s > 0, to [−1, n − 1] when s < 0
+///   (decision 23). The range must select something: b < e when s > 0, e < b when s < 0.
+/// - **Output shape**: ⌈|e − b| / |s|⌉ on every axis.
+/// - **Semantics**: `Y[d_0, …, d_{N−1}] = X[b_0 + s_0·d_0, …, b_{N−1} + s_{N−1}·d_{N−1}]`; the end
+///   is excluded. Example: on (4) with `begin` (3), `end` (−5), `stride` (−1), e = −5 + 4 = −1
+///   stays −1 and the slice is X[3], X[2], X[1], X[0].
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. A 0 or −2^63 in `stride`: `AttributeOutOfRange`.
+///   2. `begin` with more than N entries: `AttributeOutOfRange` (the deployed kernel reads past
+///      the shape).
+///   4. An axis (in order) whose clamped range selects nothing, which includes every axis of
+///      length 0: `AttributeOutOfRange`.
 pub const STRIDED_SLICE: OpDef = OpDef {
     code: 58,
     name: "strided_slice",
@@ -65,17 +72,15 @@ pub const STRIDED_SLICE: OpDef = OpDef {
 
 /// Extracts a box (spec 002 "Slice").
 ///
-/// - Input: `input` of rank N.
-/// - Attributes: `axes`, `starts`, `ends` (all required, of equal length): distinct axes in
-///   [0, N); on axis `a = axes[i]`, `0 ≤ starts[i] < ends[i] ≤ n_a` (no negative or clamped indices,
-///   as spec 002 states). Axes not listed are kept whole.
-/// - Output: the input shape with ends − starts on every listed axis;
-///   `Y[d] = X[d + starts]`. Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (lengths differ, axis out of range or
-///   repeated, start < 0, end ≤ start, end > n_a).
-///
-/// Built as [`Slice`] with [`Bounds::Ranges`].
+/// - **Inputs**: `input` of rank N.
+/// - **Attributes**: `axes`, `starts`, `ends` (lists of integers, all required, of equal length):
+///   distinct axes in [0, N); on axis a = axes[i], 0 ≤ starts[i] < ends[i] ≤ n_a. Axes not listed
+///   are kept whole.
+/// - **Output shape**: the input shape with ends[i] − starts[i] on every listed axis.
+///   **Semantics**: `Y[d] = X[d + starts]`.
+/// - **Output precision**: the input's.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange` (lengths differ, an axis out of range or
+///   repeated, a negative start, an end not above its start or beyond the dimension).
 pub const SLICE: OpDef = OpDef {
     code: 200,
     name: "Slice",
@@ -275,7 +280,27 @@ fn copy_box(axes: &[SliceAxis], input: &TensorRef<'_>, output: &mut TensorMut<'_
     gather(&counts, &steps, start, input.data, output.data)
 }
 
-/// Row of the operator table for [`SliceLike`].
+/// Cut `X` to the shape of a second operand on some axes (spec 001 "slice_like").
+///
+/// - **Inputs**: `X` (n_0, …, n_{N−1}); `shape_like` (m_0, …, m_{M−1}), of which only the shape is
+///   read.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | list of integers | empty | entries in [−N, N), each resolved axis below M; a repeated axis counts once |
+///
+/// - **Sliced axes**: with an empty `axis`, every axis, and M must equal N; otherwise the listed
+///   axes (negative entries + N). Every sliced axis j needs m_j ≤ n_j. Axes of `shape_like` that
+///   are not sliced are ignored.
+/// - **Output shape**: the shape of `X` with m_j on every sliced axis j.
+/// - **Semantics**: `Y[d] = X[d]`: the leading m_j entries of every sliced axis.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. Empty `axis` and M ≠ N: `ShapeMismatch`. Otherwise, for each entry in order: outside
+///      [−N, N), or resolving to an axis ≥ M: `AttributeOutOfRange`.
+///   2. m_j > n_j on a sliced axis: `ShapeMismatch`.
 pub const SLICE_LIKE: OpDef = OpDef {
     code: 59,
     name: "slice_like",
@@ -293,13 +318,8 @@ pub const SLICE_LIKE: OpDef = OpDef {
 /// Cuts `X` to the shape of `shape_like` on some axes (spec 001 "slice_like"): the leading
 /// `m_j` entries of each sliced axis j are kept.
 ///
-/// - Inputs: `X` (rank N), `shape_like` (rank M; only its shape is used).
-/// - Attribute: `axis` (list, default empty). Empty: the sliced axes are 0..M, and M must equal
-///   N. Otherwise the listed axes (in [−N, N)), each also below M.
-/// - Output: X's shape with m_j on every sliced axis j (m_j ≤ n_j). Precision: same as X.
-///   The listed axes form a set (spec 001): a repeated axis counts once.
-/// - Errors: `AttributeOutOfRange` (axis out of range or past shape_like's rank),
-///   `ShapeMismatch` (ranks differ without `axis`, m_j > n_j).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct SliceLike {
     axis: Vec<i64>,

@@ -12,14 +12,23 @@ use crate::ops::common::{distinct, resolve_axis, walk};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Permutes axes (spec 001 "transpose"): output axis i is input axis real_axes_i.
-/// [`Transpose`] by [`Rule::Cvm`].
+/// Permute the axes (spec 001 "transpose").
 ///
-/// - Input: `X` of rank N.
-/// - Attribute: `axes` (list, default empty = reversed axes): a permutation of 0..N, entries in
-///   [−N, N).
-/// - Output: dims n_{real_axes_i}. Precision: same as X.
-/// - Errors: `AttributeOutOfRange` (wrong length, out of range, not a permutation).
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axes` | list of integers | empty (reverse the axes) | empty, or N entries in [−N, N) forming a permutation of 0..N − 1 |
+///
+/// - **Output shape**: (n_{r_0}, …, n_{r_{N−1}}), where r is `axes` with negative entries taken
+///   + N, or (N − 1, …, 0) when `axes` is empty.
+/// - **Semantics**: `Y[d_0, …, d_{N−1}] = X[s_0, …, s_{N−1}]` with s_{r_i} = d_i: output axis i
+///   is input axis r_i. With `axes` (2, 0, 1), `Y[k, i, j] = X[i, j, k]`.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order: `axes` not empty and not of length N: `AttributeOutOfRange`; an entry
+///   (in order) outside [−N, N) or naming an axis already named: `AttributeOutOfRange`.
 pub const TRANSPOSE: OpDef = OpDef {
     code: 57,
     name: "transpose",
@@ -36,13 +45,15 @@ pub const TRANSPOSE: OpDef = OpDef {
 };
 
 /// Permutes axes (spec 002 "Transpose"): output axis i is input axis `axis[i]`.
-/// [`Transpose`] by [`Rule::Cinn`].
 ///
-/// - Input: `input` of rank N.
-/// - Attribute: `axis` (required): a permutation of 0..N (N entries, each in [0, N), distinct).
-/// - Output: dims `n_{axis[i]}`; `Y[d] = X[e]` with `e_{axis[i]} = d_i`. Precision: the input's.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (wrong length, out of range, repeated).
+/// - **Inputs**: `input` of rank N.
+/// - **Attributes**: `axis` (list of integers, required): a permutation of 0..N (N distinct entries
+///   in [0, N)).
+/// - **Output shape**: (n_{axis[0]}, …, n_{axis[N−1]}). **Semantics**: `Y[d] = X[e]` with
+///   e_{axis[i]} = d_i.
+/// - **Output precision**: the input's.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange` (wrong length, an entry out of range or
+///   repeated).
 pub const CINN_TRANSPOSE: OpDef = OpDef {
     code: 201,
     name: "Transpose",

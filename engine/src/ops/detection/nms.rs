@@ -18,7 +18,28 @@ use crate::tensor::{TensorMut, TensorRef, TensorType, bit_width};
 /// Least precision that holds the −1 written into unused rows.
 const FILL_PRECISION: u8 = 2;
 
-/// Row of the operator table for [`GetValidCounts`].
+/// Keep the rows whose score exceeds a threshold (spec 001 "get_valid_count", registered as
+/// `get_valid_counts`). This is the only operator with two outputs: in text models `g:0` is
+/// `valid_count` and `g:1` is `Y` for a node `g`.
+///
+/// - **Inputs**: `X` (B, N, K) with 2 ≤ K ≤ 31 (the deployed runtime rejects K = 32).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `score_threshold` | integer | 0 | [−2^31, 2^31 − 1] |
+///
+/// - **Output shapes**: `valid_count` (B); `Y` (B, N, K).
+/// - **Semantics**: per batch b, `valid_count[b]` is the number of rows n with
+///   X[b, n, 1] > `score_threshold`; `Y[b]` holds those rows, whole and in their original order,
+///   followed by rows of −1 up to N.
+/// - **Output precision**: `valid_count` nprec(N·K) = bits(N·K + 1) + 1 (cvm-compat §3); `Y`
+///   max(pX, 2) (decision 19; cvm-compat §3 gives pX).
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `score_threshold` outside [−2^31, 2^31 − 1]: `AttributeOutOfRange`.
+///   2. `X` not of rank 3: `ShapeMismatch`.
+///   3. K outside [2, 32]: `ShapeMismatch` (decision 27).
 pub const GET_VALID_COUNTS: OpDef = OpDef {
     code: 70,
     name: "get_valid_counts",
@@ -38,14 +59,8 @@ pub const GET_VALID_COUNTS: OpDef = OpDef {
 /// Keeps the rows whose score exceeds a threshold (spec 001 "get_valid_count", registered as
 /// `get_valid_counts`).
 ///
-/// - Input: `X` (B, N, K) with 2 ≤ K ≤ 31 (the deployed runtime rejects K = 32).
-/// - Attribute: `score_threshold` (int32, default 0).
-/// - Outputs: `valid_count` (B): the number of rows with X[b, n, 1] > score_threshold; `Y`
-///   (B, N, K): those rows in their original order, then rows of −1.
-/// - Precision: `valid_count` nprec(N·K) as cvm-compat §3 states; `Y` max(p, 2) (2 holds the
-///   −1 fill; cvm-compat gives p).
-/// - Errors: `ShapeMismatch` (rank, K outside 2..=32), `AttributeOutOfRange`
-///   (`score_threshold` outside int32).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct GetValidCounts {
     score_threshold: i32,
@@ -95,7 +110,57 @@ impl Operator for GetValidCounts {
     }
 }
 
-/// Row of the operator table for [`NonMaxSuppression`].
+/// Greedy non-maximum suppression per batch (spec 001 "non_max_suppression").
+///
+/// - **Inputs**: `X` (B, N, 6), rows (id, score, x1, y1, x2, y2); `valid_count` (B) of any
+///   precision.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `coord_start` | integer | 2 | only 2 |
+///   | `force_suppress` | boolean | false | |
+///   | `id_index` | integer | 0 | only 0 |
+///   | `invalid_to_bottom` | boolean | true | only true |
+///   | `iou_threshold` | integer (percent) | 50 | [1, 2^31 − 1]; 101 and above never suppress |
+///   | `max_output_size` | integer | −1 | negative: no limit; else [0, 2^32 − 1] |
+///   | `return_indices` | boolean | false | only false |
+///   | `score_index` | integer | 1 | only 1 |
+///   | `top_k` | integer | −1 | negative: no limit; else [0, 2^32 − 1] |
+///
+/// - **Output shape**: (B, N, 6).
+/// - **Semantics**, per batch b (every batch, decision 26), with t = `iou_threshold`:
+///   1. T = min(max(valid_count[b], 0), N): only the first T rows take part.
+///   2. The T rows are ordered by score (column 1) descending; equal scores keep the lower row
+///      index first.
+///   3. The candidates are the first min(`top_k`, T) rows of that order (all T when `top_k` is
+///      negative). They are visited in order, stopping once `max_output_size` rows are kept (never
+///      when it is negative; at once when it is 0). A candidate with a negative id is skipped: it
+///      is neither kept nor compared against, but it has used its place among the `top_k`. A
+///      candidate is suppressed when a row already kept with the same id (with any id when
+///      `force_suppress` is true) overlaps it by t percent or more; otherwise it is kept.
+///   4. `Y[b]` holds the kept rows, whole and in the order they were kept, followed by rows of −1
+///      up to N.
+///
+///   Two boxes overlap by t percent or more when 100·I ≥ t·U, where with areas
+///   (x2 − x1)·(y2 − y1) (no +1), S = area₁ + area₂, the intersection
+///   I = max(0, min(x2, x2′) − max(x1, x1′)) · max(0, min(y2, y2′) − max(y1, y1′)) and the union
+///   U = S − I; a pair with S ≤ 0 or U ≤ 0 never overlaps. In fixture `default`, boxes
+///   (0, 0, 10, 10) and (1, 1, 11, 11) have I = 81 and U = 119: 8100 ≥ 50 · 119, so the second is
+///   suppressed.
+/// - **Output precision**: max(pX, 2) (decision 19; cvm-compat §3 gives pX).
+/// - **Rounding and overflow**: none; the overlap test is computed exactly in 128-bit integers,
+///   without division.
+/// - **Errors**, in order:
+///   1. `coord_start` ≠ 2, `score_index` ≠ 1, `id_index` ≠ 0, `return_indices` true,
+///      `invalid_to_bottom` false (checked in that order): `AttributeOutOfRange`.
+///   2. `iou_threshold` outside [1, 2^31 − 1]: `AttributeOutOfRange`.
+///   3. `max_output_size`, then `top_k`, above 2^32 − 1: `AttributeOutOfRange`.
+///   4. `X` not of rank 3, then `valid_count` not of rank 1: `ShapeMismatch`.
+///   5. K ≠ 6: `ShapeMismatch`.
+///   6. `valid_count` of a length other than B: `ShapeMismatch`.
+/// - **Working memory**: 32 bytes per row (the score order, the sort's buffer and the kept rows),
+///   counted in the static memory plan.
 pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
     code: 71,
     name: "non_max_suppression",
@@ -118,25 +183,8 @@ pub const NON_MAX_SUPPRESSION: OpDef = OpDef {
 
 /// Greedy non-maximum suppression per batch (spec 001 "non_max_suppression").
 ///
-/// - Inputs: `X` (B, N, 6) rows of (id, score, x1, y1, x2, y2); `valid_count` (B).
-/// - Attributes: `iou_threshold` (integer percent > 0, default 50; 101 and above never
-///   suppress); `max_output_size` (default −1: no limit; 0 keeps nothing, as spec 001 says, where
-///   the CPU runtime reads 0 as no limit); `top_k` (default −1: no limit); `force_suppress`
-///   (default false); and the fixed layout attributes the runtime requires: `coord_start` = 2,
-///   `score_index` = 1, `id_index` = 0, `return_indices` = false, `invalid_to_bottom` = true
-///   (defaults; other values are rejected).
-/// - Per batch b: T = clamp(`valid_count[b]`, 0, N); the first T rows are ordered by score
-///   descending, ties by lower row index. Candidates are the first min(top_k, T) of them; a
-///   candidate with a negative id is skipped; it is kept unless a kept box of the same id (any
-///   id with `force_suppress`) overlaps it with IoU ≥ iou_threshold percent. The kept rows come
-///   first, at most `max_output_size`, then rows of −1. Every batch is processed (the CPU
-///   runtime stops at the first batch without a valid box; cvm-compat §6).
-/// - IoU: with areas (x2 − x1)(y2 − y1) and intersection I of the clamped overlap, union
-///   U = area₁ + area₂ − I; the boxes overlap "by t percent" iff 100·I ≥ t·U with U > 0 (the
-///   runtime's ⌊100·I / U⌋ ≥ t, without its division); a box pair whose summed area or union is
-///   ≤ 0 has IoU 0.
-/// - Precision: max(pX, 2) (2 holds the −1 fill; cvm-compat gives pX).
-/// - Errors: `ShapeMismatch` (ranks, K ≠ 6, batch sizes differ), `AttributeOutOfRange`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct NonMaxSuppression {
     iou_threshold: i64,

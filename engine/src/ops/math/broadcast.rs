@@ -29,37 +29,100 @@ const fn row(code: u16, name: &'static str, build: crate::ops::Builder) -> OpDef
     }
 }
 
-/// Row of the operator table for `broadcast_add`.
+/// Numpy-broadcasting sum (spec 001 "broadcast_add"): `Y = A + B`.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape. The shapes are aligned at their last axes; an operand
+///   with fewer axes counts as having leading dimensions of 1. At every aligned axis the two
+///   dimensions must be equal or one of them must be 1; the output takes the common dimension, or
+///   the other one where one is 1 (so a pair (1, 0) gives 0). The output rank is the larger rank.
+/// - **Semantics**: `Y[d] = A[a(d)] + B[b(d)]`, where each operand is read at the output coordinate
+///   along its own axes, and at index 0 along axes where its dimension is 1.
+/// - **Output precision**: max(pA, pB) + 1.
+/// - **Rounding and overflow**: exact; sums are computed in `i64` and narrowed with a check. With
+///   equal operand shapes a vectorisable `i32` loop runs instead: the output precision bounds the
+///   exact sum, so it never wraps.
+/// - **Errors**: `ShapeMismatch` when a pair of aligned dimensions differs and neither is 1;
+///   `PrecisionOverflow` when max(pA, pB) = 32.
 pub const BROADCAST_ADD: OpDef = row(10, "broadcast_add", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Add,
     }))
 });
-/// Row of the operator table for `broadcast_sub`.
+/// Numpy-broadcasting difference (spec 001 "broadcast_sub"): `Y = A − B`.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape, as for [broadcast_add](#broadcast_add).
+/// - **Semantics**: `Y[d] = A[a(d)] − B[b(d)]`, operands read as for broadcast_add.
+/// - **Output precision**: max(pA, pB) + 1.
+/// - **Rounding and overflow**: exact; differences are computed in `i64` and narrowed with a
+///   check (equal shapes: an `i32` loop, as for broadcast_add).
+/// - **Errors**: `ShapeMismatch` for incompatible shapes; `PrecisionOverflow` when
+///   max(pA, pB) = 32.
 pub const BROADCAST_SUB: OpDef = row(11, "broadcast_sub", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Sub,
     }))
 });
-/// Row of the operator table for `broadcast_mul`.
+/// Numpy-broadcasting product (spec 001 "broadcast_mul"): `Y = A · B`.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape, as for [broadcast_add](#broadcast_add).
+/// - **Semantics**: `Y[d] = A[a(d)] · B[b(d)]`, operands read as for broadcast_add.
+/// - **Output precision**: pA + pB.
+/// - **Rounding and overflow**: exact; products are computed in `i64` and narrowed with a check
+///   (equal shapes: an `i32` loop, as for broadcast_add).
+/// - **Errors**: `ShapeMismatch` for incompatible shapes; `PrecisionOverflow` when pA + pB > 32.
 pub const BROADCAST_MUL: OpDef = row(12, "broadcast_mul", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Mul,
     }))
 });
-/// Row of the operator table for `broadcast_div`.
+/// Numpy-broadcasting integer division (spec 001 "broadcast_div"): `Y = A / B`, truncated toward
+/// zero, with 0 where B = 0.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape, as for [broadcast_add](#broadcast_add).
+/// - **Semantics**: `Y[d] = trunc(A[a(d)] / B[b(d)])` when `B[b(d)]` ≠ 0, and `Y[d] = 0` when it
+///   is 0 (decision 18). Examples: 7 / 2 = 3, −7 / 2 = −3, 7 / −2 = −3, 5 / −2 = −2, 5 / 0 = 0.
+/// - **Output precision**: pA (|A / B| ≤ |A| for B ≠ 0).
+/// - **Rounding and overflow**: truncation toward zero. No value is −2^31, so even
+///   (2^31 − 1) / −1 fits; the result is still narrowed with a check. A zero divisor is not an
+///   error: `broadcast_div` never raises `DivisionByZero`.
+/// - **Errors**: `ShapeMismatch` for incompatible shapes.
 pub const BROADCAST_DIV: OpDef = row(13, "broadcast_div", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Div,
     }))
 });
-/// Row of the operator table for `broadcast_max`.
+/// Numpy-broadcasting maximum (spec 001 "broadcast_max"): `Y = max(A, B)`.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape, as for [broadcast_add](#broadcast_add).
+/// - **Semantics**: `Y[d] = max(A[a(d)], B[b(d)])`.
+/// - **Output precision**: max(pA, pB).
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: `ShapeMismatch` for incompatible shapes.
 pub const BROADCAST_MAX: OpDef = row(14, "broadcast_max", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Max,
     }))
 });
-/// Row of the operator table for `broadcast_greater`.
+/// Numpy-broadcasting comparison: `Y = 1` where `A > B`, else 0. Spec 001 does not list it; the
+/// deployed runtime registers it (cvm-compat §1), and it broadcasts like the other five.
+///
+/// - **Inputs**: `A`, `B` with broadcast-compatible shapes.
+/// - **Attributes**: none.
+/// - **Output shape**: the broadcast shape, as for [broadcast_add](#broadcast_add).
+/// - **Semantics**: `Y[d] = 1` if `A[a(d)] > B[b(d)]`, else `Y[d] = 0`.
+/// - **Output precision**: max(pA, 2) (decision 19; cvm-compat §3 gives pA).
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: `ShapeMismatch` for incompatible shapes.
 pub const BROADCAST_GREATER: OpDef = row(15, "broadcast_greater", |_, _| {
     Ok(Box::new(Broadcast {
         kind: BroadcastKind::Greater,
@@ -88,13 +151,8 @@ pub enum BroadcastKind {
 /// A numpy-broadcasting binary operator (spec 001 "Broadcast Operators"): `broadcast_add`,
 /// `broadcast_sub`, `broadcast_mul`, `broadcast_div`, `broadcast_max`, `broadcast_greater`.
 ///
-/// - Inputs: `A`, `B` with broadcast-compatible shapes. Attributes: none.
-/// - Output: the broadcast shape; `Y[d] = A[a(d)] OP B[b(d)]` where a broadcast axis reads
-///   index 0.
-/// - Precision: per [`BroadcastKind`]; above 32 is `PrecisionOverflow`.
-/// - Overflow: impossible within the inferred precisions (values never reach −2^31, so even
-///   A / −1 fits); every result is still narrowed checked from i64.
-/// - Errors: `ShapeMismatch` for incompatible shapes, `PrecisionOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Broadcast {
     kind: BroadcastKind,

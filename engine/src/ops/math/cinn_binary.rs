@@ -73,15 +73,8 @@ impl BinaryKind {
 
 /// A numpy-broadcasting CINN binary primitive (spec 002 "Binary Primitive APIs").
 ///
-/// - Inputs: `x`, `y` with broadcast-compatible shapes. For LeftShift and RightShift the shift
-///   may instead be the attribute `shift` (then one input).
-/// - Attributes: `frac_bits` F in 0..=30, default 0 (arithmetic primitives); `shift` in 0..=31
-///   (shifts).
-/// - Output: the broadcast shape; precision 32 (2 for the logical primitives).
-/// - Errors: `ShapeMismatch`; `DivisionByZero` (Div, FloorDiv, Mod, FloorMod by 0);
-///   `IntegerOverflow` (a result outside ±(2^31 − 1), a left shift that loses bits);
-///   `DomainError` (Power of x ≤ 0 with a non-integral exponent; a shift tensor value outside
-///   0..=31); `AttributeOutOfRange` (F outside 0..=30, `shift` outside 0..=31).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct CinnBinary {
     kind: BinaryKind,
@@ -240,9 +233,9 @@ fn shift(attrs: &Attrs<'_>, n_inputs: usize, kind: BinaryKind) -> Result<Box<dyn
 }
 
 macro_rules! arithmetic_rows {
-    ($($constant:ident = $code:literal, $name:literal, $kind:ident;)*) => {
+    ($($(#[$doc:meta])* $constant:ident = $code:literal, $name:literal, $kind:ident;)*) => {
         $(
-            #[doc = concat!("Row of `", $name, "` (see [`CinnBinary`] and [`BinaryKind::", stringify!($kind), "`]).")]
+            $(#[$doc])*
             pub const $constant: OpDef =
                 row($code, $name, Arity::Exactly(2), ARITH, |attrs, _| arithmetic(attrs, BinaryKind::$kind));
         )*
@@ -250,41 +243,183 @@ macro_rules! arithmetic_rows {
 }
 
 macro_rules! integer_rows {
-    ($($constant:ident = $code:literal, $name:literal, $kind:ident;)*) => {
+    ($($(#[$doc:meta])* $constant:ident = $code:literal, $name:literal, $kind:ident;)*) => {
         $(
-            #[doc = concat!("Row of `", $name, "` (see [`CinnBinary`] and [`BinaryKind::", stringify!($kind), "`]).")]
+            $(#[$doc])*
             pub const $constant: OpDef = row($code, $name, Arity::Exactly(2), &[], |_, _| integer(BinaryKind::$kind));
         )*
     };
 }
 
 arithmetic_rows! {
+    /// Computes x + y (spec 002 "Add"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x + y, x − y (exact).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `IntegerOverflow`.
     ADD = 150, "Add", Add;
+    /// Computes x·2^F / y, truncated toward zero (spec 002 "Div"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x·2^F / y, truncated toward zero (for F = 0, C's integer division).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `DivisionByZero`, `IntegerOverflow`.
     DIV = 154, "Div", Div;
+    /// Computes ⌊x / y⌋ (spec 002 "FloorDiv"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: ⌊x / y⌋·2^F: the largest integer m ≤ x / y, in Q(F).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `DivisionByZero`, `IntegerOverflow`.
     FLOOR_DIV = 156, "FloorDiv", FloorDiv;
+    /// Computes x − y·⌊x / y⌋ (sign of y) (spec 002 "FloorMod"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x − y·⌊x / y⌋: zero or the sign of the divisor (spec 002's formula).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `DivisionByZero`.
     FLOOR_MOD = 157, "FloorMod", FloorMod;
+    /// Computes max(x, y) (spec 002 "Max"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: max(x, y), min(x, y).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`.
     MAX = 162, "Max", Max;
+    /// Computes min(x, y) (spec 002 "Min"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: max(x, y), min(x, y).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`.
     MIN = 163, "Min", Min;
+    /// Computes x − y·trunc(x / y) (sign of x) (spec 002 "Mod"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x − y·trunc(x / y): zero or the sign of the dividend (C's `%`).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `DivisionByZero`.
     MOD = 164, "Mod", Mod;
+    /// Computes x·y, one rounding (spec 002 "Mul"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x·y / 2^F, rounded once, halves away from zero.
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `IntegerOverflow`.
     MUL = 165, "Mul", Mul;
+    /// Computes x^y (spec 002 "Power"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x^y: for integral y ≥ 0 with y/2^F ≤ 64 the exact power, rounded once; otherwise exp(y·ln x) in Q120, rounded once; 0^0 = 1.
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `DomainError`, `IntegerOverflow`.
     POWER = 166, "Power", Power;
+    /// Computes x − y (spec 002 "Sub"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Result**: x + y, x − y (exact).
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `IntegerOverflow`.
     SUB = 168, "Sub", Sub;
 }
 
 integer_rows! {
+    /// Computes x & y (spec 002 "BitwiseAnd"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: x & y, x \| y, x ^ y on the int32 bits.
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `IntegerOverflow`.
     BITWISE_AND = 151, "BitwiseAnd", BitwiseAnd;
+    /// Computes x \| y (spec 002 "BitwiseOr"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: x & y, x \| y, x ^ y on the int32 bits.
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`.
     BITWISE_OR = 152, "BitwiseOr", BitwiseOr;
+    /// Computes x ^ y (spec 002 "BitwiseXor"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: x & y, x \| y, x ^ y on the int32 bits.
+    /// - **Output**: broadcast shape, precision 32.
+    /// - **Errors**: `ShapeMismatch`, `IntegerOverflow`.
     BITWISE_XOR = 153, "BitwiseXor", BitwiseXor;
+    /// Computes 1 when x ≠ 0 and y ≠ 0 (spec 002 "LogicalAnd"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: 1 when both, either, exactly one of x, y are non-zero; else 0.
+    /// - **Output**: broadcast shape, precision 2.
+    /// - **Errors**: `ShapeMismatch`.
     LOGICAL_AND = 159, "LogicalAnd", LogicalAnd;
+    /// Computes 1 when x ≠ 0 or y ≠ 0 (spec 002 "LogicalOr"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: 1 when both, either, exactly one of x, y are non-zero; else 0.
+    /// - **Output**: broadcast shape, precision 2.
+    /// - **Errors**: `ShapeMismatch`.
     LOGICAL_OR = 160, "LogicalOr", LogicalOr;
+    /// Computes 1 when exactly one is ≠ 0 (spec 002 "LogicalXor"), under the rules of
+    /// [CINN binary primitives](#cinn-binary-primitives).
+    ///
+    /// - **Inputs**: x, y.
+    /// - **Attributes**: none.
+    /// - **Result**: 1 when both, either, exactly one of x, y are non-zero; else 0.
+    /// - **Output**: broadcast shape, precision 2.
+    /// - **Errors**: `ShapeMismatch`.
     LOGICAL_XOR = 161, "LogicalXor", LogicalXor;
 }
 
-/// Row of `LeftShift`: x·2^s; the shift is the attribute `shift` or a second input.
+/// Computes x·2^s (spec 002 "LeftShift"), under the rules of
+/// [CINN binary primitives](#cinn-binary-primitives).
+///
+/// - **Inputs**: x, or x and s.
+/// - **Attributes**: `shift` (integer, 0..=31, optional).
+/// - **Result**: x·2^s on the int32 value; bits shifted out are an overflow.
+/// - **Output**: broadcast shape, precision 32.
+/// - **Errors**: `ArityMismatch`, `ShapeMismatch`, `DomainError`, `IntegerOverflow`.
 pub const LEFT_SHIFT: OpDef = row(158, "LeftShift", Arity::Between(1, 2), SHIFT, |attrs, n| {
     shift(attrs, n, BinaryKind::LeftShift)
 });
-/// Row of `RightShift`: arithmetic x >> s; the shift is the attribute `shift` or a second input.
+/// Computes x >> s, arithmetic (spec 002 "RightShift"), under the rules of
+/// [CINN binary primitives](#cinn-binary-primitives).
+///
+/// - **Inputs**: x, or x and s.
+/// - **Attributes**: `shift` (integer, 0..=31, optional).
+/// - **Result**: x >> s, arithmetic: ⌊x / 2^s⌋.
+/// - **Output**: broadcast shape, precision 32.
+/// - **Errors**: `ArityMismatch`, `ShapeMismatch`, `DomainError`.
 pub const RIGHT_SHIFT: OpDef = row(
     167,
     "RightShift",
@@ -293,7 +428,28 @@ pub const RIGHT_SHIFT: OpDef = row(
     |attrs, n| shift(attrs, n, BinaryKind::RightShift),
 );
 
-/// Row of [`ConstScalar`].
+/// A constant scalar (spec 002 "ConstScalar(value, name)").
+///
+/// - **Inputs**: none. The constant's name is the node's name.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `frac_bits` | integer | 0 | [0, 30] |
+///   | `value` | fixed-point number | required | a Q(F) integer in [−(2^31 − 1), 2^31 − 1] |
+///
+/// - **Text models** write `value` as a real number (`0.75`, `-2.5`, `1e-3`) and the importer
+///   converts it once with the node's `frac_bits`: the Q(F) integer nearest to value·2^F, halves
+///   away from zero (`fixed_from_decimal` in `host/formats/src/text.rs`); a value outside int32 in Q(F) is a
+///   text-model error. The JSON parser reads the number as a binary double and the conversion starts
+///   from the shortest decimal that identifies that double, so decimals of at most 15 significant
+///   digits convert exactly, while longer ones may round differently (2.49999999999999999 reads as
+///   2.5 and gives 3 in Q(0)). Canonical models store the Q(F) integer; an integer attribute is
+///   accepted where a fixed-point one is expected.
+/// - **Output shape**: [] (one element). **Output precision**: the least p with
+///   |value| ≤ 2^(p−1) − 1 (0.75 in Q(4) = 12 has precision 5).
+/// - **Errors**: `MissingAttribute` (no `value`); `AttributeOutOfRange` (F outside 0..=30, a stored
+///   value outside ±(2^31 − 1)); `AttributeType` (a boolean or string `value`).
 pub const CONST_SCALAR: OpDef = OpDef {
     code: 180,
     name: "ConstScalar",
@@ -312,11 +468,8 @@ pub const CONST_SCALAR: OpDef = OpDef {
 
 /// A constant scalar (spec 002 "ConstScalar(value, name)").
 ///
-/// - Inputs: none. Attributes: `value` (required; a Q(F) integer in ±(2^31 − 1); the text model
-///   writes the real number and converts it once with `frac_bits`, rounding to nearest with
-///   halves away from zero), `frac_bits` F in 0..=30, default 0. The name is the node's name.
-/// - Output: shape [] (one element), precision the least p with |value| ≤ 2^(p−1) − 1.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct ConstScalar {
     value: i32,

@@ -45,19 +45,8 @@ pub enum UnaryKind {
 
 /// A CINN unary primitive (spec 002 "Unary Primitive APIs").
 ///
-/// - Input: `x` of any shape. Output: the same shape.
-/// - Attribute: `frac_bits` F in 0..=30, default 0 (every primitive but the bitwise and logical
-///   ones, which act on integers as they are).
-/// - Semantics: transcendental functions (Acos, Acosh, Asin, Asinh, Atan, Atanh, Cos, Cosh,
-///   Erf, Exp, Log, Log10, Log2, Rsqrt, Sin, Sinh, Sqrt, Tan, Tanh): f(x / 2^F) rounded to the
-///   nearest multiple of 2^−F, ties away from zero, never more than 1 ulp from the exact value.
-///   Rounding (Ceil, Floor, Trunc, Round with halves away from zero): the integral value in
-///   Q(F), exact. Abs, Negative, Identity, Sign (−1/0/1 in Q(F)), BitwiseNot (~x), LogicalNot
-///   (0/1), IsNan and IsInf (always 0), IsFinite (always 1): exact.
-/// - Output precision: 32; 2 for LogicalNot, IsNan, IsInf, IsFinite; the input's for Identity.
-/// - Errors: `DomainError` (log of x ≤ 0, sqrt of x < 0, rsqrt of x ≤ 0, asin/acos outside
-///   [−1, 1], atanh at or beyond ±1, acosh below 1), `IntegerOverflow` (a result outside
-///   ±(2^31 − 1)), `AttributeOutOfRange` (F outside 0..=30).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct CinnUnary {
     kind: UnaryKind,
@@ -142,9 +131,9 @@ fn plain(kind: UnaryKind) -> Result<Box<dyn Operator>> {
 }
 
 macro_rules! math_rows {
-    ($($constant:ident = $code:literal, $name:literal, $function:path;)*) => {
+    ($($(#[$doc:meta])* $constant:ident = $code:literal, $name:literal, $function:path;)*) => {
         $(
-            #[doc = concat!("Row of `", $name, "`: a transcendental or rounding function in Q(F) (see [`CinnUnary`]).")]
+            $(#[$doc])*
             pub const $constant: OpDef =
                 row($code, $name, WITH_F, |attrs, _| with_f(attrs, UnaryKind::Math($function, $name)));
         )*
@@ -152,58 +141,273 @@ macro_rules! math_rows {
 }
 
 math_rows! {
+    /// Computes acos(x) in [0, π] (spec 002 "Acos"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: −1 ≤ x ≤ 1 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F = 30 and acos x ≥ 2 (x below cos 2 ≈ −0.416).
+    /// - **Output**: the shape of x, precision 32.
     ACOS = 101, "Acos", fixed::acos;
+    /// Computes acosh(x) (spec 002 "Acosh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x ≥ 1 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     ACOSH = 102, "Acosh", fixed::acosh;
+    /// Computes asin(x) (spec 002 "Asin"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: −1 ≤ x ≤ 1 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     ASIN = 103, "Asin", fixed::asin;
+    /// Computes asinh(x) (spec 002 "Asinh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     ASINH = 104, "Asinh", fixed::asinh;
+    /// Computes atan(x) (spec 002 "Atan"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     ATAN = 105, "Atan", fixed::atan;
+    /// Computes atanh(x) (spec 002 "Atanh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: −1 < x < 1 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F ≥ 28 and x near ±1.
+    /// - **Output**: the shape of x, precision 32.
     ATANH = 106, "Atanh", fixed::atanh;
+    /// Computes ⌈x⌉ (spec 002 "Ceil"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: x above the largest multiple of 2^F that fits.
+    /// - **Output**: the shape of x, precision 32.
     CEIL = 108, "Ceil", fixed::ceil;
+    /// Computes cos(x) (spec 002 "Cos"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     COS = 109, "Cos", fixed::cos;
+    /// Computes cosh(x) (spec 002 "Cosh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: cosh x ≥ 2^(31−F) (rounded).
+    /// - **Output**: the shape of x, precision 32.
     COSH = 110, "Cosh", fixed::cosh;
+    /// Computes erf(x) (spec 002 "Erf"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all (±1 from \|x\| ≥ 4.5 on).
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     ERF = 111, "Erf", fixed::erf;
+    /// Computes e^x (spec 002 "Exp"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: e^x ≥ 2^(31−F) (rounded).
+    /// - **Output**: the shape of x, precision 32.
     EXP = 112, "Exp", fixed::exp;
+    /// Computes ⌊x⌋ (spec 002 "Floor"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     FLOOR = 113, "Floor", fixed::floor;
+    /// Computes ln x (spec 002 "Log"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x > 0 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F ≥ 27 and x near 0.
+    /// - **Output**: the shape of x, precision 32.
     LOG = 118, "Log", fixed::log;
+    /// Computes log10 x (spec 002 "Log10"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x > 0 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F ≥ 28 and x near 0.
+    /// - **Output**: the shape of x, precision 32.
     LOG10 = 119, "Log10", fixed::log10;
+    /// Computes log2 x (spec 002 "Log2"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x > 0 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F ≥ 27 and x near 0.
+    /// - **Output**: the shape of x, precision 32.
     LOG2 = 120, "Log2", fixed::log2;
+    /// Computes nearest integer, halves away from zero (spec 002 "Round"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: the rounded value exceeds 2^31 − 1.
+    /// - **Output**: the shape of x, precision 32.
     ROUND = 123, "Round", fixed::round;
+    /// Computes 1/√x (spec 002 "Rsqrt"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x > 0 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: F ≥ 21 and x small.
+    /// - **Output**: the shape of x, precision 32.
     RSQRT = 124, "Rsqrt", fixed::rsqrt;
+    /// Computes sin(x) (spec 002 "Sin"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     SIN = 126, "Sin", fixed::sin;
+    /// Computes sinh(x) (spec 002 "Sinh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: \|sinh x\| ≥ 2^(31−F) (rounded).
+    /// - **Output**: the shape of x, precision 32.
     SINH = 127, "Sinh", fixed::sinh;
+    /// Computes √x (spec 002 "Sqrt"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: x ≥ 0 (`DomainError` outside).
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     SQRT = 128, "Sqrt", fixed::sqrt;
+    /// Computes tan(x) (spec 002 "Tan"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: x near an odd multiple of π/2.
+    /// - **Output**: the shape of x, precision 32.
     TAN = 129, "Tan", fixed::tan;
+    /// Computes tanh(x) (spec 002 "Tanh"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     TANH = 130, "Tanh", fixed::tanh;
+    /// Computes x rounded toward zero (spec 002 "Trunc"), under the rules of
+    /// [CINN unary primitives](#cinn-unary-primitives).
+    ///
+    /// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+    /// - **Domain**: all.
+    /// - **`IntegerOverflow`**: never.
+    /// - **Output**: the shape of x, precision 32.
     TRUNC = 131, "Trunc", fixed::trunc;
 }
 
-/// Row of `Abs`: |x|.
+/// Computes \|x\| (spec 002 "Abs"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 32.
 pub const ABS: OpDef = row(100, "Abs", WITH_F, |attrs, _| with_f(attrs, UnaryKind::Abs));
-/// Row of `BitwiseNot`: ~x on int32 bits.
+/// Computes ~x on the int32 bits (spec 002 "BitwiseNot"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: none.
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: x = 2^31 − 1.
+/// - **Output**: the shape of x, precision 32.
 pub const BITWISE_NOT: OpDef = row(107, "BitwiseNot", &[], |_, _| plain(UnaryKind::BitwiseNot));
-/// Row of `Identity`: x.
+/// Computes x (spec 002 "Identity"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision pX.
 pub const IDENTITY: OpDef = row(114, "Identity", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::Identity)
 });
-/// Row of `IsFinite`: always 1.
+/// Computes 1 (spec 002 "IsFinite"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 2.
 pub const IS_FINITE: OpDef = row(115, "IsFinite", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::IsFinite)
 });
-/// Row of `IsInf`: always 0.
+/// Computes 0 (spec 002 "IsInf"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 2.
 pub const IS_INF: OpDef = row(116, "IsInf", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::IsInf)
 });
-/// Row of `IsNan`: always 0.
+/// Computes 0 (spec 002 "IsNan"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 2.
 pub const IS_NAN: OpDef = row(117, "IsNan", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::IsNan)
 });
-/// Row of `LogicalNot`: 1 where x = 0.
+/// Computes 1 where x = 0, else 0 (spec 002 "LogicalNot"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: none.
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 2.
 pub const LOGICAL_NOT: OpDef = row(121, "LogicalNot", &[], |_, _| plain(UnaryKind::LogicalNot));
-/// Row of `Negative`: −x.
+/// Computes −x (spec 002 "Negative"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 32.
 pub const NEGATIVE: OpDef = row(122, "Negative", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::Negative)
 });
-/// Row of `Sign`: −1, 0, 1 in Q(F).
+/// Computes −1, 0 or 1 (−2^F, 0, 2^F) (spec 002 "Sign"), under the rules of
+/// [CINN unary primitives](#cinn-unary-primitives).
+///
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Domain**: all.
+/// - **`IntegerOverflow`**: never.
+/// - **Output**: the shape of x, precision 32.
 pub const SIGN: OpDef = row(125, "Sign", WITH_F, |attrs, _| {
     with_f(attrs, UnaryKind::Sign)
 });

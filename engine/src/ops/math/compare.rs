@@ -12,7 +12,15 @@ use crate::ops::math::broadcast::{broadcast_apply, broadcast_shape};
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Compare`].
+/// Elementwise comparison with numpy broadcasting (spec 002 "Compare").
+///
+/// - **Inputs**: x, y with broadcast-compatible shapes, any precisions. Values compare as integers,
+///   so two Q(F) operands with the same F compare as the real numbers they stand for.
+/// - **Attributes**: `kind` (string, required): "kEq", "kNe", "kGe", "kGt", "kLe" or "kLt".
+/// - **Output shape**: the broadcast shape. **Semantics**: 1 where x = y, x ≠ y, x ≥ y, x > y,
+///   x ≤ y or x < y respectively, else 0.
+/// - **Output precision**: 2.
+/// - **Errors**: `MissingAttribute`; `AttributeOutOfRange` (another kind); `ShapeMismatch`.
 pub const COMPARE: OpDef = OpDef {
     code: 193,
     name: "Compare",
@@ -58,12 +66,8 @@ pub enum CompareKind {
 
 /// Elementwise comparison with numpy broadcasting (spec 002 "Compare").
 ///
-/// - Inputs: `x`, `y` with broadcast-compatible shapes (any precisions; values compare as
-///   integers, so equal `frac_bits` on both sides compare the real numbers).
-/// - Attribute: `kind` (required): "kEq", "kNe", "kGe", "kGt", "kLe" or "kLt".
-/// - Output: the broadcast shape; 1 where the comparison holds, else 0. Precision 2.
-/// - Overflow: none.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind), `ShapeMismatch`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Compare {
     kind: CompareKind,

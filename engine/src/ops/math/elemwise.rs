@@ -59,14 +59,8 @@ pub enum UnaryKind {
 /// A one-input elementwise operator (spec 001 "abs", "cvm_precision", "negative", "clip",
 /// "cvm_clip", "cvm_left_shift", "cvm_right_shift").
 ///
-/// - Input: `X` of any shape. Output: the same shape.
-/// - Semantics, attributes, precision: per [`UnaryKind`] and the table rows below.
-/// - Rounding: only `cvm_right_shift` rounds: to nearest, halves toward +∞ (−1.5 → −1,
-///   2.5 → 3), for every shift_bit including 31 and 32 (the deployed runtime skips rounding
-///   there; cvm-compat §6).
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange`, `PrecisionConstraint`
-///   (`cvm_left_shift` with p + shift_bit > 32), `PrecisionOverflow` (`clip` bounds needing
-///   more than 32 bits).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Unary {
     kind: UnaryKind,
@@ -213,19 +207,66 @@ fn unary(kind: UnaryKind) -> Result<Box<dyn Operator>> {
     Ok(Box::new(Unary { kind }))
 }
 
-/// Row of `abs` (spec 001 "abs"): |x|. No attributes.
+/// Absolute value (spec 001 "abs"): `Y = |X|`.
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**: none.
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = |X[d]|`.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible (|x| ≤ 2^31 − 1); the result is narrowed with a
+///   check.
+/// - **Errors**: none beyond the common ones.
 pub const ABS: OpDef = unary_row(30, "abs", &[], |_, _| unary(UnaryKind::Abs));
 
-/// Row of `cvm_precision` (spec 001 "cvm_precision"): bits of |x|, 1 for 0. No attributes.
+/// Number of bits of the absolute value (spec 001 "cvm_precision").
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**: none.
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = bits(|X[d]|)` = ⌈log2(|X[d]| + 1)⌉ for X[d] ≠ 0, and 1 for X[d] = 0.
+///   Results lie in [1, 31]: 2^31 − 1 and 2^30 both take 31 bits.
+/// - **Output precision**: 6 (cvm-compat §3), which holds 31.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: none beyond the common ones.
 pub const CVM_PRECISION: OpDef = unary_row(31, "cvm_precision", &[], |_, _| {
     unary(UnaryKind::CvmPrecision)
 });
 
-/// Row of `negative` (spec 001 "negative"): −x. No attributes.
+/// Negation (spec 001 "negative"): `Y = −X`.
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**: none.
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = −X[d]`.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible (−(−(2^31 − 1)) fits); the result is narrowed with a
+///   check.
+/// - **Errors**: none beyond the common ones.
 pub const NEGATIVE: OpDef = unary_row(34, "negative", &[], |_, _| unary(UnaryKind::Negative));
 
-/// Row of `clip` (spec 001 "clip"): attributes `a_min`, `a_max` (required integers,
-/// −(2^31 − 1) ≤ a_min < a_max ≤ 2^31 − 1: the deployed runtime requires a_min < a_max).
+/// Clip to a range (spec 001 "clip"): `Y = min(max(X, a_min), a_max)`.
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `a_max` | integer | required | [−(2^31 − 1), 2^31 − 1]; ≥ `a_min` |
+///   | `a_min` | integer | required | [−(2^31 − 1), 2^31 − 1]; < `a_max` |
+///
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = a_max` for X[d] ≥ a_max, `a_min` for X[d] ≤ a_min, X[d] in between.
+///   a_min = a_max is rejected, as by the deployed runtime (decision 28).
+/// - **Output precision**: nprec(max(|a_min|, |a_max|)) = bits(max(|a_min|, |a_max|) + 1) + 1
+///   (cvm-compat §3), whatever the precision of `X`; [−10, 20] gives bits(21) + 1 = 6.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `a_min` absent: `MissingAttribute`; outside [−(2^31 − 1), 2^31 − 1]:
+///      `AttributeOutOfRange`.
+///   2. `a_max` absent: `MissingAttribute`; outside that range: `AttributeOutOfRange`.
+///   3. a_min > a_max: `AttributeOutOfRange`.
+///   4. max(|a_min|, |a_max|) = 2^31 − 1, whose nprec is 33: `PrecisionOverflow`.
 pub const CLIP: OpDef = unary_row(
     35,
     "clip",
@@ -244,8 +285,23 @@ pub const CLIP: OpDef = unary_row(
     },
 );
 
-/// Row of `cvm_clip` (spec 001 "cvm_clip"): `precision` in [1, 32] (required); `is_sign` (boolean)
-/// is accepted and ignored, as by every deployed kernel.
+/// Clip to a CVM precision (spec 001 "cvm_cilp", the heading's spelling of `cvm_clip`): `Y = clip(X, −α, α)` with
+/// α = 2^(precision − 1) − 1.
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `is_sign` | boolean | true | accepted and ignored (decision 8) |
+///   | `precision` | integer | required | [1, 32] |
+///
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = min(max(X[d], −α), α)`.
+/// - **Output precision**: the `precision` attribute.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order: `precision` absent:
+///   `MissingAttribute`; `precision` outside [1, 32]: `AttributeOutOfRange`.
 pub const CVM_CLIP: OpDef = unary_row(
     36,
     "cvm_clip",
@@ -260,9 +316,27 @@ pub const CVM_CLIP: OpDef = unary_row(
     },
 );
 
-/// Row of `cvm_left_shift` (spec 001 "cvm_left_shift"): `precision` in [1, 32], `shift_bit` in
-/// [1, 32] (both required); `is_sign` (boolean) is accepted and ignored, as by every deployed
-/// kernel.
+/// Left shift, then clip to a CVM precision (spec 001 "cvm_left_shift").
+///
+/// - **Inputs**: `X` of any shape, with pX + `shift_bit` ≤ 32.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `is_sign` | boolean | true | accepted and ignored (decision 8) |
+///   | `precision` | integer | required | [1, 32] |
+///   | `shift_bit` | integer | required | [1, 32] |
+///
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**, with s = `shift_bit` and α = 2^(precision − 1) − 1:
+///   `Y = clip(X · 2^s, −α, α)`.
+/// - **Output precision**: the `precision` attribute.
+/// - **Rounding and overflow**: none; with pX + s ≤ 32, |X · 2^s| ≤ 2^31 − 2^s fits `int32` before
+///   clipping (decision 31).
+/// - **Errors**, in order: `precision` absent:
+///   `MissingAttribute`; `precision` outside [1, 32]: `AttributeOutOfRange`; `shift_bit` absent:
+///   `MissingAttribute`; `shift_bit` outside [1, 32]: `AttributeOutOfRange`; pX + `shift_bit` > 32:
+///   `PrecisionConstraint`.
 pub const CVM_LEFT_SHIFT: OpDef = unary_row(
     37,
     "cvm_left_shift",
@@ -279,9 +353,34 @@ pub const CVM_LEFT_SHIFT: OpDef = unary_row(
     },
 );
 
-/// Row of `cvm_right_shift` (spec 001 "cvm_right_shift"): `precision` in [1, 32], `shift_bit`
-/// in [1, 32] (both required); `is_sign` (boolean) is accepted and ignored, as by every deployed
-/// kernel.
+/// Rounding right shift, then clip to a CVM precision (spec 001 "cvm_right_shift").
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `is_sign` | boolean | true | accepted and ignored (decision 8) |
+///   | `precision` | integer | required | [1, 32] |
+///   | `shift_bit` | integer | required | [1, 32] |
+///
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**, with s = `shift_bit` and α = 2^(precision − 1) − 1:
+///
+///   ```text
+///   T = ⌊(⌊X / 2^(s−1)⌋ + 1) / 2⌋        computed in i64 as ((X >> (s − 1)) + 1) >> 1
+///   Y = clip(T, −α, α)
+///   ```
+///
+///   T equals ⌊X / 2^s + 1/2⌋: X / 2^s rounded to the nearest integer, halves toward +∞
+///   (−1.5 → −1, −0.5 → 0, 0.5 → 1, 2.5 → 3, −2.5 → −2). This holds for every s in [1, 32],
+///   including 31 and 32 (with s = 32 every `int32` gives 0), and the result is always clipped.
+/// - **Output precision**: the `precision` attribute.
+/// - **Rounding and overflow**: rounding as above; the shift is exact in `i64` and clipping makes
+///   the result fit.
+/// - **Errors**, in order: `precision` absent:
+///   `MissingAttribute`; `precision` outside [1, 32]: `AttributeOutOfRange`; `shift_bit` absent:
+///   `MissingAttribute`; `shift_bit` outside [1, 32]: `AttributeOutOfRange`.
 pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
     38,
     "cvm_right_shift",
@@ -301,16 +400,23 @@ pub const CVM_RIGHT_SHIFT: OpDef = unary_row(
 /// Elementwise sum or difference of two tensors of the same shape (spec 001 "elemwise_add",
 /// "elemwise_sub"): `Y = A ± B`.
 ///
-/// - Inputs: `A`, `B` of identical shape (no broadcasting). Attributes: none. Output: that shape.
-/// - Precision: max(pA, pB) + 1 (above 32 is `PrecisionOverflow`).
-/// - Overflow: impossible within the inferred precision; narrowing is checked.
-/// - Errors: `ShapeMismatch` if the shapes differ.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct ElemwiseBinary {
     subtract: bool,
 }
 
-/// Row of `elemwise_add`.
+/// Elementwise sum of two tensors of the same shape (spec 001 "elemwise_add"): `Y = A + B`.
+///
+/// - **Inputs**: `A`, `B` of identical shapes (no broadcasting).
+/// - **Attributes**: none.
+/// - **Output shape**: the common shape.
+/// - **Semantics**: `Y[d] = A[d] + B[d]`.
+/// - **Output precision**: max(pA, pB) + 1.
+/// - **Rounding and overflow**: exact; sums are computed in `i64` and narrowed with a check.
+/// - **Errors**: `ShapeMismatch` when the shapes differ; `PrecisionOverflow` when
+///   max(pA, pB) = 32.
 pub const ELEMWISE_ADD: OpDef = OpDef {
     code: 32,
     name: "elemwise_add",
@@ -321,7 +427,18 @@ pub const ELEMWISE_ADD: OpDef = OpDef {
     build: |_, _| Ok(Box::new(ElemwiseBinary { subtract: false })),
 };
 
-/// Row of `elemwise_sub`.
+/// Elementwise difference of two tensors of the same shape (spec 001 "elemwise_sub"):
+/// `Y = A − B`.
+///
+/// - **Inputs**: `A`, `B` of identical shapes (no broadcasting).
+/// - **Attributes**: none.
+/// - **Output shape**: the common shape.
+/// - **Semantics**: `Y[d] = A[d] − B[d]`.
+/// - **Output precision**: max(pA, pB) + 1.
+/// - **Rounding and overflow**: exact; differences are computed in `i64` and narrowed with a
+///   check.
+/// - **Errors**: `ShapeMismatch` when the shapes differ; `PrecisionOverflow` when
+///   max(pA, pB) = 32.
 pub const ELEMWISE_SUB: OpDef = OpDef {
     code: 33,
     name: "elemwise_sub",

@@ -32,7 +32,61 @@ fn dims4(dims: &[u32], operand: &str) -> Result<[u32; 4]> {
     }
 }
 
-/// Row of the operator table for [`Conv`].
+/// Two-dimensional grouped convolution and its two gradients in Q(F) (spec 002 "Conv").
+///
+/// Notation: data tensors (x, y, grad_y, grad_x) are logically (N, C, H, W) and (N, OC, OH, OW),
+/// stored in `data_format` ((N, H, W, C) for NHWC); weights and grad_w are always
+/// (OC, ICg, KH, KW) with ICg = C / groups; OCg = OC / groups. Output channel oc belongs to group
+/// g = ⌊oc / OCg⌋ and reads input channels g·ICg to (g + 1)·ICg − 1. Along the height, tap kh of
+/// output row p reads input row h = p·SH − PT + kh·DH (the width likewise with SW, PL, DW); rows
+/// outside [0, H) are zero padding.
+///
+/// - **Inputs**: by `conv_type`: "forward": lhs = x, rhs = weight; "backward_data": lhs = weight,
+///   rhs = grad_y; "backward_filter": lhs = x, rhs = grad_y. All of rank 4, Q(F).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `conv_type` | string | "forward" | "forward", "backward_data", "backward_filter" |
+///   | `data_format` | string | "NCHW" | "NCHW", "NHWC" |
+///   | `dilations` | pair (DH, DW) | (1, 1) | each in [1, 4095] |
+///   | `frac_bits` | integer | 0 | [0, 30] |
+///   | `groups` | integer | 1 | [1, 2^32 − 1]; must divide C and OC |
+///   | `output_shape` | list of integers | empty | empty or 4 entries in [0, 2^32 − 1]; required (4 entries) for the backward types |
+///   | `padding_algorithm` | string | "EXPLICIT" | "EXPLICIT", "SAME", "VALID" |
+///   | `paddings` | pair (PH, PW) | (0, 0) | each in [0, 4095] |
+///   | `strides` | pair (SH, SW) | (1, 1) | each in [1, 4095] |
+///
+/// - **Padding**: "EXPLICIT": PT = PB = PH and PL = PR = PW. "VALID": no padding. "SAME" (`paddings`
+///   unused): OH = ⌈H / SH⌉, total = max((OH − 1)·SH + DH·(KH − 1) + 1 − H, 0), PT = ⌊total / 2⌋,
+///   PB = total − PT (the smaller half before); the width likewise.
+/// - **Output shape**: the extent is OH = ⌊(H + PT + PB − (DH·(KH − 1) + 1)) / SH⌋ + 1 (likewise
+///   OW). forward: (N, OC, OH, OW) in `data_format`; `output_shape`, when given, must equal it.
+///   backward_data: grad_x of shape `output_shape` (N, C, H, W in `data_format`), whose forward
+///   extent must equal grad_y's (OH, OW), with N and OC agreeing. backward_filter: grad_w of shape
+///   `output_shape` = (OC, ICg, KH, KW); grad_y's extent must equal the forward extent of x with
+///   that kernel.
+/// - **Semantics**:
+///
+///   ```text
+///   forward:          y[n, oc, p, q]       = round(Σ_{ic, kh, kw} x[n, g·ICg + ic, h, w] · W[oc, ic, kh, kw] / 2^F)
+///   backward_data:    grad_x[n, c, h, w]   = round(Σ gy[n, oc, p, q] · W[oc, c mod ICg, kh, kw] / 2^F)
+///                       over oc in c's group and every (kh, p), (kw, q) with h = p·SH − PT + kh·DH,
+///                       w = q·SW − PL + kw·DW
+///   backward_filter:  grad_w[oc, ic, kh, kw] = round(Σ_{n, p, q} gy[n, oc, p, q] · x[n, g·ICg + ic, h, w] / 2^F)
+///   ```
+///
+///   with zero outside the input. Strides and dilations above 1 may be combined.
+/// - **Output precision**: 32.
+/// - **Rounding and overflow**: each output element is an exact i128 sum rounded once, halves away
+///   from zero; a result outside ±(2^31 − 1) is `IntegerOverflow`.
+/// - **Errors**: `AttributeOutOfRange` (an unknown string, a value out of range, a pair without two
+///   entries, an `output_shape` with other than 0 or 4 entries); `MissingAttribute` (`output_shape`
+///   absent for a backward type); `ShapeMismatch` (an operand not of rank 4, `groups` not dividing
+///   C or OC, ICg ≠ C / groups, an empty kernel, a dilated kernel longer than the padded input,
+///   shapes inconsistent with `output_shape` or grad_y); `LimitExceeded` (an extent above
+///   2^32 − 1); `IntegerOverflow`.
+/// - **Working memory**, forward: one window, 4·T bytes.
 pub const CONV: OpDef = OpDef {
     code: 195,
     name: "Conv",
@@ -87,34 +141,8 @@ pub enum PaddingAlgorithm {
 /// likewise) the tap kh of output row p reads input row h = p·SH − PT + kh·DH; rows outside
 /// [0, H) are zero padding.
 ///
-/// - Inputs: forward: lhs = x, rhs = weight. backward_data: lhs = weight, rhs = grad_y.
-///   backward_filter: lhs = x, rhs = grad_y. All rank 4, Q(F).
-/// - Attributes: `conv_type` "forward" (default), "backward_data", "backward_filter";
-///   `data_format` "NCHW" (default) or "NHWC"; `strides` (SH, SW) in 1..=4095, default (1, 1);
-///   `paddings` (PH, PW) in 0..=4095, default (0, 0); `dilations` (DH, DW) in 1..=4095, default
-///   (1, 1) (strides and dilations above 1 may be combined); `groups` ≥ 1, default 1, dividing C
-///   and OC; `padding_algorithm` "EXPLICIT" (default: PT = PB = PH), "VALID" (PT = PB = 0) or
-///   "SAME" (OH = ⌈H/SH⌉, total = max((OH − 1)·SH + (KH − 1)·DH + 1 − H, 0), PT = ⌊total/2⌋,
-///   PB = total − PT); `output_shape` (4 entries, default empty; required for the backward
-///   types, optional for forward, where it must equal the inferred shape); `frac_bits` F in
-///   0..=30, default 0.
-/// - Extent: OH = ⌊(H + PT + PB − (DH·(KH − 1) + 1)) / SH⌋ + 1 (likewise OW).
-/// - forward output (N, OC, OH, OW) in `data_format`:
-///   `y[n,oc,p,q] = round(Σ_{ic,kh,kw} x[n, g·ICg+ic, h, w]·W[oc,ic,kh,kw] / 2^F)`.
-/// - backward_data output: grad_x of shape `output_shape` (N, C, H, W in `data_format`), which
-///   must be consistent: its forward extent equals grad_y's (OH, OW), and N, OC agree.
-///   `grad_x[n,c,h,w] = round(Σ gy[n,oc,p,q]·W[oc, c mod ICg, kh, kw] / 2^F)` over oc in c's
-///   group and every (kh, p), (kw, q) with h = p·SH − PT + kh·DH, w = q·SW − PL + kw·DW.
-/// - backward_filter output: grad_w of shape `output_shape` = (OC, ICg, KH, KW):
-///   `grad_w[oc,ic,kh,kw] = round(Σ_{n,p,q} gy[n,oc,p,q]·x[n, g·ICg+ic, h, w] / 2^F)` (zero
-///   outside the input); grad_y's extent must equal the forward extent of x with that kernel.
-/// - Precision: 32.
-/// - Rounding and overflow: each output element is an exact i128 sum rescaled once by F,
-///   halves away from zero; a result outside ±(2^31 − 1) is `IntegerOverflow`.
-/// - Errors: `MissingAttribute` (`output_shape` for a backward type), `AttributeOutOfRange`
-///   (unknown strings, ranges, an `output_shape` without 4 entries), `ShapeMismatch` (ranks,
-///   channel and group counts, an empty kernel, a dilated kernel longer than the padded input,
-///   shapes inconsistent with `output_shape` or grad_y), `LimitExceeded`, `IntegerOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Conv {
     conv_type: ConvType,

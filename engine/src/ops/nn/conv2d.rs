@@ -19,7 +19,60 @@ use crate::ops::common::{count, expect_inputs, expect_rank, io_usage};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Conv2d`].
+/// Two-dimensional grouped convolution of NCHW data with OIHW weights (spec 001 "conv2d").
+///
+/// - **Inputs**: `X` (N, C, H, W); `W` (OC, IC, KH, KW) with IC = C / groups; `B` (OC) when
+///   `use_bias` is true. The number of inputs is fixed by `use_bias`: 3 when true (the default),
+///   2 when false.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `channels` | integer | absent | [1, 2^32 − 1]; when present must equal OC |
+///   | `dilation` | pair (DH, DW) | (1, 1) | each in [1, 4096] |
+///   | `groups` | integer | 1 | [1, 2^32 − 1]; must be ≤ C and divide both C and OC |
+///   | `kernel_layout` | string | absent (OIHW) | `"OIHW"` |
+///   | `kernel_size` | pair | absent | each in [1, 2^32 − 1]; when present must equal (KH, KW) |
+///   | `layout` | string | absent (NCHW) | `"NCHW"` |
+///   | `out_dtype` | string | absent | `"same"` or `"int32"` |
+///   | `out_layout` | string | absent | `""`, `"__undef__"` or `"NCHW"` |
+///   | `padding` | pair (PH, PW) | (0, 0) | each in [0, 4096] |
+///   | `strides` | pair (SH, SW) | (1, 1) | each in [1, 4096] |
+///   | `use_bias` | boolean | true | decides the number of inputs |
+///
+/// - **Output shape**: (N, OC, OH, OW) with
+///   OH = ⌊(H + 2·PH − DH·(KH − 1) − 1) / SH⌋ + 1 and
+///   OW = ⌊(W + 2·PW − DW·(KW − 1) − 1) / SW⌋ + 1.
+/// - **Semantics**: with OPG = OC / groups,
+///
+///   ```text
+///   Y[n, oc, p, q] = B[oc] + Σ_{ic < IC} Σ_{ki < KH} Σ_{kj < KW}
+///                    pad(n, (oc ÷ OPG)·IC + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW) · W[oc, ic, ki, kj]
+///   ```
+///
+///   where `pad(n, c, h, w)` is `X[n, c, h, w]` for h in [0, H) and w in [0, W) and 0 elsewhere
+///   (zero padding), and B[oc] is 0 without bias. Output channel oc reads the input channels of its
+///   group, (oc ÷ OPG)·IC to (oc ÷ OPG)·IC + IC − 1.
+/// - **Output precision**: `X` and `W` must have precision ≤ 8 (the bias may have any). The output
+///   precision is pX + pW + bits(IC·KH·KW); with a bias, max(that, pB) + 1.
+/// - **Rounding and overflow**: exact. The products run in 32-bit vector lanes (`engine/src/kernels/`):
+///   with 8-bit operands and an output precision ≤ 32 every partial sum stays below 2^30 in any
+///   summation order, so no lane wraps; the bias is then added with a checked addition.
+/// - **Errors**, in order:
+///   1. `layout`, `kernel_layout`, `out_layout` or `out_dtype` not one of the values above:
+///      `AttributeOutOfRange`.
+///   2. Number of inputs other than 3 with `use_bias` true, or 2 with `use_bias` false:
+///      `ArityMismatch`.
+///   3. `channels`, `kernel_size`, `strides`, `padding`, `dilation` or `groups` outside its range,
+///      or a pair with other than two entries: `AttributeOutOfRange`.
+///   4. `X` or `W` not of rank 4: `ShapeMismatch`.
+///   5. `groups` > C or not dividing C; `groups` not dividing OC; IC ≠ C / groups; KH or KW = 0;
+///      `channels` ≠ OC; `kernel_size` ≠ (KH, KW); a dilated kernel DH·(KH − 1) + 1 longer than the
+///      padded height H + 2·PH (likewise for the width): `ShapeMismatch`. An output extent above
+///      2^32 − 1: `LimitExceeded`.
+///   6. `B` not of shape (OC): `ShapeMismatch`.
+///   7. pX > 8 or pW > 8: `PrecisionConstraint`.
+///   8. Output precision above 32: `PrecisionOverflow`.
 pub const CONV2D: OpDef = OpDef {
     code: 20,
     name: "conv2d",
@@ -44,22 +97,8 @@ pub const CONV2D: OpDef = OpDef {
 
 /// 2-D grouped convolution, NCHW data and OIHW weights (spec 001 "conv2d").
 ///
-/// - Inputs: `X` (N, C, H, W), `W` (OC, C/groups, KH, KW), and `B` (OC) when `use_bias`.
-/// - Attributes: `padding` (PH, PW) in [0, 4096], default (0, 0); `strides` (SH, SW) in
-///   [1, 4096], default (1, 1); `dilation` (DH, DW) in [1, 4096], default (1, 1); `groups` in
-///   [1, C] dividing C and OC, default 1; `use_bias` default true; `channels` and `kernel_size`
-///   optional, and when given they must equal OC and (KH, KW); `layout` "NCHW",
-///   `kernel_layout` "OIHW", `out_layout` "" / "__undef__" / "NCHW", `out_dtype` "same" / "int32".
-/// - Output: (N, OC, ⌊(H + 2PH − DH(KH − 1) − 1) / SH⌋ + 1, ⌊(W + 2PW − DW(KW − 1) − 1) / SW⌋ + 1);
-///   `Y[n,oc,p,q] = Σ_ic Σ_ki Σ_kj pad(X)[n, g·IC + ic, p·SH − PH + ki·DH, q·SW − PW + kj·DW] ·
-///   W[oc, ic, ki, kj] (+ B[oc])` with g = oc / (OC / groups) and zero padding.
-/// - Precision: data and weights ≤ 8 bits; output pX + pW + bits(IC·KH·KW), with bias
-///   max(that, pB) + 1; above 32 is `PrecisionOverflow`.
-/// - Overflow: sums run in 32-bit lanes, bounded by the output precision so they never wrap;
-///   the bias addition is checked.
-/// - Errors: `ArityMismatch`, `ShapeMismatch` (ranks, channel and group counts, a dilated kernel
-///   larger than the padded input), `AttributeOutOfRange`, `PrecisionConstraint`,
-///   `PrecisionOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Conv2d {
     channels: Option<u32>,

@@ -20,7 +20,32 @@ use crate::ops::fixed_point::{fit, fixed_error, frac_bits};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{MAX_PRECISION, TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Dense`].
+/// Fully connected layer (spec 001 "dense"): `Y = X·Wᵀ + B`.
+///
+/// - **Inputs**: `X` (M, K); `W` (N, K); `B` (N) when `use_bias` is true. The number of inputs is
+///   fixed by `use_bias`: 3 when true (the default), 2 when false.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `units` | integer | absent | [1, 2^32 − 1]; when present must equal N |
+///   | `use_bias` | boolean | true | decides the number of inputs |
+///
+/// - **Output shape**: (M, N).
+/// - **Semantics**: `Y[m, n] = Σ_{k < K} X[m, k] · W[n, k] + B[n]` (B[n] = 0 without bias). With
+///   K = 0 the output is the bias (or zeros).
+/// - **Output precision**: `X` and `W` must have precision ≤ 8 (the bias may have any). The output
+///   precision is pX + pW + bits(K); with a bias, max(that, pB) + 1.
+/// - **Rounding and overflow**: exact; sums run in 32-bit vector lanes, which the precision bound
+///   keeps from wrapping (as for conv2d), and the bias is added with a checked addition.
+/// - **Errors**, in order:
+///   1. Number of inputs other than 3 with `use_bias` true, or 2 with `use_bias` false:
+///      `ArityMismatch`.
+///   2. `units` outside [1, 2^32 − 1]: `AttributeOutOfRange`.
+///   3. `X` or `W` not of rank 2; the K of `X` and `W` differ; `units` ≠ N; `B` not of shape (N):
+///      `ShapeMismatch`.
+///   4. pX > 8 or pW > 8: `PrecisionConstraint`.
+///   5. Output precision above 32: `PrecisionOverflow`.
 pub const DENSE: OpDef = OpDef {
     code: 21,
     name: "dense",
@@ -36,14 +61,8 @@ pub const DENSE: OpDef = OpDef {
 
 /// Fully connected layer (spec 001 "dense"): `Y = X·Wᵀ (+ B)`.
 ///
-/// - Inputs: `X` (M, K), `W` (N, K), and `B` (N) when `use_bias`.
-/// - Attributes: `use_bias` default true; `units` optional, ≥ 1, and when given equal to N.
-/// - Output: (M, N), `Y[m, n] = Σ_k X[m, k]·W[n, k] (+ B[n])`.
-/// - Precision: X and W ≤ 8 bits; output pX + pW + bits(K), with bias max(that, pB) + 1.
-/// - Overflow: sums run in 32-bit lanes, bounded by the output precision so they never wrap;
-///   the bias addition is checked.
-/// - Errors: `ArityMismatch`, `ShapeMismatch`, `AttributeOutOfRange`, `PrecisionConstraint`,
-///   `PrecisionOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Dense {
     units: Option<u32>,
@@ -179,7 +198,26 @@ impl Operator for Dense {
     }
 }
 
-/// Row of [`Dot`].
+/// Dot product (spec 002 "Dot": xᵀy) with numpy's rules for operands of rank 1 and 2.
+///
+/// - **Inputs**: x, y, each of rank 1 or 2, sharing the reduction length K.
+/// - **Attributes**: `frac_bits` F (integer, default 0, range 0..=30).
+/// - **Output shape**:
+///
+///   | x | y | output |
+///   | --- | --- | --- |
+///   | (K) | (K) | [] (a rank-0 scalar, one element) |
+///   | (M, K) | (K) | (M) |
+///   | (K) | (K, N) | (N) |
+///   | (M, K) | (K, N) | (M, N) |
+///
+/// - **Semantics**: `z[m, n] = round(Σ_{k < K} x[m, k]·y[k, n] / 2^F)`: the sum of products is exact
+///   (i128; at most 2^26 products below 2^62), then rounded once, halves away from zero. K = 0 gives
+///   0.
+/// - **Output precision**: 32.
+/// - **Errors**: `ShapeMismatch` (an operand of rank 0 or above 2, K differs);
+///   `IntegerOverflow` (a result outside ±(2^31 − 1)).
+/// - **Working memory**: y's columns as rows, 4·K·N bytes, when N > 1.
 pub const DOT: OpDef = cinn_row(155, "Dot", Arity::Exactly(2), &[FRAC_BITS], |attrs, _| {
     Ok(Box::new(Dot {
         frac_bits: frac_bits(attrs)?,
@@ -188,11 +226,8 @@ pub const DOT: OpDef = cinn_row(155, "Dot", Arity::Exactly(2), &[FRAC_BITS], |at
 
 /// Dot product (spec 002 "Dot": xᵀy) with numpy's rules for ranks 1 and 2.
 ///
-/// - Inputs: `x`, `y`: (K)·(K) → a scalar (shape []); (M, K)·(K) → (M); (K)·(K, N) → (N);
-///   (M, K)·(K, N) → (M, N).
-/// - Attribute: `frac_bits` F in 0..=30, default 0: the exact sum of products, rescaled by F with
-///   one rounding (halves away from zero).
-/// - Precision: 32. Errors: `ShapeMismatch` (ranks above 2, K differs), `IntegerOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Dot {
     frac_bits: u32,

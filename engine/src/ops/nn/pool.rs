@@ -14,7 +14,49 @@ use crate::ops::common::{count, expect_rank, io_usage};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`MaxPool2d`].
+/// Two-dimensional max pooling over the planes of NCHW data (spec 001 "max_pool2d").
+///
+/// - **Inputs**: `X` (N, C, H, W).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `ceil_mode` | boolean | false | |
+///   | `layout` | string | absent (NCHW) | `"NCHW"` |
+///   | `padding` | list of 1 or 2 entries | (0, 0) | each in [0, 4096]; one entry p means (p, p) |
+///   | `pool_size` | pair (PSH, PSW) | required | each in [1, 2^32 − 1]; PSH > PH and PSW > PW; PSH ≤ H + 2·PH and PSW ≤ W + 2·PW |
+///   | `strides` | pair (SH, SW) | (1, 1) | each in [1, 4096] |
+///
+/// - **Output shape**: (N, C, OH, OW) with OH = f((H + 2·PH − PSH) / SH) + 1 and
+///   OW = f((W + 2·PW − PSW) / SW) + 1, where f rounds up when `ceil_mode` is true and down
+///   otherwise.
+/// - **Semantics**:
+///
+///   ```text
+///   Y[n, c, p, q] = max { X[n, c, h, w] | h ∈ [p·SH − PH, p·SH − PH + PSH) ∩ [0, H),
+///                                         w ∈ [q·SW − PW, q·SW − PW + PSW) ∩ [0, W) }
+///   ```
+///
+///   Padding is never sampled: positions outside the input take part in no maximum (they act
+///   neither as 0 nor as INT32_MIN). Validation requires the last window along each axis to start
+///   inside the input, (OH − 1)·SH − PH < H and (OW − 1)·SW − PW < W; only `ceil_mode` can violate
+///   this. An input of height or width 0 is rejected (`ShapeMismatch`): every window would lie in
+///   padding. For H, W ≥ 1, together with PSH > PH and PSW > PW, this guarantees that every window
+///   holds at least one input element.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `layout` other than `"NCHW"`: `AttributeOutOfRange`.
+///   2. `padding` with other than 1 or 2 entries, or an entry outside [0, 4096]:
+///      `AttributeOutOfRange`.
+///   3. `pool_size` absent: `MissingAttribute`; not a pair or an entry outside its range:
+///      `AttributeOutOfRange`.
+///   4. PSH ≤ PH or PSW ≤ PW: `AttributeOutOfRange`.
+///   5. `strides` not a pair or an entry outside [1, 4096]: `AttributeOutOfRange`.
+///   6. `X` not of rank 4: `ShapeMismatch`.
+///   7. Height, then width: an input extent of 0: `ShapeMismatch`; PSH > H + 2·PH, or the last
+///      window starting at or past the end of the input: `AttributeOutOfRange`. An output extent
+///      above 2^32 − 1: `LimitExceeded`.
 pub const MAX_POOL2D: OpDef = OpDef {
     code: 23,
     name: "max_pool2d",
@@ -33,17 +75,8 @@ pub const MAX_POOL2D: OpDef = OpDef {
 
 /// 2-D max pooling over NCHW planes (spec 001 "max_pool2d").
 ///
-/// - Input: `X` (N, C, H, W).
-/// - Attributes: `pool_size` (PSH, PSW) required, with PH < PSH ≤ H + 2PH and likewise for W;
-///   `strides` (SH, SW) in [1, 4096], default (1, 1); `padding` one value or (PH, PW) in
-///   [0, 4096], default (0, 0); `ceil_mode` default false; `layout` "NCHW".
-/// - Output: (N, C, f((H + 2PH − PSH) / SH) + 1, f((W + 2PW − PSW) / SW) + 1) with f = ceil when
-///   `ceil_mode`, else floor; each element is the maximum of the input elements inside its
-///   window. Padding is never sampled: a window that would hold only padding (possible only with
-///   `ceil_mode`) is rejected at validation, so every window has at least one input element.
-/// - Precision: same as X.
-/// - Errors: `MissingAttribute` (`pool_size`), `ShapeMismatch` (rank, an input height or width
-///   of 0), `AttributeOutOfRange`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct MaxPool2d {
     pool_size: [u32; 2],

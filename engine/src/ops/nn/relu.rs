@@ -9,7 +9,15 @@ use crate::kernels;
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Relu`].
+/// Rectified linear unit (spec 001 "relu"): `Y = max(0, X)`.
+///
+/// - **Inputs**: `X` of any shape.
+/// - **Attributes**: none.
+/// - **Output shape**: the shape of `X`.
+/// - **Semantics**: `Y[d] = max(0, X[d])` for every element.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**: none beyond the common ones.
 pub const RELU: OpDef = OpDef {
     code: 22,
     name: "relu",
@@ -22,8 +30,8 @@ pub const RELU: OpDef = OpDef {
 
 /// Rectified linear unit (spec 001 "relu"): `Y = max(0, X)`.
 ///
-/// - Input: `X` of any shape. Output: same shape and precision.
-/// - Errors: none beyond arity.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Relu;
 

@@ -12,7 +12,28 @@ use crate::ops::common::expect_rank;
 use crate::ops::{Arity, Family, OpDef, Operator};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Upsampling`].
+/// Nearest-neighbour upsampling of NCHW planes (spec 001 "upsampling").
+///
+/// - **Inputs**: `X` (N, C, H, W).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `layout` | string | absent (NCHW) | `"NCHW"` |
+///   | `method` | string | absent (nearest neighbour) | `"NEAREST_NEIGHBOR"` |
+///   | `scale` | integer | required | [1, 4096] |
+///
+/// - **Output shape**: (N, C, H·scale, W·scale).
+/// - **Semantics**: `Y[n, c, h, w] = X[n, c, ⌊h / scale⌋, ⌊w / scale⌋]`: every input value becomes
+///   a scale × scale block.
+/// - **Output precision**: pX.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. `layout` other than `"NCHW"`: `AttributeOutOfRange`.
+///   2. `method` other than `"NEAREST_NEIGHBOR"`: `AttributeOutOfRange`.
+///   3. `scale` absent: `MissingAttribute`; outside [1, 4096]: `AttributeOutOfRange`.
+///   4. `X` not of rank 4: `ShapeMismatch`.
+///   5. H·scale or W·scale above 2^32 − 1: `LimitExceeded`.
 pub const UPSAMPLING: OpDef = OpDef {
     code: 24,
     name: "upsampling",
@@ -36,11 +57,8 @@ pub const UPSAMPLING: OpDef = OpDef {
 /// Nearest-neighbour upsampling of NCHW planes (spec 001 "upsampling"):
 /// `Y[n, c, h, w] = X[n, c, ⌊h / scale⌋, ⌊w / scale⌋]`.
 ///
-/// - Input: `X` (N, C, H, W).
-/// - Attributes: `scale` in [1, 4096] (required); `layout` "NCHW"; `method` "NEAREST_NEIGHBOR".
-/// - Output: (N, C, H·scale, W·scale). Precision: same as X.
-/// - Errors: `ShapeMismatch` (rank), `MissingAttribute`, `AttributeOutOfRange`, `LimitExceeded`
-///   (output too large).
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Upsampling {
     scale: u32,

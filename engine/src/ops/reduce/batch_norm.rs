@@ -32,7 +32,25 @@ fn channel_offsets(
     })
 }
 
-/// Row of the operator table for [`BnGradBiasScale`].
+/// Gradients of batch normalization's bias and scale (spec 002 "BnGradBiasScale").
+///
+/// - **Inputs**: `input` x and `grad` g of the same shape, rank ≥ 2, with a channel axis of length
+///   C (axis 1 for NCHW, the last axis for NHWC); `save_mean` m of shape (C). All Q(F).
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `data_format` | string | "NCHW" | "NCHW", "NHWC" |
+///   | `frac_bits` | integer | 0 | [0, 30] |
+///
+/// - **Outputs**: two tensors of shape (C): `bias_grad[c] = Σ g` and
+///   `scale_grad[c] = round(Σ g·(x − m[c]) / 2^F)`, the sums running over the elements of channel
+///   c.
+/// - **Output precision**: 32 for both.
+/// - **Rounding and overflow**: both sums are exact (i128); the scale sum is rounded once, halves
+///   away from zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
+/// - **Errors**: `AttributeOutOfRange` (F, `data_format`); `ShapeMismatch` (rank below 2, input
+///   and grad shapes differ, save_mean not (C)); `IntegerOverflow`.
 pub const BN_GRAD_BIAS_SCALE: OpDef = OpDef {
     code: 190,
     name: "BnGradBiasScale",
@@ -50,16 +68,8 @@ pub const BN_GRAD_BIAS_SCALE: OpDef = OpDef {
 
 /// Gradients of batch normalization's bias and scale (spec 002 "BnGradBiasScale").
 ///
-/// - Inputs: `input` x and `grad` g of the same shape, rank ≥ 2, channel axis c (1 for NCHW,
-///   the last for NHWC) of length C; `save_mean` m of shape (C,). All Q(F).
-/// - Attributes: `data_format` "NCHW" (default) or "NHWC"; `frac_bits` F in 0..=30, default 0.
-/// - Outputs: two tensors of shape (C,): `bias_grad[c] = Σ g` over the elements of channel c,
-///   and `scale_grad[c] = round(Σ g·(x − m[c]) / 2^F)`.
-/// - Precision: 32 for both.
-/// - Rounding and overflow: both sums are exact (i128); the scale sum is rescaled once,
-///   halves away from zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
-/// - Errors: `ShapeMismatch` (rank < 2, input and grad shapes differ, save_mean not (C,)),
-///   `AttributeOutOfRange`, `IntegerOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct BnGradBiasScale {
     format: DataFormat,
@@ -120,7 +130,19 @@ impl Operator for BnGradBiasScale {
     }
 }
 
-/// Row of the operator table for [`BnMeanVariance`].
+/// Per-channel sums of x and x² for batch normalization (spec 002 "BnMeanVariance": "the sum of
+/// input and input^2").
+///
+/// - **Inputs**: `input` x of rank ≥ 2 in Q(F), channel axis as for
+///   [BnGradBiasScale](#bngradbiasscale).
+/// - **Attributes**: `data_format` ("NCHW" default, or "NHWC") and `frac_bits` F, as for
+///   BnGradBiasScale.
+/// - **Outputs**: two tensors of shape (C): `sum[c] = Σ x` and `sum_sq[c] = round(Σ x² / 2^F)`
+///   over the elements of channel c (sums, not means; the caller divides by the count).
+/// - **Output precision**: 32 for both.
+/// - **Rounding and overflow**: exact sums (i128); Σ x² is rounded once, halves away from zero. A
+///   result outside ±(2^31 − 1) is `IntegerOverflow`.
+/// - **Errors**: `AttributeOutOfRange`; `ShapeMismatch` (rank below 2); `IntegerOverflow`.
 pub const BN_MEAN_VARIANCE: OpDef = OpDef {
     code: 191,
     name: "BnMeanVariance",
@@ -138,15 +160,8 @@ pub const BN_MEAN_VARIANCE: OpDef = OpDef {
 
 /// Per-channel sums of x and x² for batch normalization (spec 002 "BnMeanVariance").
 ///
-/// - Input: `input` x of rank ≥ 2 in Q(F), channel axis c (1 for NCHW, the last for NHWC) of
-///   length C.
-/// - Attributes: `data_format` "NCHW" (default) or "NHWC"; `frac_bits` F in 0..=30, default 0.
-/// - Outputs: two tensors of shape (C,): `sum[c] = Σ x` and `sum_sq[c] = round(Σ x² / 2^F)`
-///   over the elements of channel c.
-/// - Precision: 32 for both.
-/// - Rounding and overflow: both sums are exact (i128); Σ x² is rescaled once, halves away from
-///   zero. A result outside ±(2^31 − 1) is `IntegerOverflow`.
-/// - Errors: `ShapeMismatch` (rank < 2), `AttributeOutOfRange`, `IntegerOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct BnMeanVariance {
     format: DataFormat,

@@ -13,7 +13,32 @@ use crate::ops::fixed_point::{ARITH_PRECISION, frac_bits, narrow32, rescale};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 
-/// Row of the operator table for [`Reduce`].
+/// Reduction over a set of axes (spec 002 "Reduce").
+///
+/// - **Inputs**: `input` of rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `dim` | list of integers | empty (every axis) | entries in [0, N), no entry twice |
+///   | `frac_bits` | integer | 0 | [0, 30]; used by kProd only |
+///   | `keep_dim` | boolean | false | |
+///   | `kind` | string | required | "kSum", "kProd", "kMax", "kMin" |
+///
+/// - **Output shape**: the input shape without the reduced axes, or with them as 1 under
+///   `keep_dim`. Reducing every axis without `keep_dim` gives (1,), never rank 0. Each output
+///   element reduces the K elements that share its kept coordinates (K the product of the reduced
+///   dimensions).
+/// - **Semantics**: kSum: the exact sum (0 when K = 0). kProd: starting from 1 (2^F), the elements
+///   are multiplied one at a time in row-major order of the reduced axes, each product rounded once
+///   to Q(F), halves away from zero (2^F when K = 0). kMax, kMin: the largest or smallest element.
+/// - **Output precision**: 32 for kSum and kProd; the input's for kMax and kMin.
+/// - **Rounding and overflow**: kSum is exact; kProd rounds after each multiplication (1.5³ in Q(1)
+///   gives 4.0, not the 3.5 of one rounding of 3.375). A kSum result or any intermediate kProd value
+///   outside ±(2^31 − 1) is `IntegerOverflow`, even if a later factor would shrink it.
+/// - **Errors**: `MissingAttribute` (`kind`); `AttributeOutOfRange` (another kind, F, a `dim`
+///   entry outside [0, N) or repeated); `ShapeMismatch` (kMax or kMin over K = 0 elements while the
+///   output has elements); `IntegerOverflow`.
 pub const REDUCE: OpDef = OpDef {
     code: 196,
     name: "Reduce",
@@ -44,23 +69,8 @@ pub enum ReduceKind {
 
 /// Reduction over a set of axes (spec 002 "Reduce").
 ///
-/// - Input: `input` of rank N.
-/// - Attributes: `kind` (required): "kSum", "kProd", "kMax" or "kMin"; `dim` (default empty =
-///   every axis; entries in [0, N), no duplicates); `keep_dim` (default false); `frac_bits` F in
-///   0..=30, default 0 (used by kProd only).
-/// - Output: the input shape without the reduced axes, or with them as 1 under `keep_dim`. When
-///   every axis is reduced without `keep_dim` the output is (1,), never rank 0. Each output
-///   element reduces the K elements that share its kept coordinates (K the product of the
-///   reduced dimensions).
-/// - kSum: the exact sum (i128), 0 when K = 0. kProd: starting from 1 (= 2^F), the elements are
-///   multiplied one at a time in row-major order of the reduced axes, each product rescaled by F
-///   with one rounding (halves away from zero); 2^F when K = 0. kMax / kMin: the extreme element.
-/// - Precision: 32 for kSum and kProd; the input's for kMax and kMin (they select an element).
-/// - Overflow: kSum outside ±(2^31 − 1), or any intermediate kProd value outside it (even if a
-///   later factor would shrink it), is `IntegerOverflow`.
-/// - Errors: `MissingAttribute`, `AttributeOutOfRange` (unknown kind, `dim` entries outside
-///   [0, N) or repeated), `ShapeMismatch` (kMax / kMin over K = 0 elements with output elements
-///   to fill), `IntegerOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,

@@ -22,7 +22,32 @@ const REDUCE_ATTRS: &[crate::attrs::AttrSpec] = &[
     spec("keepdims", AttrKind::Bool),
 ];
 
-/// Row of `sum`.
+/// Sum over axes (spec 001 "sum").
+///
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**:
+///
+///   | name | kind | default | allowed values |
+///   | --- | --- | --- | --- |
+///   | `axis` | list of integers | empty | entries in [−N, N), no axis named twice (a and a − N name the same axis) |
+///   | `exclude` | boolean | false | |
+///   | `keepdims` | boolean | false | |
+///
+/// - **Output shape**: as in [Reduce operators](#reduce-operators). Examples: (3, 3, 2) with
+///   `axis` (1) gives (3, 2); with (1, 2) it gives (3); with an empty `axis` it gives (1,), and
+///   with `keepdims` (1, 1, 1).
+/// - **Semantics**: every output element is the sum of the input elements whose coordinates on the
+///   axes outside R equal the output's coordinates on those axes; the coordinates on the axes of
+///   R run over their whole range. An axis of length 0 in R gives sums of no terms, 0.
+/// - **Output precision**: p + bits(K); (3, 3, 2) of precision 8 summed over axis 1 gives
+///   8 + bits(3) = 10.
+/// - **Rounding and overflow**: exact. Every partial sum has at most K terms, so in any order it
+///   stays within the inferred precision (≤ 32): the i32 additions cannot overflow, and the
+///   engine sums each contiguous run of the input in a vectorised loop.
+/// - **Errors**, in order:
+///   1. An `axis` entry outside [−N, N), or one naming an axis that an earlier entry named:
+///      `AttributeOutOfRange`.
+///   2. p + bits(K) > 32: `PrecisionOverflow`.
 pub const SUM: OpDef = OpDef {
     code: 1,
     name: "sum",
@@ -33,7 +58,21 @@ pub const SUM: OpDef = OpDef {
     build: |attrs, _| Reduce::build(attrs, ReduceKind::Sum),
 };
 
-/// Row of `max`.
+/// Maximum over axes (spec 001 "max").
+///
+/// - **Inputs**: `X` of any rank N.
+/// - **Attributes**: as for [sum](#sum): `axis` (default empty), `exclude` (default false),
+///   `keepdims` (default false).
+/// - **Output shape**: as in [Reduce operators](#reduce-operators).
+/// - **Semantics**: every output element is the maximum of the input elements it reduces (chosen
+///   as for `sum`): the true maximum, so all-negative data gives a negative result.
+/// - **Output precision**: p.
+/// - **Rounding and overflow**: none possible.
+/// - **Errors**, in order:
+///   1. An `axis` entry outside [−N, N), or one naming an axis that an earlier entry named:
+///      `AttributeOutOfRange`.
+///   2. K = 0 (an axis of R has length 0) while the output has elements: `ShapeMismatch` (a
+///      maximum of no element).
 pub const MAX: OpDef = OpDef {
     code: 2,
     name: "max",
@@ -56,20 +95,8 @@ pub enum ReduceKind {
 
 /// A reduction over axes (spec 001 "sum", "max").
 ///
-/// - Input: `X` of rank N.
-/// - Attributes: `axis` (list, default empty; entries in [−N, N), no duplicates after
-///   resolving negatives); `keepdims` (default false); `exclude` (default false).
-/// - Reduced axes R: T = resolved `axis`; R = U − T with `exclude`, else T; an empty `axis`
-///   without `exclude` means every axis.
-/// - Output: the input shape with the axes of R removed, or kept as 1 with `keepdims`. When
-///   every axis is reduced without `keepdims`, the output is (1,) (spec 001 case 2, K = 1).
-///   When R is empty (`exclude` with every axis listed), Y = X.
-/// - Precision: `sum` p + bits(K) with K the product of the reduced dimensions; `max` p.
-/// - Overflow: impossible: every partial sum, in any order, is bounded by the inferred
-///   precision (≤ 32), so the i32 additions are exact.
-/// - Errors: `AttributeOutOfRange` (axis outside [−N, N), duplicate axes), `ShapeMismatch`
-///   (`max` over an axis of size 0 that leaves output elements without any input element),
-///   `PrecisionOverflow`.
+/// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
+/// builds it.
 #[derive(Debug)]
 pub struct Reduce {
     kind: ReduceKind,
