@@ -1,9 +1,9 @@
 //! Dot products of packed `i16` rows: the multiply-accumulate core of `dense` and `conv2d`.
 //!
 //! Both operands are rows of `i16` zero-padded to a multiple of sixteen lanes (as `pack.rs`
-//! packs them), so the tiles step through whole vectors of [`Simd::dot_add`] (eight multiply-accumulates
-//! each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`) keeps eight accumulators
-//! in registers and loads each vector once per tile.
+//! packs them), so the tiles step through whole vectors of [`Simd::dot_add`] (eight
+//! multiply-accumulates each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`)
+//! keeps eight accumulators in registers and loads each vector once per tile.
 //!
 //! Exactness: the callers guarantee |a|, |b| ≤ 127 (spec 001 bounds data and weights of dense
 //! and conv2d to 8 bits) and an output precision p ≤ 32 for p = pA + pB + bits(K), so every

@@ -23,11 +23,11 @@ use crate::kernels::simd::{LANES, Simd};
 
 /// Depthwise convolution (one input channel per group, any channel multiplier): per input
 /// channel, the [`TapPlane`] is written from the channel (narrowed to `i16`), then per output
-/// channel the sums of its tap entries ([`EntryTaps`](super::tap_plane::EntryTaps): two taps of a kernel row at adjacent
+/// channel the sums of its tap entries ([`EntryTaps`]: two taps of a kernel row at adjacent
 /// units share one dot product per four outputs) are taken over all output positions in one
-/// run of vectors ([`depthwise_pass`], [`split_pass`]), and each step's eight sums stored
-/// straight into the output plane with the bias. `weights` are the entries' weights
-/// ([`pack_depthwise`](super::tap_plane::pack_depthwise)), packed at load time when the weights are parameters.
+/// run of vectors ([`pass`]), and each step's eight sums stored straight into the output plane
+/// with the bias. `weights` are the entries' weights ([`pack_depthwise`]), packed at load time
+/// when the weights are parameters.
 ///
 /// When a plane row is whole steps long, a step's eight positions are eight consecutive
 /// outputs of one output row; those past the row's `out_w` outputs land on outputs of later
@@ -37,6 +37,9 @@ use crate::kernels::simd::{LANES, Simd};
 /// added with checks. Short rows, which rounding would lengthen by more than a quarter, are
 /// stored into a flat run of rows and their real outputs copied out with the bias
 /// ([`copy_rows`]).
+///
+/// [`EntryTaps`]: super::tap_plane::EntryTaps
+/// [`pack_depthwise`]: super::tap_plane::pack_depthwise
 pub(super) fn depthwise<S: Simd>(
     shape: &ConvShape,
     geometry: &TapPlane,
@@ -235,7 +238,7 @@ struct Sink<'a> {
 }
 
 /// The passes over one output plane: the tap entries `ENTRIES_PER_PASS` at a time, the last
-/// pass storing into the output.
+/// pass storing into the output; `split` when the plane's columns are [`Columns::Split`].
 fn run_passes<S: Simd>(
     split: bool,
     offsets: &[usize],
@@ -243,13 +246,23 @@ fn run_passes<S: Simd>(
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
+    if split {
+        passes::<S, Split>(offsets, weights, plane, sink);
+    } else {
+        passes::<S, Paired>(offsets, weights, plane, sink);
+    }
+}
+
+/// [`run_passes`] for the columns of `L`.
+fn passes<S: Simd, L: Layout<S>>(
+    offsets: &[usize],
+    weights: &[[i16; 2 * LANES]],
+    plane: &[i16],
+    sink: &mut Sink<'_>,
+) {
     // A kernel of one full pass (3 × 3 at strides 1 and 2) goes straight to it.
     if let Some(group) = Group::<ENTRIES_PER_PASS>::new(offsets, weights) {
-        if split {
-            split_pass::<S, ENTRIES_PER_PASS, true, false>(group, plane, sink);
-        } else {
-            depthwise_pass::<S, ENTRIES_PER_PASS, true, false>(group, plane, sink);
-        }
+        pass::<S, L, ENTRIES_PER_PASS, true, false>(group, plane, sink);
         return;
     }
     let entries = offsets.len().min(weights.len());
@@ -257,21 +270,14 @@ fn run_passes<S: Simd>(
     let groups = offsets
         .chunks(ENTRIES_PER_PASS)
         .zip(weights.chunks(ENTRIES_PER_PASS));
-    for (pass, (offsets, weights)) in groups.enumerate() {
-        let (add, out) = (pass > 0, pass + 1 == passes);
+    for (pass_index, (offsets, weights)) in groups.enumerate() {
+        let (add, out) = (pass_index > 0, pass_index + 1 == passes);
         // The passes before the last take full groups.
         if let (Some(group), false) = (Group::<ENTRIES_PER_PASS>::new(offsets, weights), out) {
-            match (split, add) {
-                (true, false) => {
-                    split_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
-                }
-                (true, true) => split_pass::<S, ENTRIES_PER_PASS, false, true>(group, plane, sink),
-                (false, false) => {
-                    depthwise_pass::<S, ENTRIES_PER_PASS, false, false>(group, plane, sink)
-                }
-                (false, true) => {
-                    depthwise_pass::<S, ENTRIES_PER_PASS, false, true>(group, plane, sink)
-                }
+            if add {
+                pass::<S, L, ENTRIES_PER_PASS, false, true>(group, plane, sink);
+            } else {
+                pass::<S, L, ENTRIES_PER_PASS, false, false>(group, plane, sink);
             }
             continue;
         }
@@ -279,15 +285,10 @@ fn run_passes<S: Simd>(
         macro_rules! last {
             ($($count:literal)*) => {
                 $(if let Some(group) = Group::<$count>::new(offsets, weights) {
-                    match (split, add) {
-                        (true, false) => split_pass::<S, $count, true, false>(group, plane, sink),
-                        (true, true) => split_pass::<S, $count, true, true>(group, plane, sink),
-                        (false, false) => {
-                            depthwise_pass::<S, $count, true, false>(group, plane, sink)
-                        }
-                        (false, true) => {
-                            depthwise_pass::<S, $count, true, true>(group, plane, sink)
-                        }
+                    if add {
+                        pass::<S, L, $count, true, true>(group, plane, sink);
+                    } else {
+                        pass::<S, L, $count, true, false>(group, plane, sink);
                     }
                 })*
             };
@@ -296,10 +297,13 @@ fn run_passes<S: Simd>(
     }
 }
 
-/// The tap entries of one pass ([`EntryTaps`](super::tap_plane::EntryTaps)): each entry's `i16` offset in the [`TapPlane`]
-/// for output position 0, and its weights as [`pack_depthwise`](super::tap_plane::pack_depthwise) lays them out: the pair of its
+/// The tap entries of one pass ([`EntryTaps`]): each entry's `i16` offset in the [`TapPlane`]
+/// for output position 0, and its weights as [`pack_depthwise`] lays them out: the pair of its
 /// even outputs (all outputs unless the columns are [`Columns::Split`]) repeated over eight
 /// lanes, then the pair of its odd outputs.
+///
+/// [`EntryTaps`]: super::tap_plane::EntryTaps
+/// [`pack_depthwise`]: super::tap_plane::pack_depthwise
 #[derive(Clone, Copy)]
 struct Group<'a, const E: usize> {
     offsets: &'a [usize; E],
@@ -325,7 +329,7 @@ impl<'a, const E: usize> Group<'a, E> {
     }
 }
 
-/// Entries per [`depthwise_pass`]: a 3 × 3 kernel (three rows of a pair and a single) in one
+/// Entries per [`pass`]: a 3 × 3 kernel (three rows of a pair and a single) in one
 /// pass, its six weight vectors in registers.
 const ENTRIES_PER_PASS: usize = 6;
 
@@ -336,22 +340,163 @@ const _: () = assert!(
     "store_runs unrolls its runs with straight_runs!(each 16)"
 );
 
-/// One pass over the output positions, eight per step ([`Columns::Direct`] and
-/// [`Columns::Pairs`]): the sums of `E` tap entries, put into `sink` ([`Target::put`]), in straight
-/// runs of sixteen steps. Step k of an entry multiplies the sixteen lanes (eight pairs) at its
-/// offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7. Exact under the bounds of
-/// spec 001 for conv2d: each lane of a dot product is `x·w + x'·w'` with |x|, |w| ≤ 128, and a sum
-/// of KH · KW such products fits 32 bits. When the pass is the only one, the steps that lie
-/// within the output go through [`store_runs`] and only the others through [`Target::put`].
+/// How a pass reads its tap entries from the [`TapPlane`] and takes the sums of a step's eight
+/// output positions: [`Paired`] for [`Columns::Direct`] and [`Columns::Pairs`], [`Split`] for
+/// [`Columns::Split`]. One [`pass`] and one [`store_runs`] serve both.
+trait Layout<S: Simd> {
+    /// The lanes of one entry that one step reads.
+    type Lanes: 'static;
+    /// The weight vectors of the `E` entries of a pass.
+    type Weights<const E: usize>;
+
+    /// The plane from the `i16` at `offset` on, one step's lanes at a time.
+    fn stream(plane: &[i16], offset: usize) -> &[Self::Lanes];
+
+    /// The weight vectors of `group`'s entries.
+    fn weights<const E: usize>(group: Group<'_, E>) -> Self::Weights<E>;
+
+    /// The sums of step `k` of the entries' `streams`: of positions 8k to 8k + 3, then 8k + 4
+    /// to 8k + 7.
+    fn sums<const E: usize>(
+        weights: &Self::Weights<E>,
+        streams: &[&[Self::Lanes]; E],
+        k: usize,
+    ) -> (S::I32x4, S::I32x4);
+
+    /// Stores the sums of step `k` of the entries' `streams`, plus `addend`, into the eight
+    /// outputs of `target`.
+    fn store<const E: usize>(
+        weights: &Self::Weights<E>,
+        streams: &[&[Self::Lanes]; E],
+        k: usize,
+        addend: S::I32x4,
+        target: &mut [i32],
+    );
+}
+
+/// [`Columns::Direct`] and [`Columns::Pairs`]: step k of an entry multiplies the sixteen lanes
+/// (eight pairs) at its offset plus 16k: outputs 8k to 8k + 3, then 8k + 4 to 8k + 7.
+struct Paired;
+
+impl<S: Simd> Layout<S> for Paired {
+    type Lanes = [i16; 2 * LANES];
+    type Weights<const E: usize> = [S::I16x8; E];
+
+    #[inline(always)]
+    fn stream(plane: &[i16], offset: usize) -> &[[i16; 2 * LANES]] {
+        plane.get(offset..).unwrap_or_default().as_chunks().0
+    }
+
+    #[inline(always)]
+    fn weights<const E: usize>(group: Group<'_, E>) -> [S::I16x8; E] {
+        group.weights::<S>(0)
+    }
+
+    #[inline(always)]
+    fn sums<const E: usize>(
+        weights: &[S::I16x8; E],
+        streams: &[&[[i16; 2 * LANES]]; E],
+        k: usize,
+    ) -> (S::I32x4, S::I32x4) {
+        let zero = S::splat32(0);
+        let (mut lo, mut hi) = (zero, zero);
+        for (run, weights) in streams.iter().zip(weights) {
+            let (x_lo, x_hi) = S::load16x2(&run[k]);
+            lo = S::dot_add(lo, x_lo, *weights);
+            hi = S::dot_add(hi, x_hi, *weights);
+        }
+        (lo, hi)
+    }
+
+    /// Each half of the eight outputs in turn, from `addend`: the vectors of one half are
+    /// loaded only once the other's sums are stored.
+    #[inline(always)]
+    fn store<const E: usize>(
+        weights: &[S::I16x8; E],
+        streams: &[&[[i16; 2 * LANES]]; E],
+        k: usize,
+        addend: S::I32x4,
+        target: &mut [i32],
+    ) {
+        let (quads, _) = target.as_chunks_mut::<4>();
+        for (half, quad) in quads.iter_mut().enumerate() {
+            let mut sum = addend;
+            for (run, weights) in streams.iter().zip(weights) {
+                let (halves, _) = run[k].as_chunks::<LANES>();
+                sum = S::dot_add(sum, S::load16(&halves[half]), *weights);
+            }
+            S::store32(quad, sum);
+        }
+    }
+}
+
+/// [`Columns::Split`]: step k of an entry reads the eight lanes (four pairs) at its offset plus
+/// 8k once, and multiplies them by the even outputs' weights (outputs 8k, 8k + 2, 8k + 4,
+/// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
+struct Split;
+
+impl<S: Simd> Layout<S> for Split {
+    type Lanes = [i16; LANES];
+    type Weights<const E: usize> = ([S::I16x8; E], [S::I16x8; E]);
+
+    #[inline(always)]
+    fn stream(plane: &[i16], offset: usize) -> &[[i16; LANES]] {
+        plane.get(offset..).unwrap_or_default().as_chunks().0
+    }
+
+    #[inline(always)]
+    fn weights<const E: usize>(group: Group<'_, E>) -> ([S::I16x8; E], [S::I16x8; E]) {
+        (group.weights::<S>(0), group.weights::<S>(1))
+    }
+
+    #[inline(always)]
+    fn sums<const E: usize>(
+        (even, odd): &([S::I16x8; E], [S::I16x8; E]),
+        streams: &[&[[i16; LANES]]; E],
+        k: usize,
+    ) -> (S::I32x4, S::I32x4) {
+        let zero = S::splat32(0);
+        let (mut even_sums, mut odd_sums) = (zero, zero);
+        for e in 0..E {
+            let x = S::load16(&streams[e][k]);
+            even_sums = S::dot_add(even_sums, x, even[e]);
+            odd_sums = S::dot_add(odd_sums, x, odd[e]);
+        }
+        S::interleave32(even_sums, odd_sums)
+    }
+
+    #[inline(always)]
+    fn store<const E: usize>(
+        weights: &([S::I16x8; E], [S::I16x8; E]),
+        streams: &[&[[i16; LANES]]; E],
+        k: usize,
+        addend: S::I32x4,
+        target: &mut [i32],
+    ) {
+        let (lo, hi) = <Self as Layout<S>>::sums(weights, streams, k);
+        let (quads, _) = target.as_chunks_mut::<4>();
+        if let [first, second] = quads {
+            S::store32(first, S::add32(lo, addend));
+            S::store32(second, S::add32(hi, addend));
+        }
+    }
+}
+
+/// One pass over the output positions, eight per step: the sums of `E` tap entries laid out as
+/// `L` says, put into `sink` ([`Target::put`]) in straight runs of sixteen steps. Exact under
+/// the bounds of spec 001 for conv2d: each lane of a dot product is `x·w + x'·w'` with |x|,
+/// |w| ≤ 128, and a sum of KH · KW such products fits 32 bits. When the pass is the only one,
+/// the steps that lie within the output go through [`store_runs`] and only the others through
+/// [`Target::put`].
 #[inline(never)]
-fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
+fn pass<S: Simd, L: Layout<S>, const E: usize, const OUT: bool, const ADD: bool>(
     group: Group<'_, E>,
     plane: &[i16],
     sink: &mut Sink<'_>,
 ) {
     // The plane holds every unit the last step reads (`TapPlane::units`), so no stream is ever
     // cut short.
-    let streams = group.offsets.map(|offset| lanes_from(plane, offset));
+    let streams = group.offsets.map(|offset| L::stream(plane, offset));
     let len = streams
         .iter()
         .map(|run| run.len())
@@ -360,7 +505,7 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     let mut target = Target::<S, OUT, ADD>::new(sink, len);
     let first = if OUT && !ADD {
         let whole = target.whole();
-        store_runs::<S, E>(
+        store_runs::<S, L, E>(
             streams,
             group,
             &target.starts[..whole],
@@ -373,28 +518,22 @@ fn depthwise_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
     if first >= target.len {
         return;
     }
-    let weights = group.weights::<S>(0);
-    let zero = S::splat32(0);
+    let weights = L::weights(group);
     straight_runs!(16, target.len - first, |j| {
         let k = first + j;
-        let (mut lo, mut hi) = (zero, zero);
-        for (run, weights) in streams.iter().zip(&weights) {
-            let (x_lo, x_hi) = S::load16x2(&run[k]);
-            lo = S::dot_add(lo, x_lo, *weights);
-            hi = S::dot_add(hi, x_hi, *weights);
-        }
+        let (lo, hi) = L::sums(&weights, &streams, k);
         target.put(k, lo, hi);
     });
 }
 
 /// The last pass's steps over `starts` (steps whose eight positions all lie within `out`) in
-/// runs of sixteen, each step's sums plus `addend` stored at its start with no branch. Returns
-/// the steps it stored. Not inlined, and the weights are loaded afresh for each run: wasmtime
-/// checks fuel at the head of every loop with a call that clobbers every vector register, so
-/// vectors carried around the loop would live on the stack.
+/// runs of sixteen, each step's sums plus `addend` stored at its start with no branch
+/// ([`Layout::store`]). Returns the steps it stored. Not inlined, and the weights are loaded
+/// afresh for each run: wasmtime checks fuel at the head of every loop with a call that clobbers
+/// every vector register, so vectors carried around the loop would live on the stack.
 #[inline(never)]
-fn store_runs<S: Simd, const E: usize>(
-    streams: [&[[i16; 2 * LANES]]; E],
+fn store_runs<S: Simd, L: Layout<S>, const E: usize>(
+    streams: [&[L::Lanes]; E],
     group: Group<'_, E>,
     starts: &[usize],
     addend: S::I32x4,
@@ -403,30 +542,22 @@ fn store_runs<S: Simd, const E: usize>(
     let Some(last) = out.len().checked_sub(LANES) else {
         return 0;
     };
-    let fresh = || core::hint::black_box(group).weights::<S>(0);
-    let step = |weights: &[S::I16x8; E],
-                runs: &[&[[i16; 2 * LANES]]; E],
+    let fresh = || L::weights(core::hint::black_box(group));
+    let step = |weights: &L::Weights<E>,
+                runs: &[&[L::Lanes]; E],
                 run_starts: &[usize],
                 i: usize,
                 out: &mut [i32]| {
         // Every step lies within `out`: the clamp never moves it, and spares a branch.
         let at = run_starts[i].min(last);
         if let Some(target) = out.get_mut(at..at + LANES) {
-            let (quads, _) = target.as_chunks_mut::<4>();
-            for (half, quad) in quads.iter_mut().enumerate() {
-                let mut sum = addend;
-                for (run, weights) in runs.iter().zip(weights) {
-                    let (halves, _) = run[i].as_chunks::<LANES>();
-                    sum = S::dot_add(sum, S::load16(&halves[half]), *weights);
-                }
-                S::store32(quad, sum);
-            }
+            L::store(weights, runs, i, addend, target);
         }
     };
     in_runs(streams, starts, out, fresh, step)
 }
 
-/// The steps of [`store_runs`] and [`split_runs`] over `starts` and as many steps of every
+/// The steps of [`store_runs`] over `starts` and as many steps of every
 /// stream, in runs of sixteen (`straight_runs!(each 16)`, the streams and starts of a run as
 /// arrays of sixteen: constant offsets, no bounds checks), the weights loaded afresh by `fresh`
 /// for each run and for the tail; `step` takes the weights, the run's streams and starts, a
@@ -461,103 +592,6 @@ fn in_runs<T, W, const E: usize>(
         step(&weights, &runs, tail_starts, i, out);
     });
     len
-}
-
-/// One pass over the output positions of a [`Columns::Split`] plane, eight per step, as
-/// [`depthwise_pass`]: step k of an entry reads the eight lanes (four pairs) at its offset plus
-/// 8k once, and multiplies them by the even outputs' weights (outputs 8k, 8k + 2, 8k + 4,
-/// 8k + 6) and by the odd outputs' weights (8k + 1, …, 8k + 7); the two sums are interleaved.
-/// When the pass is the only one, the steps that lie within the output go through
-/// [`split_runs`] and only the others through [`Target::put`].
-#[inline(never)]
-fn split_pass<S: Simd, const E: usize, const OUT: bool, const ADD: bool>(
-    group: Group<'_, E>,
-    plane: &[i16],
-    sink: &mut Sink<'_>,
-) {
-    let streams = group.offsets.map(|offset| {
-        let lanes = plane.get(offset..).unwrap_or_default();
-        lanes.as_chunks::<LANES>().0
-    });
-    let len = streams
-        .iter()
-        .map(|run| run.len())
-        .fold(sink.starts.len(), usize::min);
-    let streams = streams.map(|run| &run[..len]);
-    let mut target = Target::<S, OUT, ADD>::new(sink, len);
-    let first = if OUT && !ADD {
-        let whole = target.whole();
-        split_runs::<S, E>(
-            streams,
-            group,
-            &target.starts[..whole],
-            target.addend,
-            target.out,
-        )
-    } else {
-        0
-    };
-    if first >= target.len {
-        return;
-    }
-    let (even, odd) = (group.weights::<S>(0), group.weights::<S>(1));
-    let zero = S::splat32(0);
-    straight_runs!(16, target.len - first, |j| {
-        let k = first + j;
-        let (mut even_sums, mut odd_sums) = (zero, zero);
-        for e in 0..E {
-            let x = S::load16(&streams[e][k]);
-            even_sums = S::dot_add(even_sums, x, even[e]);
-            odd_sums = S::dot_add(odd_sums, x, odd[e]);
-        }
-        let (lo, hi) = S::interleave32(even_sums, odd_sums);
-        target.put(k, lo, hi);
-    });
-}
-
-/// [`store_runs`] for a [`Columns::Split`] plane: the last pass's steps over `starts` (steps
-/// whose eight positions all lie within `out`) in runs of sixteen, each step's even and odd sums
-/// interleaved and stored plus `addend` at its start with no branch. Returns the steps it
-/// stored. Not inlined, and the weights are loaded afresh for each run (see [`store_runs`]).
-#[inline(never)]
-fn split_runs<S: Simd, const E: usize>(
-    streams: [&[[i16; LANES]]; E],
-    group: Group<'_, E>,
-    starts: &[usize],
-    addend: S::I32x4,
-    out: &mut [i32],
-) -> usize {
-    let Some(last) = out.len().checked_sub(LANES) else {
-        return 0;
-    };
-    let fresh = || {
-        let group = core::hint::black_box(group);
-        (group.weights::<S>(0), group.weights::<S>(1))
-    };
-    let step = |(even, odd): &([S::I16x8; E], [S::I16x8; E]),
-                runs: &[&[[i16; LANES]]; E],
-                run_starts: &[usize],
-                i: usize,
-                out: &mut [i32]| {
-        // Every step lies within `out`: the clamp never moves it, and spares a branch.
-        let at = run_starts[i].min(last);
-        if let Some(target) = out.get_mut(at..at + LANES) {
-            let zero = S::splat32(0);
-            let (mut even_sums, mut odd_sums) = (zero, zero);
-            for e in 0..E {
-                let x = S::load16(&runs[e][i]);
-                even_sums = S::dot_add(even_sums, x, even[e]);
-                odd_sums = S::dot_add(odd_sums, x, odd[e]);
-            }
-            let (lo, hi) = S::interleave32(even_sums, odd_sums);
-            let (quads, _) = target.as_chunks_mut::<4>();
-            if let [first, second] = quads {
-                S::store32(first, S::add32(lo, addend));
-                S::store32(second, S::add32(hi, addend));
-            }
-        }
-    };
-    in_runs(streams, starts, out, fresh, step)
 }
 
 /// A pass's view of its [`Sink`], over its `len` steps: without `OUT` the sums are stored
@@ -632,12 +666,6 @@ impl<'a, S: Simd, const OUT: bool, const ADD: bool> Target<'a, S, OUT, ADD> {
             }
         }
     }
-}
-
-/// `plane` from `offset` on, as runs of sixteen lanes.
-#[inline(always)]
-fn lanes_from(plane: &[i16], offset: usize) -> &[[i16; 2 * LANES]] {
-    plane.get(offset..).unwrap_or_default().as_chunks().0
 }
 
 /// Stores `lo` and `hi` into the two halves of `target`.
