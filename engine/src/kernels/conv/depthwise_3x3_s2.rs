@@ -103,7 +103,9 @@ pub(super) fn scratch_bytes(s: &ConvShape) -> u64 {
 /// `i16` exactly, each lane of a dot product is `x·w + x'·w'`, and the nine taps' sum of an
 /// output fits 32 bits. When no sum plus the bias can overflow (every sum is at most
 /// 9 · 2^14 in magnitude) the bias is added as the sums are stored; otherwise after, with checks.
-/// `weights` are the source rows of nine taps ([`PackOrder::Source`](crate::kernels::pack::PackOrder::Source)).
+/// `weights` are the source rows of nine taps ([`PackOrder::Source`]).
+///
+/// [`PackOrder::Source`]: crate::kernels::pack::PackOrder::Source
 pub(super) fn depthwise_3x3_s2<S: Simd>(
     shape: &ConvShape,
     data: &[i32],
@@ -612,14 +614,7 @@ impl<'a, S: Simd> Taps<'a, S> {
         let Some(whole) = len.checked_sub(1) else {
             return;
         };
-        let mut carry = S::splat32(0);
-        straight_runs!(16, whole, |j| {
-            S::store32(
-                &mut quads[j],
-                self.step([&a[j], &b[j], &c[j]], &mut carry, false),
-            );
-        });
-        let sums = self.step([&a[whole], &b[whole], &c[whole]], &mut carry, true);
+        let sums = self.leading_steps(inputs, whole, quads);
         S::store32(&mut quads[whole], sums);
     }
 
@@ -642,6 +637,20 @@ impl<'a, S: Simd> Taps<'a, S> {
         let Some(quads) = quads else {
             return; // an output row holds at least `whole` quads; never reached
         };
+        let sums = self.leading_steps(inputs, whole, quads);
+        store_quad::<S>(out, at.wrapping_add(whole.wrapping_mul(4)), sums);
+    }
+
+    /// The `whole` steps of an output row before its last, stored into `quads`, from the three
+    /// padded rows it reads; returns the sums of the last step (which reads step `whole`), for
+    /// the caller to store. Shared by [`Self::row_within`] and [`Self::row_at`].
+    #[inline(always)]
+    fn leading_steps(
+        &self,
+        [a, b, c]: [&[[i32; STEP_COLUMNS]]; 3],
+        whole: usize,
+        quads: &mut [[i32; 4]],
+    ) -> S::I32x4 {
         let mut carry = S::splat32(0);
         straight_runs!(16, whole, |j| {
             S::store32(
@@ -649,7 +658,6 @@ impl<'a, S: Simd> Taps<'a, S> {
                 self.step([&a[j], &b[j], &c[j]], &mut carry, false),
             );
         });
-        let sums = self.step([&a[whole], &b[whole], &c[whole]], &mut carry, true);
-        store_quad::<S>(out, at.wrapping_add(whole.wrapping_mul(4)), sums);
+        self.step([&a[whole], &b[whole], &c[whole]], &mut carry, true)
     }
 }
