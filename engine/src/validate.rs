@@ -26,7 +26,7 @@ use cvm_gas::Schedule;
 use crate::attrs::Attrs;
 use crate::error::{Error, Result};
 use crate::fail;
-use crate::kernels::gemm::{PackOrder, PackedRows};
+use crate::kernels::{self, PackOrder, PackedRows};
 use crate::limits;
 use crate::model::{Model, ParamData, ValueRef};
 use crate::ops::{self, OpDef, Operator, Usage};
@@ -374,7 +374,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                         let rows = dims.first().copied().unwrap_or(1) as u64;
                         let depth = dims.iter().skip(1).map(|&d| u64::from(d)).product::<u64>();
                         packed_bytes =
-                            packed_bytes.saturating_add(PackedRows::bytes_in(rows, depth, order));
+                            packed_bytes.saturating_add(kernels::packed_bytes(rows, depth, order));
                         if packed_bytes > limits::MAX_PEAK_MEMORY_BYTES {
                             return Err(fail!(
                                 MemoryLimit,
@@ -382,7 +382,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                                 limits::MAX_PEAK_MEMORY_BYTES
                             ));
                         }
-                        let packed = Arc::new(PackedRows::pack_in(
+                        let packed = Arc::new(kernels::pack_in(
                             &param.data,
                             rows as usize,
                             depth as usize,

@@ -10,13 +10,11 @@ mod common;
 
 use common::Rng;
 use common::conv::{halving, mobile_shape, plain_conv2d, plus_bias, sized};
-use cvm_engine::kernels::gemm::{self, PackedRows};
+use cvm_engine::kernels::conv::{self, BLOCK, Columns};
+use cvm_engine::kernels::gemm;
 use cvm_engine::kernels::pool::{self, PoolShape};
 use cvm_engine::kernels::simd::{Native, Portable, Simd};
-use cvm_engine::kernels::{
-    self,
-    conv::{self, BLOCK, Columns, ConvShape},
-};
+use cvm_engine::kernels::{self, ConvShape, PackedRows};
 
 impl Rng {
     /// A value within 8-bit precision, with the extremes often.

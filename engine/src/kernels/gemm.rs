@@ -1,164 +1,23 @@
 //! Dot products of packed `i16` rows: the multiply-accumulate core of `dense` and `conv2d`.
 //!
-//! Both operands are rows of `i16` zero-padded to a multiple of sixteen lanes ([`PackedRows`]),
-//! so the tiles step through whole vectors of [`Simd::dot_add`] (eight multiply-accumulates
-//! each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`) keeps eight accumulators
-//! in registers and loads each vector once per tile.
+//! Both operands are rows of `i16` zero-padded to a multiple of sixteen lanes (as `pack.rs`
+//! packs them), so the tiles step through whole vectors of [`Simd::dot_add`] (eight
+//! multiply-accumulates each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`)
+//! keeps eight accumulators in registers and loads each vector once per tile.
 //!
 //! Exactness: the callers guarantee |a|, |b| ≤ 127 (spec 001 bounds data and weights of dense
 //! and conv2d to 8 bits) and an output precision p ≤ 32 for p = pA + pB + bits(K), so every
 //! partial sum of every order is below K·127² < 2^(p−2) ≤ 2^30 in magnitude: the wrapping
 //! 32-bit lanes never wrap and the result equals the exact sum in any summation order.
+//!
+//! Used by every `dense`, and by conv2d's im2col kernel (`conv/im2col.rs`).
 
-use alloc::vec;
-use alloc::vec::Vec;
-
-use super::conv::{self, ConvShape};
-use super::simd::Simd;
-
-/// Lanes per vector.
-pub const LANES: usize = 8;
-
-/// Rows are padded to a multiple of this: two vectors.
-pub const ROW_ALIGN: usize = 2 * LANES;
-
-/// The padded row length for `depth` values.
-pub const fn padded_depth(depth: usize) -> usize {
-    depth.div_ceil(ROW_ALIGN) * ROW_ALIGN
-}
-
-/// Converts a value known to lie within 8-bit precision (|v| ≤ 127) to `i16`. Saturating, so
-/// even a value outside the bound could never wrap.
-#[inline(always)]
-pub fn narrow16(value: i32) -> i16 {
-    value.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
-}
-
-/// The order of a packed row's values relative to its source row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PackOrder {
-    /// As in the source.
-    Source,
-    /// A source row of `channels` × `taps` values (channel-major, as conv2d's OIHW weights)
-    /// packed tap-major: value (c, t) goes to position t · channels + c.
-    ChannelsLast {
-        /// Channels per row.
-        channels: usize,
-        /// Taps per channel.
-        taps: usize,
-    },
-    /// The weights of the depthwise kernel's tap entries for a depthwise shape
-    /// ([`conv::pack_depthwise`]): a row per output channel, of sixteen values per entry.
-    Depthwise(ConvShape),
-}
-
-/// Rows of `i16`, each zero-padded to [`padded_depth`] lanes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PackedRows {
-    values: Vec<i16>,
-    rows: usize,
-    stride: usize,
-}
-
-impl PackedRows {
-    /// Packs `rows` rows of `depth` values (row-major in `source`, values within 8 bits).
-    pub fn pack(source: &[i32], rows: usize, depth: usize) -> PackedRows {
-        let stride = padded_depth(depth);
-        let mut values = vec![0; rows * stride];
-        if depth > 0 {
-            for (packed, row) in values
-                .chunks_exact_mut(stride)
-                .zip(source.chunks_exact(depth))
-            {
-                for (slot, &value) in packed.iter_mut().zip(row) {
-                    *slot = narrow16(value);
-                }
-            }
-        }
-        PackedRows {
-            values,
-            rows,
-            stride,
-        }
-    }
-
-    /// Packs `rows` rows of `depth` values in `order` (a `ChannelsLast` order must describe
-    /// `depth` = channels · taps).
-    pub fn pack_in(source: &[i32], rows: usize, depth: usize, order: PackOrder) -> PackedRows {
-        let (channels, taps) = match order {
-            PackOrder::Source => return PackedRows::pack(source, rows, depth),
-            PackOrder::Depthwise(shape) => return conv::pack_depthwise(&shape, source),
-            PackOrder::ChannelsLast { channels, taps } => (channels, taps),
-        };
-        let stride = padded_depth(depth);
-        let mut values = vec![0; rows * stride];
-        if depth > 0 && channels * taps == depth {
-            for (packed, row) in values
-                .chunks_exact_mut(stride)
-                .zip(source.chunks_exact(depth))
-            {
-                for (c, channel) in row.chunks_exact(taps).enumerate() {
-                    for (t, &value) in channel.iter().enumerate() {
-                        packed[t * channels + c] = narrow16(value);
-                    }
-                }
-            }
-        }
-        PackedRows {
-            values,
-            rows,
-            stride,
-        }
-    }
-
-    /// Bytes a packing of `rows` × `depth` values occupies.
-    pub const fn bytes(rows: u64, depth: u64) -> u64 {
-        rows.saturating_mul(padded_depth(depth as usize) as u64)
-            .saturating_mul(2)
-    }
-
-    /// Bytes a packing of `rows` × `depth` values in `order` occupies.
-    pub fn bytes_in(rows: u64, depth: u64, order: PackOrder) -> u64 {
-        match order {
-            PackOrder::Depthwise(shape) => shape.depthwise_weight_bytes(),
-            _ => PackedRows::bytes(rows, depth),
-        }
-    }
-
-    /// Rows of `stride` values each (a multiple of [`ROW_ALIGN`]), row-major in `values`.
-    pub(super) fn from_rows(values: Vec<i16>, rows: usize, stride: usize) -> PackedRows {
-        PackedRows {
-            values,
-            rows,
-            stride,
-        }
-    }
-
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Padded row length.
-    pub fn stride(&self) -> usize {
-        self.stride
-    }
-
-    /// The packed values, row-major.
-    pub fn values(&self) -> &[i16] {
-        &self.values
-    }
-
-    /// Bytes held.
-    pub fn held_bytes(&self) -> u64 {
-        (self.values.len() as u64).saturating_mul(2)
-    }
-}
+use super::simd::{LANES, ROW_ALIGN, Simd};
 
 // The tiles are separate functions (never inlined into their callers): a small function
 // keeps its accumulators and pointers in registers, also after Cranelift compiles the wasm.
 //
-// Their steps are unrolled in straight runs of 64 vectors ([`super::straight_runs`]). A step
+// Their steps are unrolled in straight runs of 64 vectors (`straight_runs!`). A step
 // loads one vector (eight lanes) of each row: in the 2×4 tile, eight accumulators and six
 // loaded vectors, within the sixteen vector registers of x86-64.
 

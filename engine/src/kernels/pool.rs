@@ -3,12 +3,14 @@
 //! Padding is filled with `i32::MIN`, which never wins a maximum against an input element, and
 //! every window holds at least one input element (validation guarantees it), so the result is
 //! exactly the maximum over the window's input elements. No arithmetic, so no precision bound.
+//! Chosen when windows are not clipped and the padded copy stays within twice the plane (plus
+//! a constant, [`PoolShape::vectorised`]); other shapes take the operator's plain loop.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::padded::{copy_fits, scatter_row};
 use super::simd::Simd;
-use super::{copy_fits, scatter_row};
 
 /// Lanes of one output vector.
 const LANES: usize = 4;

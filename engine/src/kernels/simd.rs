@@ -8,6 +8,13 @@
 //! The accelerated backends need `unsafe` only for unaligned loads and stores through pointers
 //! derived from references to `[T; N]` arrays, which are always valid for the access.
 
+/// Lanes of a vector of `i16` ([`Simd::I16x8`]).
+pub const LANES: usize = 8;
+
+/// Two vectors of `i16` ([`Simd::load16x2`]): packed rows are padded to a multiple of this, so
+/// that the dot products step through them with no tail.
+pub const ROW_ALIGN: usize = 2 * LANES;
+
 /// Vectors of eight `i16` and four `i32` lanes and the operations the kernels need.
 ///
 /// Lane order is memory order. Every method is pure and total.

@@ -28,7 +28,7 @@ pub use cvm_gas::{Usage, Work};
 
 use crate::attrs::{AttrSpec, Attrs};
 use crate::error::Result;
-use crate::kernels::gemm::{PackOrder, PackedRows};
+use crate::kernels::{PackOrder, PackedRows};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
 use common::io_usage;
 

@@ -3,7 +3,7 @@
 // A sum outside i32, or a shape whose kernel does not fit, is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cvm_engine::kernels::conv::ConvShape;
+use cvm_engine::kernels::ConvShape;
 
 /// Spec 001 conv2d without bias: the plain sum over the zero-padded window, in i64.
 pub fn plain_conv2d(s: &ConvShape, data: &[i32], weights: &[i32]) -> Vec<i32> {

@@ -12,7 +12,8 @@ mod engine_common;
 
 use cvm_engine::exec::InputTensor;
 use cvm_engine::gas::Schedule;
-use cvm_engine::kernels::conv::{Columns, ConvShape};
+use cvm_engine::kernels::ConvShape;
+use cvm_engine::kernels::conv::Columns;
 use cvm_engine::model::{
     Attr, AttrValue, InputDecl, Model, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
 };

@@ -12,9 +12,9 @@ use super::{
 use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
-use crate::kernels::conv::{self, ConvShape};
-use crate::kernels::gemm::{PackOrder, PackedRows};
 use crate::kernels::simd::Native;
+use crate::kernels::{self, ConvShape};
+use crate::kernels::{PackOrder, PackedRows};
 use crate::ops::common::{count, expect_inputs, expect_rank, io_usage};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -348,7 +348,7 @@ impl Operator for Conv2d {
     }
 
     fn writes_every_output(&self) -> bool {
-        // Every kernel of `conv::conv2d` stores every output position (or, for sums with no
+        // Every kernel of `kernels::conv2d` stores every output position (or, for sums with no
         // terms, the bias alone): engine/tests/kernels.rs runs them on outputs filled with
         // i32::MIN.
         true
@@ -357,7 +357,7 @@ impl Operator for Conv2d {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let shape = self.geometry(inputs[0].dims, inputs[1].dims)?;
         let out = &mut *outputs[0].data;
-        let fits = conv::conv2d::<Native>(
+        let fits = kernels::conv2d::<Native>(
             &shape,
             inputs[0].data,
             inputs[1].data,

@@ -2,23 +2,27 @@
 //!
 //! In NCHW the pixels of a channel are contiguous, so a pointwise convolution is, per group, the
 //! product of the weights (OC/groups × C/groups) and the input planes (C/groups × H·W). The
-//! input channels are taken in pairs: for every block of eight pixels, the pair (x[2t][p],
-//! x[2t + 1][p]) of each pixel sits in one 32-bit lane, and one dot product ([`Simd::dot_add`])
-//! with the weight pair (w[oc][2t], w[oc][2t + 1]) repeated in every lane adds both channels'
+//! input channels are taken in pairs: for every block of eight pixels, the pair (`x[2t][p]`,
+//! `x[2t + 1][p]`) of each pixel sits in one 32-bit lane, and one dot product ([`Simd::dot_add`])
+//! with the weight pair (`w[oc][2t]`, `w[oc][2t + 1]`) repeated in every lane adds both channels'
 //! terms for four pixels. A tile keeps four output channels × eight pixels in eight
 //! accumulators, walks the channel pairs in straight runs, and stores its sums (plus the bias)
 //! as vectors straight into the output planes: no reduction across lanes and no scatter.
 //!
-//! Exactness rests on the bounds of spec 001 for conv2d (see [`super::gemm`]): data and weights
+//! Exactness rests on the bounds of spec 001 for conv2d (see `gemm.rs`): data and weights
 //! within 8 bits, so each lane of a dot product is at most 2 · 2^14 in magnitude, and the output
 //! precision of at most 32 bits bounds every partial sum.
+//!
+//! Chosen for 1 × 1 kernels at stride 1 without padding over more than one input channel per
+//! group (`ConvShape::uses_pointwise`); one channel per group goes to `depthwise.rs`.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::conv::ConvShape;
-use super::gemm::{LANES, PackedRows, narrow16};
-use super::simd::Simd;
+use super::output::only_bias;
+use crate::kernels::pack::{PackedRows, narrow16};
+use crate::kernels::shape::ConvShape;
+use crate::kernels::simd::{LANES, Simd};
 
 /// Pixels per block (and per tile): two vectors of four lanes.
 pub const PIXELS: usize = 2 * 4;
@@ -55,7 +59,7 @@ pub fn pointwise<S: Simd>(
     let stride = weights.stride();
     if pairs == 0 || stride < 2 * pairs {
         // No input channels: every sum is empty.
-        super::conv::only_bias(out, bias, pixels);
+        only_bias(out, bias, pixels);
         return true;
     }
     if pixels == 0 || group_out == 0 {
