@@ -43,7 +43,7 @@ pub fn check_precision(precision: u8, what: &dyn core::fmt::Display) -> Result<(
     }
 }
 
-/// Clips `value` to ±(2^(p−1) − 1): the `cvm_clip` of spec 001.
+/// Clips `value` to ±(2^(p−1) − 1): the `cvm_clip` of spec 001 (its heading "cvm_cilp").
 pub fn clip_to_precision(value: i64, precision: u8) -> i32 {
     let bound = precision_bound(precision);
     // `bound` ≤ i32::MAX, so the clipped value always fits.

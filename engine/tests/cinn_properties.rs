@@ -1644,9 +1644,10 @@ fn concat() {
     stats.require(12_000, 2_000, 0);
 }
 
-/// Output extent and padding before along one spatial axis of a forward convolution, as
-/// spec 002's Conv documents them (EXPLICIT: p and p; VALID: 0 and 0; SAME: ⌈size/stride⌉
-/// outputs with the total padding split, the smaller half before).
+/// Output extent and padding before along one spatial axis of a forward convolution, as the
+/// engine defines the padding algorithms that spec 002's Conv only names (docs/ops.md, CINN
+/// decision 15: EXPLICIT: p and p; VALID: 0 and 0; SAME: ⌈size/stride⌉ outputs with the total
+/// padding split, the smaller half before).
 fn conv_extent(
     size: i64,
     kernel: i64,

@@ -5,7 +5,7 @@
 //! multiply-accumulates each) with no tail. A 2 × 4 tile (two rows of `a` against four of `b`)
 //! keeps eight accumulators in registers and loads each vector once per tile.
 //!
-//! Exactness: the callers guarantee |a|, |b| ≤ 127 (spec 001 bounds data and weights of dense
+//! Exactness: the callers guarantee |a|, |b| ≤ 127 (cvm-compat §3 bounds data and weights of dense
 //! and conv2d to 8 bits) and an output precision p ≤ 32 for p = pA + pB + bits(K), so every
 //! partial sum of every order is below K·127² < 2^(p−2) ≤ 2^30 in magnitude: the wrapping
 //! 32-bit lanes never wrap and the result equals the exact sum in any summation order.

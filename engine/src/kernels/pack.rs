@@ -2,7 +2,7 @@
 //! sixteen lanes ([`PackedRows`]), in the order of the kernel that reads them ([`PackOrder`]).
 //! The dot products of `gemm.rs` read them whole vectors at a time, with no tail.
 //!
-//! Narrowing to `i16` is exact for the values packed: spec 001 bounds the data and weights of
+//! Narrowing to `i16` is exact for the values packed: cvm-compat §3 bounds the data and weights of
 //! dense and conv2d to 8 bits. [`narrow16`] saturates, so even a value outside that bound could
 //! never wrap.
 

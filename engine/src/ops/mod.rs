@@ -518,7 +518,7 @@ mod tests {
         let cvm_operators = OPS.iter().filter(|op| op.code < 100).count();
         assert_eq!(
             cvm_operators, 37,
-            "spec 001 defines 37 operators (with broadcast_greater)"
+            "the CVM has 37 operators (spec 001's 36 and broadcast_greater, cvm-compat §1)"
         );
         assert_eq!(cvm_operators, expected.len());
         for (i, a) in OPS.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! sums of its tap entries are taken over all output positions in one run of vectors, eight
 //! outputs per step, and stored straight into the output plane with the bias.
 //!
-//! Exact under the bounds of spec 001 for conv2d: data and weights within 8 bits narrow to
+//! Exact under the bounds of cvm-compat §3 for conv2d: data and weights within 8 bits narrow to
 //! `i16` exactly, each 32-bit lane of a dot product is `x·w + x'·w'`, and an output's sum of
 //! KH · KW such products fits 32 bits.
 //!
@@ -484,7 +484,7 @@ impl<S: Simd> Layout<S> for Split {
 
 /// One pass over the output positions, eight per step: the sums of `E` tap entries laid out as
 /// `L` says, put into `sink` ([`Target::put`]) in straight runs of sixteen steps. Exact under
-/// the bounds of spec 001 for conv2d: each lane of a dot product is `x·w + x'·w'` with |x|,
+/// the bounds of cvm-compat §3 for conv2d: each lane of a dot product is `x·w + x'·w'` with |x|,
 /// |w| ≤ 128, and a sum of KH · KW such products fits 32 bits. When the pass is the only one,
 /// the steps that lie within the output go through [`store_runs`] and only the others through
 /// [`Target::put`].

@@ -3,7 +3,7 @@
 //! packed `i16` row and the block's dot products with the group's weight rows taken by
 //! `gemm.rs`.
 //!
-//! Exact under the bounds of spec 001 for conv2d (see `gemm.rs`): data and weights within 8
+//! Exact under the bounds of cvm-compat §3 for conv2d (see `gemm.rs`): data and weights within 8
 //! bits narrow to `i16` exactly, and an output precision of at most 32 bits keeps every partial
 //! sum within 32-bit lanes. The bias is added per output plane afterwards, with checks.
 //!

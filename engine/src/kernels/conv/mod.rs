@@ -10,7 +10,7 @@
 //! Each writes the sums `Σ x·w` into an NCHW output and adds the bias with checked arithmetic:
 //! the pointwise and depthwise kernels as they store their sums (with plain additions when no
 //! sum plus the bias can overflow) or afterwards, the im2col kernel per output plane afterwards.
-//! Exactness rests on the bounds of spec 001 for conv2d: data and weights within 8 bits and an
+//! Exactness rests on the bounds of cvm-compat §3 for conv2d: data and weights within 8 bits and an
 //! output precision of at most 32 bits, so 32-bit lanes hold every partial sum exactly.
 
 mod depthwise;

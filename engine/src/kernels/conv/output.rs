@@ -19,7 +19,7 @@ pub fn only_bias(out: &mut [i32], bias: Option<&[i32]>, pixels: usize) {
     }
 }
 
-/// Largest |x · w| of two values within 8 bits (the bounds of spec 001 for conv2d).
+/// Largest |x · w| of two values within 8 bits (the bounds of cvm-compat §3 for conv2d).
 pub(super) const PRODUCT_BOUND: i64 = 1 << 14;
 
 /// The bias of output channel `oc` (0 without one), and whether it can be added to sums of at

@@ -9,7 +9,7 @@
 //! accumulators, walks the channel pairs in straight runs, and stores its sums (plus the bias)
 //! as vectors straight into the output planes: no reduction across lanes and no scatter.
 //!
-//! Exactness rests on the bounds of spec 001 for conv2d (see `gemm.rs`): data and weights
+//! Exactness rests on the bounds of cvm-compat §3 for conv2d (see `gemm.rs`): data and weights
 //! within 8 bits, so each lane of a dot product is at most 2 · 2^14 in magnitude, and the output
 //! precision of at most 32 bits bounds every partial sum.
 //!

@@ -4,7 +4,7 @@
 //! [`depthwise_pairing`]), the writing of a channel into the plane, and the weights packed to
 //! match (`pack_depthwise`).
 //!
-//! Narrowing to `i16` is exact for data and weights within 8 bits (spec 001 for conv2d). The
+//! Narrowing to `i16` is exact for data and weights within 8 bits (cvm-compat §3 for conv2d). The
 //! plane is used for a shape with one input channel per group whose plane fits within twice the
 //! channel (plus a constant); `ConvShape::depthwise_plane` says when.
 
@@ -565,7 +565,7 @@ pub(super) fn pairing_in(s: &ConvShape, geometry: &TapPlane) -> Vec<EntryTaps> {
 /// channel, per tap entry of [`depthwise_pairing`] in order, the weights of its even outputs'
 /// lane pair (`[w_first, w_second]` repeated four times, 0 for a lane without a tap), then of its
 /// odd outputs' pair (only the [`Columns::Split`] columns have odd outputs of their own; 0
-/// otherwise). Weights are within 8 bits (spec 001), so narrowing them is exact.
+/// otherwise). Weights are within 8 bits (cvm-compat §3), so narrowing them is exact.
 pub fn pack_depthwise(shape: &ConvShape, weights: &[i32]) -> PackedRows {
     let geometry = shape.tap_plane();
     let pairing = pairing_in(shape, &geometry);

@@ -57,7 +57,7 @@ pub enum UnaryKind {
 }
 
 /// A one-input elementwise operator (spec 001 "abs", "cvm_precision", "negative", "clip",
-/// "cvm_clip", "cvm_left_shift", "cvm_right_shift").
+/// "cvm_cilp" (its spelling of `cvm_clip`), "cvm_left_shift", "cvm_right_shift").
 ///
 /// Its contract (inputs, shapes, precision, errors) is the doc comment of the row that
 /// builds it.
