@@ -1,9 +1,10 @@
-//! docs/ops.md's generated parts are current: the operator table and the per-operator reference
-//! are made from the operator table (`OPS`), the operators' doc comments in `engine/src/ops/`,
-//! the gas schedule and the fixture directories; the table of error codes from `ErrorCode` and
-//! its doc comments. They must equal what the file holds.
+//! The generated parts of the docs are current. In docs/ops.md: the operator table and the
+//! per-operator reference, made from the operator table (`OPS`), the operators' doc comments in
+//! `engine/src/ops/`, the gas schedule and the fixture directories; the table of error codes,
+//! from `ErrorCode` and its doc comments. In docs/gas.md: the run rates of every schedule. They
+//! must equal what the files hold.
 //!
-//! `CVM_BLESS=1 cargo test -p cvm-engine --test ops_reference` rewrites them.
+//! `CVM_BLESS=1 cargo test -p cvm-engine --test generated_docs` rewrites them.
 //!
 //! The doc comment of an operator is the `///` block directly above its row: an item
 //! `pub const NAME: OpDef = …` whose first string literal is the operator's name, or a line
@@ -24,6 +25,7 @@ use serde_json::Value;
 const TABLE: &str = "operator table";
 const REFERENCE: &str = "operator reference";
 const ERRORS: &str = "error codes";
+const RUN_RATES: &str = "run rates";
 
 /// One operator's documentation found in the sources.
 struct Doc {
@@ -444,37 +446,75 @@ fn error_codes() -> String {
     out
 }
 
+/// The run rates of every schedule ([`cvm_gas::RunRates`]).
+fn run_rates() -> String {
+    let mut out = String::from(
+        "| schedule | every run (gas) | per input element | per output element | per new arena element |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for schedule in Schedule::ALL {
+        let run = schedule.run;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            schedule.version,
+            run.base,
+            hundredths(run.input),
+            hundredths(run.output),
+            hundredths(run.arena)
+        )
+        .unwrap();
+    }
+    out.push_str(
+        "\nThe per-element rates are in gas: inputs for writing, decoding and checking them, outputs \
+         for copying and encoding them, arena elements (4 bytes each) for growing the memory and \
+         touching it first; the base pays for crossing into the engine, setting up and encoding \
+         the report.\n",
+    );
+    out
+}
+
 /// Replaces the text between `<!-- BEGIN GENERATED: {name} -->` and `<!-- END GENERATED: {name} -->`.
 fn splice(document: &str, name: &str, body: &str) -> String {
     let begin = format!("<!-- BEGIN GENERATED: {name} -->\n");
     let end = format!("<!-- END GENERATED: {name} -->");
     let start = document
         .find(&begin)
-        .unwrap_or_else(|| panic!("docs/ops.md lacks {begin:?}"))
+        .unwrap_or_else(|| panic!("the doc lacks {begin:?}"))
         + begin.len();
     let stop = document[start..]
         .find(&end)
-        .unwrap_or_else(|| panic!("docs/ops.md lacks {end:?}"))
+        .unwrap_or_else(|| panic!("the doc lacks {end:?}"))
         + start;
     format!("{}{}{}", &document[..start], body, &document[stop..])
 }
 
 #[test]
-fn ops_md_is_generated_from_the_table_and_doc_comments() {
-    let path = workspace().join("docs/ops.md");
+fn generated_docs_are_current() {
+    check_generated("docs/ops.md", |current| {
+        let docs = docs();
+        let unknown: Vec<&String> = docs
+            .keys()
+            .filter(|name| cvm_engine::ops::by_name(name).is_none())
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "rows documented in engine/src/ops but not in OPS: {unknown:?}"
+        );
+        let mut wanted = splice(current, TABLE, &table(&docs));
+        wanted = splice(&wanted, REFERENCE, &reference(&docs));
+        splice(&wanted, ERRORS, &error_codes())
+    });
+    check_generated("docs/gas.md", |current| {
+        splice(current, RUN_RATES, &run_rates())
+    });
+}
+
+/// Compares the file at `relative` with what `generate` makes of it; rewrites it when blessing.
+fn check_generated(relative: &str, generate: impl Fn(&str) -> String) {
+    let path = workspace().join(relative);
     let current = std::fs::read_to_string(&path).unwrap();
-    let docs = docs();
-    let unknown: Vec<&String> = docs
-        .keys()
-        .filter(|name| cvm_engine::ops::by_name(name).is_none())
-        .collect();
-    assert!(
-        unknown.is_empty(),
-        "rows documented in engine/src/ops but not in OPS: {unknown:?}"
-    );
-    let mut wanted = splice(&current, TABLE, &table(&docs));
-    wanted = splice(&wanted, REFERENCE, &reference(&docs));
-    wanted = splice(&wanted, ERRORS, &error_codes());
+    let wanted = generate(&current);
     if wanted == current {
         return;
     }
@@ -488,7 +528,7 @@ fn ops_md_is_generated_from_the_table_and_doc_comments() {
         .position(|(a, b)| a != b)
         .map_or(0, |i| i + 1);
     panic!(
-        "docs/ops.md is out of date (first difference at line {line}); \
-         run `CVM_BLESS=1 cargo test -p cvm-engine --test ops_reference` and commit the result"
+        "{relative} is out of date (first difference at line {line}); \
+         run `CVM_BLESS=1 cargo test -p cvm-engine --test generated_docs` and commit the result"
     );
 }
