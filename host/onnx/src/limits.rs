@@ -9,7 +9,7 @@ use cvm_formats::FileLimit;
 /// stops at 2 GiB; larger models keep their weights in external data, which is not supported.
 pub const FILE_LIMIT: FileLimit = FileLimit {
     bytes: 256 << 20,
-    what: "ONNX model file",
+    what: "model file (ONNX)",
 };
 
 /// Most elements of one tensor (an input, an initializer, a tensor attribute): the engine's.

@@ -269,11 +269,14 @@ fn convert_graph(mut graph: GraphProto, domains: &HashSet<String>) -> Result<Gra
                 continue;
             }
             if let Some(first) = defined.insert(output.clone(), Definer::Node(index)) {
+                let first = match first {
+                    Definer::Node(first) if first == index => "it".to_string(),
+                    _ => describe(first, &nodes),
+                };
                 return Err(OnnxError::Graph(format!(
-                    "{} defines {}, which {} already defines",
+                    "{} defines {}, which {first} already defines",
                     node.label(index),
                     quote(output),
-                    describe(first, &nodes)
                 )));
             }
         }
