@@ -20,9 +20,9 @@ cargo build -p cvm-cli --locked
 wasm="$(pwd)/target/engine-wasm/wasm32-unknown-unknown/wasm/cvm_engine.wasm"
 CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-cli --test fuzz_regressions --locked -q
 
-cd host
 for target in "${targets[@]}"; do
   echo "== fuzzing $target for $seconds s"
-  CVM_ENGINE_WASM="$wasm" cargo +nightly fuzz run -s none "$target" "fuzz/corpus/$target" \
+  CVM_ENGINE_WASM="$wasm" cargo +nightly fuzz run --fuzz-dir host/fuzz -s none "$target" \
+    "host/fuzz/corpus/$target" \
     -- -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 2>&1 | tail -n 12
 done
