@@ -1,0 +1,5 @@
+//! The commands' implementations, one module per command or group of commands.
+
+pub(crate) mod audit;
+pub(crate) mod model;
+pub(crate) mod run;

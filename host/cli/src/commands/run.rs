@@ -1,0 +1,211 @@
+//! `cvm run`: reading the inputs, executing, and reporting the outcome and the outputs.
+
+use crate::*;
+
+pub(crate) fn print_report(
+    report: &Report,
+    hash: HashAlgorithm,
+    json: bool,
+) -> Result<(), Failure> {
+    if json {
+        let mut stdout = std::io::stdout().lock();
+        render::write_report_json(&mut stdout, report, hash, None)
+            .and_then(|()| stdout.flush())
+            .map_err(|source| Failure::Host(HostError::Output(source)))
+    } else {
+        out!("{}", render::report_text(report, hash))
+    }
+}
+
+/// How `cvm run` executes and reports.
+pub(crate) struct RunOptions {
+    pub(crate) engine: EngineKind,
+    pub(crate) gas_limit: u64,
+    pub(crate) hash: HashAlgorithm,
+    pub(crate) json: bool,
+    pub(crate) input_format: Format,
+    pub(crate) output_format: Format,
+    pub(crate) big_endian: bool,
+    /// `--timings`: also time the hashing (which rendering repeats).
+    pub(crate) timings: bool,
+    /// `--schedule`: the gas schedule version both engines validate under.
+    pub(crate) schedule: u32,
+}
+
+pub(crate) fn run(
+    source: &ModelSource,
+    input_args: &[String],
+    options: &RunOptions,
+    cache: &CacheArgs,
+    output: Option<&Path>,
+    timings: &mut Timings,
+) -> Result<(), Failure> {
+    let LoadedModel {
+        bytes,
+        model,
+        cvm: meta,
+        rejected,
+    } = timings.time(phase::READ_MODEL, || load_model(source))?;
+    if let Some(report) = rejected {
+        print_report(&report, options.hash, options.json)?;
+        return Err(Failure::Deterministic);
+    }
+    if meta.is_none()
+        && (options.input_format == Format::Cvm || options.output_format == Format::Cvm)
+    {
+        return Err(HostError::Usage(
+            "--input-format cvm and --output-format cvm need a CVM model (symbol + params)".into(),
+        )
+        .into());
+    }
+    let started = Instant::now();
+    let inputs = match (&meta, options.input_format) {
+        (Some(meta), Format::Cvm) => match cvm_input(meta, input_args, options.big_endian)? {
+            Ok(input) => vec![input],
+            Err(error) => {
+                print_report(&Report::failure(error, 0), options.hash, options.json)?;
+                return Err(Failure::Deterministic);
+            }
+        },
+        // A model that does not decode is run anyway: the engine rejects it deterministically.
+        _ => match &model {
+            Some(model) => {
+                let arguments: Vec<InputArg> =
+                    input_args.iter().map(|a| InputArg::parse(a)).collect();
+                let declared: Vec<(String, Vec<u32>)> = model
+                    .inputs
+                    .iter()
+                    .map(|i| (i.name.clone(), i.shape.clone()))
+                    .collect();
+                assign(&declared, &arguments)?
+                    .iter()
+                    .map(|path| read_input(path))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            None => Vec::new(),
+        },
+    };
+    timings.record(phase::READ_INPUTS, started.elapsed());
+    let wasm = match options.engine {
+        EngineKind::Wasm => {
+            let started = Instant::now();
+            let engine = cache.engine()?;
+            let name = match engine.origin() {
+                wasm::ModuleOrigin::Compiled => phase::ENGINE_COMPILE,
+                wasm::ModuleOrigin::Cached => phase::ENGINE_CACHE_LOAD,
+            };
+            timings.record(name, started.elapsed());
+            Some(engine)
+        }
+        EngineKind::Native => None,
+    };
+    let report = execute_timed(
+        options.engine,
+        wasm.as_ref(),
+        bytes,
+        inputs,
+        options.gas_limit,
+        options.schedule,
+        timings,
+    )?;
+    if options.timings {
+        timings.time(phase::HASHING, || outcome_hash(&report, options.hash));
+    }
+    let Status::Ok { outputs } = &report.outcome.status else {
+        print_report(&report, options.hash, options.json)?;
+        return Err(Failure::Deterministic);
+    };
+    let cvm_bytes = meta
+        .as_ref()
+        .map(|meta| cvm::encode_output(meta.postprocess, outputs, options.big_endian));
+    if options.json {
+        let cvm = cvm_bytes.as_ref().map(|bytes| match bytes {
+            Ok(bytes) => render::CvmOutput::Bytes(bytes),
+            Err(error) => render::CvmOutput::Error(&error.message),
+        });
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        render::write_report_json(&mut stdout, &report, options.hash, cvm)
+            .and_then(|()| stdout.flush())
+            .map_err(|source| Failure::Host(HostError::Output(source)))?;
+    } else {
+        out!("{}", render::report_text(&report, options.hash))?;
+        match &cvm_bytes {
+            Some(Ok(bytes)) => outln!(
+                "cvm out:  {} bytes {}",
+                bytes.len(),
+                render::hex_preview(bytes, 64)
+            )?,
+            Some(Err(error)) => outln!("cvm out:  {}", error.message)?,
+            None => {}
+        }
+    }
+    if let Some(path) = output {
+        match (options.output_format, cvm_bytes) {
+            (Format::Cvm, Some(Ok(bytes))) => {
+                std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))?
+            }
+            (Format::Cvm, Some(Err(error))) => return Err(HostError::input(error.message).into()),
+            _ => write_outputs(path, outputs)?,
+        }
+    }
+    Ok(())
+}
+
+/// The single raw CVM input file of `--input-format cvm`.
+fn cvm_input(
+    meta: &CvmMeta,
+    input_args: &[String],
+    big_endian: bool,
+) -> Result<Result<cvm_engine::exec::InputTensor, cvm_engine::Error>, HostError> {
+    let [argument] = input_args else {
+        return Err(HostError::Usage(format!(
+            "--input-format cvm takes exactly one --input file of raw bytes for \"{}\", got {}",
+            cvm::DATA,
+            input_args.len()
+        )));
+    };
+    let argument = InputArg::parse(argument);
+    if argument
+        .name
+        .as_deref()
+        .is_some_and(|name| name != cvm::DATA)
+    {
+        return Err(HostError::Usage(format!(
+            "a CVM model has one input, \"{}\"",
+            cvm::DATA
+        )));
+    }
+    let bytes = read_file(&argument.path, FileLimit::TENSOR)?;
+    // The deployed `CVMAPIInference` checks the input length, runs, then lays out the output:
+    // each failure is a deterministic error of the run.
+    Ok(
+        cvm::decode_input(meta, &bytes, big_endian).and_then(|input| {
+            cvm::check_output_contract(meta.postprocess, &meta.output_shapes).map(|()| input)
+        }),
+    )
+}
+
+fn write_outputs(
+    path: &Path,
+    outputs: &[cvm_engine::outcome::OutputTensor],
+) -> Result<(), HostError> {
+    for (index, tensor) in outputs.iter().enumerate() {
+        let target = if outputs.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            path.with_file_name(format!("{stem}_{index}.npy"))
+        };
+        // Streamed: the file is written in blocks, never held whole in memory.
+        let written = std::fs::File::create(&target).and_then(|file| {
+            let mut file = std::io::BufWriter::new(file);
+            npy::write_npy_to(&mut file, &tensor.shape, &tensor.data)?;
+            file.flush()
+        });
+        written.map_err(|source| HostError::io(&target, source))?;
+    }
+    Ok(())
+}
