@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use cvm_engine::error::ErrorCode;
 use cvm_engine::ops::{Family, OPS, OpDef};
 use cvm_gas::Schedule;
-use serde_json::Value;
 
 const TABLE: &str = "operator table";
 const REFERENCE: &str = "operator reference";
@@ -198,20 +197,17 @@ fn fixtures(op: &OpDef) -> (Vec<String>, Vec<(String, String)>) {
     let dir = workspace().join(fixture_dir(op));
     let mut accepted = Vec::new();
     let mut rejected = Vec::new();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    if !dir.is_dir() {
         return (accepted, rejected);
-    };
-    let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-    paths.sort();
-    for path in paths {
-        if path.extension() != Some("json".as_ref()) || path.ends_with("model.json") {
-            continue;
-        }
-        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        match case["expected"]["error"]["code"].as_str() {
-            Some(code) => rejected.push((name, code.to_owned())),
-            None => accepted.push(name),
+    }
+    for case in cvm_fixtures::cases_in(&dir).unwrap() {
+        let code = case
+            .expected
+            .as_ref()
+            .and_then(|e| e["error"]["code"].as_str());
+        match code {
+            Some(code) => rejected.push((case.name, code.to_owned())),
+            None => accepted.push(case.name),
         }
     }
     (accepted, rejected)
