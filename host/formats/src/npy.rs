@@ -1,4 +1,5 @@
-//! Reading and writing NumPy `.npy` files of integer tensors.
+//! Reading and writing NumPy `.npy` files of integer tensors, and of float32 tensors for the
+//! float edges of imported models ([`read_npy_f32`], [`write_npy_f32`]).
 //!
 //! The engine consumes int32 tensors, so [`read_npy`] accepts every integer and bool dtype that
 //! NumPy writes (1-, 2-, 4- and 8-byte, either byte order, C or Fortran order) and converts the
@@ -82,6 +83,22 @@ pub enum NpyError {
     /// The dtype is a float, complex, string, object, datetime or other non-integer type.
     #[error("dtype '{0}' is not an integer type; inputs must be integer tensors")]
     NotIntegerDtype(String),
+    /// [`read_npy_f32`] was given a dtype other than float32.
+    #[error("dtype '{0}' is not float32 ('<f4' or '>f4'); save the array as numpy.float32")]
+    NotFloat32(String),
+    /// A float32 array stored in Fortran order, which [`read_npy_f32`] does not reorder.
+    #[error(
+        "the array is stored in Fortran order; save it with numpy.ascontiguousarray first"
+    )]
+    FortranFloat,
+    /// A float32 value that is NaN or infinite.
+    #[error("value at flat index {index} is {value}, not a finite number")]
+    NotFinite {
+        /// Position of the value in C (row-major) order.
+        index: u64,
+        /// The value as text (`NaN`, `inf` or `-inf`).
+        value: String,
+    },
     /// The dtype is structured or a sub-array (its descr is a list or tuple).
     #[error("structured dtype {0} is not supported; inputs must be plain integer tensors")]
     StructuredDtype(String),
@@ -180,6 +197,9 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
     // Python 2 wrote `5L` for long integers; NumPy still accepts that in version 1.0 and 2.0
     // headers (never in 3.0, which postdates Python 2), and so do we.
     let header = parse_header(header_bytes, version_major <= 2)?;
+    if header.dtype.kind == Kind::Float {
+        return Err(NpyError::NotIntegerDtype(header.descr));
+    }
 
     let element_count = header
         .shape
@@ -214,6 +234,91 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
     })
 }
 
+/// A float32 tensor: its shape and its values in C (row-major) order, every one finite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NpyF32Array {
+    /// Length of each axis, outermost first. Empty for a scalar.
+    pub shape: Vec<u32>,
+    /// The values in C order.
+    pub data: Vec<f32>,
+}
+
+/// Parses a complete `.npy` file of float32 values (`<f4` or `>f4`, C order), as the float
+/// inputs of an imported model and calibration sets are given.
+///
+/// # Errors
+///
+/// As [`read_npy`] for the file's structure; [`NpyError::NotFloat32`] for any other dtype,
+/// [`NpyError::FortranFloat`] for Fortran order and [`NpyError::NotFinite`] for a NaN or an
+/// infinity.
+pub fn read_npy_f32(bytes: &[u8]) -> Result<NpyF32Array, NpyError> {
+    let (header_bytes, data, version_major) = split_file(bytes)?;
+    if let Some((offset, &byte)) = header_bytes
+        .iter()
+        .enumerate()
+        .find(|(_, byte)| !byte.is_ascii())
+    {
+        return Err(NpyError::HeaderNotAscii { offset, byte });
+    }
+    let header = parse_header(header_bytes, version_major <= 2).map_err(|error| match error {
+        NpyError::NotIntegerDtype(descr) => NpyError::NotFloat32(descr),
+        other => other,
+    })?;
+    if header.dtype.kind != Kind::Float {
+        return Err(NpyError::NotFloat32(header.descr));
+    }
+    if header.fortran_order {
+        return Err(NpyError::FortranFloat);
+    }
+    let overflow = || NpyError::SizeOverflow {
+        shape: header.shape.clone(),
+    };
+    let expected = header
+        .shape
+        .iter()
+        .try_fold(4u64, |count, &dim| count.checked_mul(u64::from(dim)))
+        .ok_or_else(overflow)?;
+    let actual = u64::try_from(data.len()).unwrap_or(u64::MAX);
+    if actual < expected {
+        return Err(NpyError::DataTooShort { expected, actual });
+    }
+    if actual > expected {
+        return Err(NpyError::DataTooLong { expected, actual });
+    }
+    let big = header.dtype.order == ByteOrder::Big;
+    let mut values = Vec::with_capacity(data.len() / 4);
+    for (index, item) in data.as_chunks::<4>().0.iter().enumerate() {
+        let value = if big {
+            f32::from_be_bytes(*item)
+        } else {
+            f32::from_le_bytes(*item)
+        };
+        if !value.is_finite() {
+            return Err(NpyError::NotFinite {
+                index: u64::try_from(index).unwrap_or(u64::MAX),
+                value: format!("{value}"),
+            });
+        }
+        values.push(value);
+    }
+    Ok(NpyF32Array {
+        shape: header.shape,
+        data: values,
+    })
+}
+
+/// Serialises a float32 tensor as a `.npy` file (`<f4`, C order), laid out as `numpy.save`
+/// writes it. The caller keeps `data.len()` equal to the product of `shape`.
+#[must_use]
+pub fn write_npy_f32(shape: &[u32], data: &[f32]) -> Vec<u8> {
+    let mut out = npy_header("<f4", shape);
+    out.reserve(4 * data.len());
+    for value in data {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out
+}
+
 /// Serialises `array` as a `.npy` file: dtype `<i4`, C order, `fortran_order: False`.
 ///
 /// The output is byte-for-byte what `numpy.save` writes for the same int32 array: format
@@ -243,7 +348,7 @@ pub fn write_npy_to<W: std::io::Write>(
     shape: &[u32],
     data: &[i32],
 ) -> std::io::Result<()> {
-    writer.write_all(&npy_header(shape))?;
+    writer.write_all(&npy_header("<i4", shape))?;
     let mut block = [0u8; 4 * 1024];
     for values in data.chunks(1024) {
         for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
@@ -254,9 +359,9 @@ pub fn write_npy_to<W: std::io::Write>(
     Ok(())
 }
 
-/// The preamble and padded header of an int32 C-order `.npy` file of `shape`.
-fn npy_header(shape: &[u32]) -> Vec<u8> {
-    let mut header = String::from("{'descr': '<i4', 'fortran_order': False, 'shape': (");
+/// The preamble and padded header of a C-order `.npy` file of dtype `descr` and `shape`.
+fn npy_header(descr: &str, shape: &[u32]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (");
     for (axis, dim) in shape.iter().enumerate() {
         if axis > 0 {
             header.push_str(", ");
@@ -374,6 +479,8 @@ enum Kind {
     Bool,
     Signed,
     Unsigned,
+    /// IEEE 754 binary32 (`f4`), read only by [`read_npy_f32`].
+    Float,
 }
 
 /// An accepted element type: kind, size in bytes (1, 2, 4 or 8) and byte order.
@@ -409,6 +516,8 @@ impl Dtype {
             // NumPy treats any non-zero byte as True.
             Kind::Bool => i128::from(raw != 0),
             Kind::Unsigned => i128::from(raw),
+            // Never decoded as an integer: `read_npy` refuses float dtypes first.
+            Kind::Float => 0,
             Kind::Signed => {
                 // Move the item's sign bit to bit 63, then shift back arithmetically to
                 // sign-extend it.

@@ -7,6 +7,8 @@ use super::*;
 #[derive(Debug)]
 pub(super) struct Header {
     pub(super) dtype: Dtype,
+    /// The descr string as written (quoted in errors).
+    pub(super) descr: String,
     pub(super) fortran_order: bool,
     pub(super) shape: Vec<u32>,
 }
@@ -313,8 +315,8 @@ pub(super) fn parse_header(text: &[u8], allow_long_suffix: bool) -> Result<Heade
     let fortran_order = fortran_order.ok_or(NpyError::MissingKey("fortran_order"))?;
     let shape = shape.ok_or(NpyError::MissingKey("shape"))?;
 
-    let dtype = match descr.literal {
-        Literal::Str(descr) => parse_descr(&descr)?,
+    let (dtype, descr) = match descr.literal {
+        Literal::Str(descr) => (parse_descr(&descr)?, excerpt(descr.as_bytes())),
         // A list is a structured dtype; a tuple is a sub-array dtype.
         Literal::List | Literal::Tuple(_) => return Err(NpyError::StructuredDtype(descr.text)),
         _ => {
@@ -333,6 +335,7 @@ pub(super) fn parse_header(text: &[u8], allow_long_suffix: bool) -> Result<Heade
     let shape = parse_shape(shape)?;
     Ok(Header {
         dtype,
+        descr,
         fortran_order,
         shape,
     })
@@ -386,7 +389,7 @@ fn parse_descr(descr: &str) -> Result<Dtype, NpyError> {
     };
     let (order_mark, kind_char, size_text) = match bytes {
         [order @ (b'<' | b'>' | b'|' | b'='), kind, size @ ..] => (*order, *kind, size),
-        [b'b' | b'i' | b'u', ..] => {
+        [b'b' | b'i' | b'u' | b'f', ..] => {
             return Err(unsupported(
                 "the byte-order character (<, >, = or |) is missing",
             ));
@@ -397,6 +400,7 @@ fn parse_descr(descr: &str) -> Result<Dtype, NpyError> {
         b'b' => Kind::Bool,
         b'i' => Kind::Signed,
         b'u' => Kind::Unsigned,
+        b'f' if size_text == b"4" => Kind::Float,
         _ => return Err(NpyError::NotIntegerDtype(excerpt(bytes))),
     };
     let size = match size_text {
