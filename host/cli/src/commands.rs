@@ -2,4 +2,5 @@
 
 pub(crate) mod audit;
 pub(crate) mod model;
+pub(crate) mod onnx;
 pub(crate) mod run;

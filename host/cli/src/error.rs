@@ -14,6 +14,10 @@ pub enum HostError {
     /// The wasm runtime failed (compilation, instantiation, a trap, fuel or memory exhaustion).
     #[error("wasm engine failure: {0}")]
     Wasm(String),
+    /// An ONNX model or its samples could not be imported; the message names the file, the node
+    /// and the reason.
+    #[error("{0}")]
+    Import(String),
     /// The command line is wrong.
     #[error("{0}")]
     Usage(String),

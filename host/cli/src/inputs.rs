@@ -6,7 +6,10 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::validate::ValidatedInput;
 
 use crate::error::HostError;
+use cvm_formats::npy::{NpyError, read_npy_f32};
 use cvm_formats::text::read_npy_file;
+use cvm_formats::{FileLimit, read_file};
+use cvm_onnx::import::Quantization;
 
 /// One `--input` argument: `FILE` (the next unnamed input) or `NAME=FILE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +98,43 @@ pub fn read_input(path: &Path) -> Result<InputTensor, HostError> {
     Ok(InputTensor {
         shape: array.shape,
         data: array.data,
+    })
+}
+
+/// Reads one input `.npy` file: an integer file as [`read_input`] does; a float32 file, for a
+/// model imported from ONNX, quantized with its `quantization` (shape checked against it).
+///
+/// # Errors
+/// [`ReadError::Input`] naming the file: a float32 file without a quantization, or of another
+/// shape than the quantization's input.
+pub fn read_input_quantized(
+    path: &Path,
+    quantization: Option<&Quantization>,
+) -> Result<InputTensor, HostError> {
+    let bytes = read_file(path, FileLimit::TENSOR)?;
+    let array = match read_npy_f32(&bytes) {
+        Ok(array) => array,
+        Err(NpyError::NotFloat32(_)) => return read_input(path),
+        Err(error) => return Err(HostError::input(format!("{}: {error}", path.display()))),
+    };
+    let Some(quantization) = quantization else {
+        return Err(HostError::input(format!(
+            "{}: a float32 input needs the model's quantization (the quantization.json `cvm \
+             import` writes beside an imported model; pass it with --quantization FILE)",
+            path.display()
+        )));
+    };
+    if array.shape != quantization.input_shape {
+        return Err(HostError::input(format!(
+            "{}: float32 input of shape {:?}, the quantization's input is {:?}",
+            path.display(),
+            array.shape,
+            quantization.input_shape
+        )));
+    }
+    Ok(InputTensor {
+        data: quantization.quantize_input(&array.data),
+        shape: array.shape,
     })
 }
 

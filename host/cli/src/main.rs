@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cvm_cli::error::{FileLimit, HostError, read_file};
-use cvm_cli::inputs::{InputArg, assign, read_input};
+use cvm_cli::inputs::{InputArg, assign, read_input_quantized};
 use cvm_cli::render;
 use cvm_cli::runner::{
     EngineKind, LoadedModel, ModelSource, Timings, execute_timed, load_model, phase,
@@ -21,6 +21,7 @@ use cvm_engine::Report;
 use cvm_engine::outcome::Status;
 use cvm_formats::cvm::{self, CvmMeta};
 use cvm_formats::npy;
+use cvm_onnx::import::Quantization;
 use cvm_runtime::hash::{HashAlgorithm, outcome_hash};
 use cvm_runtime::wasm;
 
@@ -57,6 +58,7 @@ macro_rules! errln {
 mod commands;
 use commands::audit::audit;
 use commands::model::{build, estimate, import, inspect};
+use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
 
 /// Writes `text` to standard output and flushes it.
@@ -119,6 +121,15 @@ enum Command {
         /// CVM output bytes.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// The quantization of a model imported from ONNX (its `quantization.json`), so that
+        /// float32 `.npy` inputs are quantized as the import specifies. Read from the model's
+        /// directory when it has one.
+        #[arg(long, value_name = "FILE")]
+        quantization: Option<PathBuf>,
+        /// With `--output`: write the output as float32 (`q · scale` of the quantization)
+        /// instead of int32.
+        #[arg(long, requires = "output")]
+        dequantize: bool,
         /// Print the duration of each phase (reading, compiling or loading the engine, model
         /// load, run, hashing, …) to stderr, in milliseconds; stdout is unchanged.
         #[arg(long)]
@@ -147,13 +158,29 @@ enum Command {
         schedule: ScheduleArg,
     },
     /// Convert a CVM model (`symbol` + `params`) to the canonical binary format (validating it
-    /// first).
+    /// first), or import a float ONNX model (`MODEL.onnx`, with `--calibrate`) as an integer
+    /// CVM model: `-o DIR` receives `symbol`, `params`, `model.cvm` and `quantization.json`.
     Import {
         #[command(flatten)]
         model: ModelArgs,
-        /// Canonical model file to write.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        /// Canonical model file to write; for an ONNX model, the directory to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE|DIR")]
         output: PathBuf,
+        /// ONNX models: float32 .npy of calibration inputs, (N, …) for the model's (1, …).
+        #[arg(long, value_name = "FILE")]
+        calibrate: Option<PathBuf>,
+        /// ONNX models: float32 .npy of inputs to compare the float and integer models on.
+        #[arg(long, value_name = "FILE")]
+        validate: Option<PathBuf>,
+        /// ONNX models: integer .npy of one label per `--validate` sample, for accuracy.
+        #[arg(long, value_name = "FILE")]
+        labels: Option<PathBuf>,
+        /// ONNX models: one weight scale per layer instead of one per output channel.
+        #[arg(long)]
+        per_tensor: bool,
+        /// ONNX models: print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         schedule: ScheduleArg,
     },
@@ -335,10 +362,19 @@ fn main() -> ExitCode {
             hash,
             json,
             output,
+            quantization,
+            dequantize,
             timings,
             schedule,
             cache,
         } => {
+            let quantization = match read_quantization(&model, quantization.as_deref(), dequantize) {
+                Ok(quantization) => quantization,
+                Err(error) => {
+                    errln!("cvm: error: {error}");
+                    return ExitCode::from(2);
+                }
+            };
             let engine = match engine {
                 EngineArg::Wasm => EngineKind::Wasm,
                 EngineArg::Native => EngineKind::Native,
@@ -357,6 +393,8 @@ fn main() -> ExitCode {
                 big_endian,
                 timings,
                 schedule: schedule.version,
+                quantization,
+                dequantize,
             };
             let mut recorded = Timings::default();
             let result = run(
@@ -381,8 +419,36 @@ fn main() -> ExitCode {
         Command::Import {
             model,
             output,
+            calibrate,
+            validate,
+            labels,
+            per_tensor,
+            json,
             schedule,
-        } => import(&model.source(), &output, schedule.version),
+        } => match (&model.model, &calibrate) {
+            (Some(path), Some(calibrate)) if is_onnx(path) => import_onnx(&OnnxImport {
+                model: path,
+                output: &output,
+                calibrate,
+                validate: validate.as_deref(),
+                labels: labels.as_deref(),
+                per_tensor,
+                json,
+            }),
+            (Some(path), None) if is_onnx(path) => Err(HostError::Usage(
+                "importing an ONNX model needs --calibrate <inputs.npy>: float32 inputs whose \
+                 ranges set the integer model's scales"
+                    .into(),
+            )
+            .into()),
+            _ if calibrate.is_some() || validate.is_some() || labels.is_some() || per_tensor || json => {
+                Err(HostError::Usage(
+                    "--calibrate, --validate, --labels, --per-tensor and --json are for ONNX models (MODEL.onnx)".into(),
+                )
+                .into())
+            }
+            _ => import(&model.source(), &output, schedule.version),
+        },
         Command::Build {
             model,
             output,
@@ -406,6 +472,38 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The quantization `cvm run` uses: `--quantization FILE`, else the `quantization.json` of a
+/// model directory, else none (which `--dequantize` needs).
+fn read_quantization(
+    model: &ModelArgs,
+    path: Option<&Path>,
+    dequantize: bool,
+) -> Result<Option<Quantization>, HostError> {
+    let found = match (path, &model.model) {
+        (Some(path), _) => Some(path.to_path_buf()),
+        (None, Some(dir)) if dir.is_dir() && dir.join("quantization.json").is_file() => {
+            Some(dir.join("quantization.json"))
+        }
+        _ => None,
+    };
+    let Some(path) = found else {
+        if dequantize {
+            return Err(HostError::Usage(
+                "--dequantize needs the model's quantization: --quantization FILE, or a model \
+                 directory written by `cvm import` from ONNX"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let bytes = read_file(&path, FileLimit::TENSOR)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| HostError::input(format!("{}: not UTF-8 text", path.display())))?;
+    Quantization::from_json(&text)
+        .map(Some)
+        .map_err(|e| HostError::input(format!("{}: {e}", path.display())))
 }
 
 fn version() -> Result<(), Failure> {

@@ -19,6 +19,7 @@
 //! editing the .proto: `cargo run --manifest-path host/onnx/codegen/Cargo.toml`.
 
 pub mod error;
+pub mod import;
 pub mod limits;
 mod model;
 mod read;

@@ -30,6 +30,11 @@ pub(crate) struct RunOptions {
     pub(crate) timings: bool,
     /// `--schedule`: the gas schedule version both engines validate under.
     pub(crate) schedule: u32,
+    /// The float edges of an imported model (`--quantization`, or the model directory's
+    /// `quantization.json`).
+    pub(crate) quantization: Option<Quantization>,
+    /// `--dequantize`: write the outputs as float32, through the quantization.
+    pub(crate) dequantize: bool,
 }
 
 pub(crate) fn run(
@@ -79,7 +84,7 @@ pub(crate) fn run(
                     .collect();
                 assign(&declared, &arguments)?
                     .iter()
-                    .map(|path| read_input(path))
+                    .map(|path| read_input_quantized(path, options.quantization.as_ref()))
                     .collect::<Result<Vec<_>, _>>()?
             }
             None => Vec::new(),
@@ -145,10 +150,29 @@ pub(crate) fn run(
                 std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))?
             }
             (Format::Cvm, Some(Err(error))) => return Err(HostError::input(error.message).into()),
-            _ => write_outputs(path, outputs)?,
+            _ => match (&options.quantization, options.dequantize) {
+                (Some(quantization), true) => write_dequantized(path, outputs, quantization)?,
+                _ => write_outputs(path, outputs)?,
+            },
         }
     }
     Ok(())
+}
+
+/// The single output of an imported model, as float32 through its quantization.
+fn write_dequantized(
+    path: &Path,
+    outputs: &[cvm_engine::outcome::OutputTensor],
+    quantization: &Quantization,
+) -> Result<(), HostError> {
+    let [tensor] = outputs else {
+        return Err(HostError::Usage(
+            "--dequantize needs a model of one output".into(),
+        ));
+    };
+    let values = quantization.dequantize_output(&tensor.data);
+    let bytes = npy::write_npy_f32(&tensor.shape, &values);
+    std::fs::write(path, bytes).map_err(|source| HostError::io(path, source))
 }
 
 /// The single raw CVM input file of `--input-format cvm`.

@@ -1,0 +1,335 @@
+//! `cvm import <model.onnx> --calibrate <inputs.npy> -o <dir>`: a float ONNX model to an
+//! integer CVM model, with its report.
+
+use std::io::IsTerminal;
+
+use cvm_formats::npy::{NpyF32Array, read_npy, read_npy_f32};
+use cvm_onnx::import::{Agreement, Imported, Importer, Options, RangeReport};
+
+use crate::*;
+
+/// What `cvm import` was given for an ONNX model.
+pub(crate) struct OnnxImport<'a> {
+    pub(crate) model: &'a Path,
+    pub(crate) output: &'a Path,
+    pub(crate) calibrate: &'a Path,
+    pub(crate) validate: Option<&'a Path>,
+    pub(crate) labels: Option<&'a Path>,
+    pub(crate) per_tensor: bool,
+    pub(crate) json: bool,
+}
+
+/// Whether `path` names an ONNX file (by its extension).
+pub(crate) fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// Most bytes of a calibration or validation file: 2 GiB.
+const SAMPLES_LIMIT: FileLimit = FileLimit {
+    bytes: 2 << 30,
+    what: "sample file (.npy)",
+};
+
+fn read_samples(path: &Path) -> Result<NpyF32Array, HostError> {
+    let bytes = read_file(path, SAMPLES_LIMIT)?;
+    read_npy_f32(&bytes).map_err(|e| HostError::input(format!("{}: {e}", path.display())))
+}
+
+fn failed(path: &Path, error: impl std::fmt::Display) -> HostError {
+    HostError::Import(format!("{}: {error}", path.display()))
+}
+
+/// A progress line on standard error, drawn only when it is a terminal.
+struct Progress {
+    what: &'static str,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(what: &'static str) -> Progress {
+        Progress {
+            what,
+            shown: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn update(&self, done: usize, total: usize) {
+        if self.shown && (done == total || done.is_multiple_of(16)) {
+            let width = 30;
+            let filled = done * width / total.max(1);
+            err!(
+                "\r{:<11} [{}{}] {done}/{total}",
+                self.what,
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if done == total {
+                errln!();
+            }
+        }
+    }
+}
+
+pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
+    let model = cvm_onnx::read_file(args.model).map_err(|e| failed(args.model, e))?;
+    let importer = Importer::new(&model).map_err(|e| failed(args.model, e))?;
+    let calibration_set = read_samples(args.calibrate)?;
+    let progress = Progress::new("calibrating");
+    let calibration = importer
+        .calibrate(&calibration_set, &mut |d, t| progress.update(d, t))
+        .map_err(|e| failed(args.calibrate, e))?;
+    let options = Options {
+        per_channel: !args.per_tensor,
+    };
+    let imported = importer
+        .quantize(&calibration, options)
+        .map_err(|e| failed(args.model, e))?;
+    let progress = Progress::new("checking");
+    let on_calibration = importer
+        .compare(&imported, &calibration_set, None, &mut |d, t| {
+            progress.update(d, t)
+        })
+        .map_err(|e| failed(args.calibrate, e))?;
+    drop(calibration_set);
+    let validation = match args.validate {
+        Some(path) => {
+            let set = read_samples(path)?;
+            let labels = match args.labels {
+                Some(labels) => {
+                    let bytes = read_file(labels, FileLimit::TENSOR)?;
+                    let array = read_npy(&bytes)
+                        .map_err(|e| HostError::input(format!("{}: {e}", labels.display())))?;
+                    Some(array.data)
+                }
+                None => None,
+            };
+            let progress = Progress::new("validating");
+            Some(
+                importer
+                    .compare(&imported, &set, labels.as_deref(), &mut |d, t| {
+                        progress.update(d, t)
+                    })
+                    .map_err(|e| failed(path, e))?,
+            )
+        }
+        None if args.labels.is_some() => {
+            return Err(HostError::Usage("--labels needs --validate".into()).into());
+        }
+        None => None,
+    };
+    let written = write(args.output, &imported)?;
+    if args.json {
+        outln!(
+            "{}",
+            report_json(
+                args,
+                &imported,
+                calibration.samples,
+                &on_calibration,
+                validation.as_ref(),
+                &written
+            )
+        )?;
+    } else {
+        out!(
+            "{}",
+            report_text(
+                args,
+                &imported,
+                &on_calibration,
+                validation.as_ref(),
+                &written
+            )
+        )?;
+    }
+    Ok(())
+}
+
+/// The files of an imported model, written into `dir` (created when missing).
+fn write(dir: &Path, imported: &Imported) -> Result<Vec<(PathBuf, usize)>, HostError> {
+    std::fs::create_dir_all(dir).map_err(|source| HostError::io(dir, source))?;
+    let quantization = imported.quantization.to_json();
+    let files: [(&str, &[u8]); 4] = [
+        ("symbol", &imported.symbol),
+        ("params", &imported.params),
+        ("model.cvm", &imported.canonical),
+        ("quantization.json", quantization.as_bytes()),
+    ];
+    let mut written = Vec::new();
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).map_err(|source| HostError::io(&path, source))?;
+        written.push((path, bytes.len()));
+    }
+    Ok(written)
+}
+
+/// 100 · part / whole with two decimals (truncated), in integer arithmetic.
+fn hundredths(part: i64, whole: usize) -> String {
+    let scaled = part * 10_000 / whole.max(1) as i64;
+    let sign = if scaled < 0 { "-" } else { "" };
+    format!("{sign}{}.{:02}", scaled.abs() / 100, scaled.abs() % 100)
+}
+
+fn percent(part: usize, whole: usize) -> String {
+    format!("{} %", hundredths(part as i64, whole))
+}
+
+fn range(r: &RangeReport) -> String {
+    if r.min == r.max {
+        format!("{:.4e}", r.max)
+    } else {
+        format!("{:.4e}..{:.4e}", r.min, r.max)
+    }
+}
+
+fn agreement_text(what: &str, a: &Agreement) -> String {
+    let mut line = format!(
+        "{what} ({} samples): same argmax {}/{} ({}), max |float − integer| {:.4} (outputs up to {:.4})",
+        a.samples,
+        a.same_argmax,
+        a.samples,
+        percent(a.same_argmax, a.samples),
+        a.max_error,
+        a.max_output
+    );
+    if let (Some(f), Some(i)) = (a.float_correct, a.int_correct) {
+        line.push_str(&format!(
+            "\n  accuracy: float {f}/{} ({}), integer {i}/{} ({}), {} points",
+            a.samples,
+            percent(f, a.samples),
+            a.samples,
+            percent(i, a.samples),
+            hundredths(i as i64 - f as i64, a.samples)
+        ));
+    }
+    line.push('\n');
+    line
+}
+
+fn report_text(
+    args: &OnnxImport<'_>,
+    imported: &Imported,
+    on_calibration: &Agreement,
+    validation: Option<&Agreement>,
+    written: &[(PathBuf, usize)],
+) -> String {
+    let q = &imported.quantization;
+    let mut out = format!(
+        "imported {}: {} CVM operator nodes, {} gas per inference (schedule v{})\n",
+        args.model.display(),
+        imported.operators,
+        imported.gas,
+        cvm_engine::gas::Schedule::NEWEST.version
+    );
+    out.push_str(&format!(
+        "input  {:?}, scale {:.6e}: q = clip(round(x / scale), −127, 127)\noutput {:?}, scale {:.6e}: y ≈ q · scale\n",
+        q.input_shape, q.input_scale, q.output_shape, q.output_scale
+    ));
+    for note in &imported.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str("layers (requantization: q_out = clip(round(acc · M / 2^n)), acc first shifted right by s when above 16 bits):\n");
+    for layer in &imported.layers {
+        let requant = if layer.shift == 0 {
+            "int32 output, not requantized".to_string()
+        } else {
+            format!(
+                "s {} M {} n {}",
+                layer.pre_shift,
+                range(&layer.factors),
+                layer.shift
+            )
+        };
+        out.push_str(&format!(
+            "  {}  -> {}  in {:.4e}  w {}  acc p{}  {}  out {:.4e}\n",
+            layer.node,
+            layer.cvm,
+            layer.input_scale,
+            range(&layer.weight_scales),
+            layer.accumulator_precision,
+            requant,
+            layer.output_scale
+        ));
+    }
+    out.push_str("calibrated ranges:\n");
+    for value in &imported.ranges {
+        out.push_str(&format!(
+            "  {}  {:?}  [{:.4}, {:.4}]\n",
+            value.node, value.shape, value.min, value.max
+        ));
+    }
+    out.push_str(&agreement_text("calibration set", on_calibration));
+    if let Some(validation) = validation {
+        out.push_str(&agreement_text("validation set", validation));
+    }
+    for (path, bytes) in written {
+        out.push_str(&format!("wrote {} ({bytes} bytes)\n", path.display()));
+    }
+    out
+}
+
+fn agreement_json(a: &Agreement) -> serde_json::Value {
+    serde_json::json!({
+        "samples": a.samples,
+        "same_argmax": a.same_argmax,
+        "max_error": a.max_error,
+        "max_output": a.max_output,
+        "float_correct": a.float_correct,
+        "integer_correct": a.int_correct,
+    })
+}
+
+fn report_json(
+    args: &OnnxImport<'_>,
+    imported: &Imported,
+    calibration_samples: usize,
+    on_calibration: &Agreement,
+    validation: Option<&Agreement>,
+    written: &[(PathBuf, usize)],
+) -> serde_json::Value {
+    let q = &imported.quantization;
+    let layers: Vec<serde_json::Value> = imported
+        .layers
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "node": l.node,
+                "cvm_node": l.cvm,
+                "input_scale": l.input_scale,
+                "weight_scales": [l.weight_scales.min, l.weight_scales.max],
+                "accumulator_precision": l.accumulator_precision,
+                "pre_shift": l.pre_shift,
+                "factors": [l.factors.min, l.factors.max],
+                "shift": l.shift,
+                "output_scale": l.output_scale,
+            })
+        })
+        .collect();
+    let ranges: Vec<serde_json::Value> = imported
+        .ranges
+        .iter()
+        .map(|r| serde_json::json!({"node": r.node, "shape": r.shape, "min": r.min, "max": r.max}))
+        .collect();
+    let files: Vec<serde_json::Value> = written
+        .iter()
+        .map(
+            |(path, bytes)| serde_json::json!({"path": path.display().to_string(), "bytes": bytes}),
+        )
+        .collect();
+    serde_json::json!({
+        "model": args.model.display().to_string(),
+        "operators": imported.operators,
+        "gas": imported.gas,
+        "schedule": cvm_engine::gas::Schedule::NEWEST.version,
+        "input": {"shape": q.input_shape, "scale": q.input_scale},
+        "output": {"shape": q.output_shape, "scale": q.output_scale},
+        "notes": imported.notes,
+        "layers": layers,
+        "ranges": ranges,
+        "calibration": {"samples": calibration_samples, "agreement": agreement_json(on_calibration)},
+        "validation": validation.map(agreement_json),
+        "files": files,
+    })
+}

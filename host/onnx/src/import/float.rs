@@ -1,0 +1,321 @@
+//! The float graph evaluated on the host, for calibration and for the float-vs-integer
+//! comparison of the report.
+//!
+//! Deterministic on every machine: values are `f64`, and only operations IEEE 754 defines
+//! exactly are used (addition, subtraction, multiplication, division, square root, comparison,
+//! rounding to an integer). Every sum runs in one fixed order, and Rust never fuses a
+//! multiplication and an addition on its own. The transcendental functions (e^x for sigmoid and
+//! tanh) are computed here from those operations ([`exp`]), never by the platform's libm, whose
+//! results differ between systems.
+
+use super::graph::{Conv, Dense, FTensor, Graph, Op, Pool};
+
+/// Most multiply-accumulates (or element visits) one evaluation of the float graph may take:
+/// 2^33, about ten seconds on one core. A larger graph is refused before anything runs.
+pub const MAX_WORK_PER_SAMPLE: u64 = 1 << 33;
+
+/// The work one evaluation of `graph` takes, in multiply-accumulates or element visits.
+pub fn work(graph: &Graph) -> u64 {
+    let mut total = 0u64;
+    for value in &graph.values {
+        let elements = value.shape.iter().product::<usize>() as u64;
+        let per = match &value.op {
+            Op::Conv(conv) => conv.weight.data.len() as u64 / conv.weight.shape[0].max(1) as u64,
+            Op::Dense(dense) => dense.weight.shape[1] as u64,
+            Op::MaxPool(pool) | Op::AvgPool(pool) => (pool.kernel[0] * pool.kernel[1]) as u64,
+            Op::GlobalAvgPool => {
+                let input = &graph.values[value.inputs[0]].shape;
+                (input[2] * input[3]) as u64
+            }
+            _ => 1,
+        };
+        total = total.saturating_add(elements.saturating_mul(per.max(1)));
+    }
+    total
+}
+
+/// Evaluates `graph` on one input (row-major, of the input's shape): every value, in order.
+pub fn run(graph: &Graph, input: &[f64]) -> Vec<FTensor> {
+    let mut values: Vec<FTensor> = Vec::with_capacity(graph.values.len());
+    for value in &graph.values {
+        let arg = |k: usize| &values[value.inputs[k]];
+        let shape = value.shape.clone();
+        let data = match &value.op {
+            Op::Input => input.to_vec(),
+            Op::Const(tensor) => tensor.data.clone(),
+            Op::Conv(conv) => conv2d(arg(0), conv, &shape),
+            Op::Dense(dense) => dense_layer(arg(0), dense, &shape),
+            Op::Relu => arg(0).data.iter().map(|&x| x.max(0.0)).collect(),
+            Op::Clip { lo, hi } => arg(0).data.iter().map(|&x| x.max(*lo).min(*hi)).collect(),
+            Op::MaxPool(pool) => pool2d(arg(0), pool, &shape, true),
+            Op::AvgPool(pool) => pool2d(arg(0), pool, &shape, false),
+            Op::GlobalAvgPool => {
+                let x = arg(0);
+                let area = x.shape[2] * x.shape[3];
+                x.data
+                    .chunks(area.max(1))
+                    .map(|plane| plane.iter().fold(0.0, |s, &v| s + v) / area as f64)
+                    .collect()
+            }
+            Op::Add => broadcast(arg(0), arg(1), &shape, |a, b| a + b),
+            Op::Mul => broadcast(arg(0), arg(1), &shape, |a, b| a * b),
+            Op::Flatten | Op::Reshape => arg(0).data.clone(),
+            Op::Transpose(perm) => transpose(arg(0), perm, &shape),
+            Op::Concat(axis) => {
+                let parts: Vec<&FTensor> = value.inputs.iter().map(|&i| &values[i]).collect();
+                concat(&parts, *axis, &shape)
+            }
+            Op::Sigmoid => arg(0).data.iter().map(|&x| sigmoid(x)).collect(),
+            Op::Tanh => arg(0).data.iter().map(|&x| tanh(x)).collect(),
+            Op::Pad(pads) => pad(arg(0), *pads, &shape),
+        };
+        values.push(FTensor { shape, data });
+    }
+    values
+}
+
+fn conv2d(x: &FTensor, conv: &Conv, shape: &[usize]) -> Vec<f64> {
+    let (c, h, w) = (x.shape[1], x.shape[2], x.shape[3]);
+    let [oc, icg, kh, kw] = [
+        conv.weight.shape[0],
+        conv.weight.shape[1],
+        conv.weight.shape[2],
+        conv.weight.shape[3],
+    ];
+    let (oh, ow) = (shape[2], shape[3]);
+    let per_group = oc / conv.groups;
+    let mut out = vec![0.0; oc * oh * ow];
+    for o in 0..oc {
+        let plane = &mut out[o * oh * ow..(o + 1) * oh * ow];
+        let bias = conv.bias.as_ref().map_or(0.0, |b| b[o]);
+        plane.fill(bias);
+        let group = o / per_group;
+        for i in 0..icg {
+            let channel = group * icg + i;
+            debug_assert!(channel < c);
+            let input = &x.data[channel * h * w..(channel + 1) * h * w];
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    let wv = conv.weight.data[((o * icg + i) * kh + ki) * kw + kj];
+                    // Output columns q whose input column q·SW + kj·DW − PW lies in [0, W).
+                    let offset = kj * conv.dilations[1];
+                    let stride = conv.strides[1];
+                    let q_lo = conv.pads[1].saturating_sub(offset).div_ceil(stride);
+                    let q_hi = (w + conv.pads[1])
+                        .checked_sub(offset)
+                        .map_or(0, |limit| limit.div_ceil(stride))
+                        .min(ow);
+                    for p in 0..oh {
+                        let row = (p * conv.strides[0] + ki * conv.dilations[0])
+                            .checked_sub(conv.pads[0])
+                            .filter(|&r| r < h);
+                        let Some(row) = row else { continue };
+                        let input_row = &input[row * w..(row + 1) * w];
+                        let output_row = &mut plane[p * ow..(p + 1) * ow];
+                        for (q, out) in output_row.iter_mut().enumerate().take(q_hi).skip(q_lo) {
+                            *out += wv * input_row[q * stride + offset - conv.pads[1]];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn dense_layer(x: &FTensor, dense: &Dense, shape: &[usize]) -> Vec<f64> {
+    let (m, n) = (shape[0], shape[1]);
+    let k = dense.weight.shape[1];
+    let mut out = Vec::with_capacity(m * n);
+    for row in x.data.chunks(k.max(1)).take(m) {
+        for j in 0..n {
+            let weights = &dense.weight.data[j * k..(j + 1) * k];
+            let start = dense.bias.as_ref().map_or(0.0, |b| b[j]);
+            out.push(
+                row.iter()
+                    .zip(weights)
+                    .fold(start, |sum, (&a, &b)| sum + a * b),
+            );
+        }
+    }
+    out
+}
+
+fn pool2d(x: &FTensor, pool: &Pool, shape: &[usize], max: bool) -> Vec<f64> {
+    let (h, w) = (x.shape[2], x.shape[3]);
+    let (oh, ow) = (shape[2], shape[3]);
+    let planes = shape[0] * shape[1];
+    let area = (pool.kernel[0] * pool.kernel[1]) as f64;
+    let mut out = Vec::with_capacity(planes * oh * ow);
+    for plane in x.data.chunks(h * w).take(planes) {
+        for p in 0..oh {
+            for q in 0..ow {
+                let mut best = f64::NEG_INFINITY;
+                let mut sum = 0.0;
+                for ki in 0..pool.kernel[0] {
+                    let Some(r) = (p * pool.strides[0] + ki)
+                        .checked_sub(pool.pads[0])
+                        .filter(|&r| r < h)
+                    else {
+                        continue;
+                    };
+                    for kj in 0..pool.kernel[1] {
+                        let Some(c) = (q * pool.strides[1] + kj)
+                            .checked_sub(pool.pads[1])
+                            .filter(|&c| c < w)
+                        else {
+                            continue;
+                        };
+                        let v = plane[r * w + c];
+                        best = best.max(v);
+                        sum += v;
+                    }
+                }
+                out.push(if max { best } else { sum / area });
+            }
+        }
+    }
+    out
+}
+
+/// Row-major strides of `shape` as read by a broadcast to `out` (0 on broadcast axes).
+fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; out.len()];
+    let mut stride = 1;
+    for i in (0..shape.len()).rev() {
+        let axis = out.len() - shape.len() + i;
+        strides[axis] = if shape[i] == 1 { 0 } else { stride };
+        stride *= shape[i];
+    }
+    strides
+}
+
+fn broadcast(a: &FTensor, b: &FTensor, shape: &[usize], f: fn(f64, f64) -> f64) -> Vec<f64> {
+    let (sa, sb) = (
+        broadcast_strides(&a.shape, shape),
+        broadcast_strides(&b.shape, shape),
+    );
+    let total: usize = shape.iter().product();
+    let mut index = vec![0usize; shape.len()];
+    let mut out = Vec::with_capacity(total);
+    for _ in 0..total {
+        let ia: usize = index.iter().zip(&sa).map(|(i, s)| i * s).sum();
+        let ib: usize = index.iter().zip(&sb).map(|(i, s)| i * s).sum();
+        out.push(f(a.data[ia], b.data[ib]));
+        for axis in (0..shape.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
+}
+
+fn transpose(x: &FTensor, perm: &[usize], shape: &[usize]) -> Vec<f64> {
+    let input_strides = broadcast_strides(&x.shape, &x.shape);
+    let strides: Vec<usize> = perm.iter().map(|&p| input_strides[p]).collect();
+    let permuted = FTensor {
+        shape: shape.to_vec(),
+        data: Vec::new(),
+    };
+    let total: usize = shape.iter().product();
+    let mut index = vec![0usize; shape.len()];
+    let mut out = Vec::with_capacity(total);
+    for _ in 0..total {
+        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.push(x.data[at]);
+        for axis in (0..permuted.shape.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
+}
+
+fn concat(parts: &[&FTensor], axis: usize, shape: &[usize]) -> Vec<f64> {
+    let outer: usize = shape[..axis].iter().product();
+    let mut out = Vec::with_capacity(shape.iter().product());
+    for o in 0..outer {
+        for part in parts {
+            let run: usize = part.shape[axis..].iter().product();
+            out.extend_from_slice(&part.data[o * run..(o + 1) * run]);
+        }
+    }
+    out
+}
+
+fn pad(x: &FTensor, pads: [usize; 4], shape: &[usize]) -> Vec<f64> {
+    let (h, w) = (x.shape[2], x.shape[3]);
+    let (oh, ow) = (shape[2], shape[3]);
+    let mut out = vec![0.0; shape.iter().product()];
+    for (plane, target) in x.data.chunks(h * w).zip(out.chunks_mut(oh * ow)) {
+        for r in 0..h {
+            let at = (r + pads[0]) * ow + pads[1];
+            target[at..at + w].copy_from_slice(&plane[r * w..(r + 1) * w]);
+        }
+    }
+    out
+}
+
+/// ln 2 split so that k·LN2_HI is exact for |k| < 2^11 (fdlibm's constants).
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+
+/// e^x from IEEE 754 basic operations only, so every machine computes the same bits: x is
+/// k·ln 2 + r with |r| ≤ ln 2 / 2, e^r by its Taylor series to degree 14 (error below 2^−52 · e^r),
+/// then scaled by 2^k. Inputs are clamped to [−700, 700], where 2^k stays a normal number.
+pub fn exp(x: f64) -> f64 {
+    let x = x.clamp(-700.0, 700.0);
+    let k = (x * std::f64::consts::LOG2_E).round();
+    let r = (x - k * LN2_HI) - k * LN2_LO;
+    let mut sum = 1.0;
+    for i in (1..=14u32).rev() {
+        sum = 1.0 + r / f64::from(i) * sum;
+    }
+    // k is in [−1010, 1010]: 2^k is the normal number with exponent field k + 1023.
+    let exponent = (k as i64 + 1023) as u64;
+    sum * f64::from_bits(exponent << 52)
+}
+
+/// 1 / (1 + e^−x), from [`exp`].
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// tanh x = sign(x) · (1 − 2 / (e^{2|x|} + 1)), from [`exp`].
+pub fn tanh(x: f64) -> f64 {
+    let t = 1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0);
+    if x < 0.0 { -t } else { t }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_accurate() {
+        // Reference values (correctly rounded) for a few points.
+        let cases = [
+            (0.0, 1.0),
+            (1.0, std::f64::consts::E),
+            (-1.0, 0.367_879_441_171_442_33),
+            (10.0, 22_026.465_794_806_718),
+            (-20.5, 1.249_735_232_762_010_4e-9),
+        ];
+        for (x, want) in cases {
+            let got = exp(x);
+            assert!(
+                ((got - want) / want).abs() < 4e-16,
+                "exp({x}) = {got}, want {want}"
+            );
+        }
+        assert!((sigmoid(0.0) - 0.5).abs() < 1e-16);
+        assert!((tanh(0.5) - 0.462_117_157_260_009_74).abs() < 1e-15);
+        assert_eq!(tanh(-0.5), -tanh(0.5));
+    }
+}

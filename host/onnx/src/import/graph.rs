@@ -1,0 +1,1278 @@
+//! The float graph the importer works on: an [`OnnxModel`] lowered to a few operations whose
+//! integer forms are known, with static shapes, and with what ONNX spells in several nodes
+//! folded into one (batch normalization into the convolution before it, `Pad` into the
+//! convolution or pooling after it, a bias `Add` into the `MatMul` before it).
+//!
+//! Lowering refuses what it cannot carry exactly, naming the node: an operator outside the
+//! supported set, an attribute value it has no integer form for (asymmetric padding, average
+//! pooling that leaves padding out of its count, …), a tensor that should be constant but is
+//! computed.
+
+use std::collections::HashMap;
+
+use crate::model::{AttributeValue, Node, OnnxModel};
+use crate::tensor::{Tensor, TensorData};
+
+use super::ImportError;
+
+/// A float tensor: shape and row-major values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FTensor {
+    /// Dimensions, outermost first.
+    pub shape: Vec<usize>,
+    /// Values in row-major order; `data.len()` is the product of `shape`.
+    pub data: Vec<f64>,
+}
+
+/// A 2-D convolution, NCHW data and OIHW weights, zero padding on both sides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv {
+    /// Weights (OC, IC / groups, KH, KW).
+    pub weight: FTensor,
+    /// Bias per output channel, if any.
+    pub bias: Option<Vec<f64>>,
+    /// (SH, SW).
+    pub strides: [usize; 2],
+    /// (PH, PW), the same before and after.
+    pub pads: [usize; 2],
+    /// (DH, DW).
+    pub dilations: [usize; 2],
+    /// Groups.
+    pub groups: usize,
+}
+
+/// `Y = X·Wᵀ + B` on (M, K) data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dense {
+    /// Weights (N, K).
+    pub weight: FTensor,
+    /// Bias (N), if any.
+    pub bias: Option<Vec<f64>>,
+}
+
+/// A pooling window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool {
+    /// (KH, KW).
+    pub kernel: [usize; 2],
+    /// (SH, SW).
+    pub strides: [usize; 2],
+    /// (PH, PW), the same before and after.
+    pub pads: [usize; 2],
+    /// Output extents rounded up instead of down.
+    pub ceil: bool,
+}
+
+/// What computes a value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The graph input.
+    Input,
+    /// A constant tensor.
+    Const(FTensor),
+    /// Convolution.
+    Conv(Conv),
+    /// Fully connected layer.
+    Dense(Dense),
+    /// max(x, 0).
+    Relu,
+    /// min(max(x, lo), hi).
+    Clip {
+        /// Lower bound.
+        lo: f64,
+        /// Upper bound.
+        hi: f64,
+    },
+    /// Max pooling; padding is never sampled.
+    MaxPool(Pool),
+    /// Average pooling; padding counts as zeros in every window's divisor.
+    AvgPool(Pool),
+    /// Mean over H and W, keeping them as 1.
+    GlobalAvgPool,
+    /// Numpy-broadcast sum of the two inputs.
+    Add,
+    /// Numpy-broadcast product of the two inputs.
+    Mul,
+    /// Every axis after the first collapsed.
+    Flatten,
+    /// The same data with the value's shape.
+    Reshape,
+    /// Axes permuted: output axis i is input axis `perm[i]`.
+    Transpose(Vec<usize>),
+    /// Inputs joined along an axis.
+    Concat(usize),
+    /// 1 / (1 + e^−x).
+    Sigmoid,
+    /// tanh(x).
+    Tanh,
+    /// Zero padding of H (before, after) and W (before, after); exists only until a
+    /// convolution or pooling absorbs it.
+    Pad([usize; 4]),
+}
+
+/// One value of the graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    /// What computes it.
+    pub op: Op,
+    /// The values it reads, by index; each is earlier in [`Graph::values`].
+    pub inputs: Vec<usize>,
+    /// Its static shape.
+    pub shape: Vec<usize>,
+    /// The ONNX node it comes from, as messages name it (the input's name for the input).
+    pub origin: String,
+    /// A name for the integer model's nodes: the ONNX value's name, reduced to `[A-Za-z0-9_]`.
+    pub name: String,
+}
+
+/// The lowered graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph {
+    /// Values in evaluation order; value 0 is the input.
+    pub values: Vec<Value>,
+    /// The value the model outputs.
+    pub output: usize,
+    /// What lowering changed beyond a one-to-one translation, for the report.
+    pub notes: Vec<String>,
+}
+
+impl Graph {
+    /// The values that read value `id`.
+    pub fn consumers(&self, id: usize) -> Vec<usize> {
+        (0..self.values.len())
+            .filter(|&v| self.values[v].inputs.contains(&id))
+            .collect()
+    }
+}
+
+/// Most elements of any value the importer computes: the engine's tensor limit.
+const MAX_ELEMENTS: usize = 1 << 26;
+
+/// A name reduced to letters, digits and `_`, at most 48 bytes.
+fn clean_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(48)
+        .collect();
+    if out.is_empty() {
+        out.push('v');
+    }
+    out
+}
+
+/// Where a named value comes from while lowering.
+enum Slot<'a> {
+    Value(usize),
+    Const(&'a Tensor),
+}
+
+struct Lowering<'a> {
+    model: &'a OnnxModel,
+    slots: HashMap<&'a str, Slot<'a>>,
+    /// How many node inputs and graph outputs name each value.
+    uses: HashMap<&'a str, usize>,
+    values: Vec<Value>,
+    notes: Vec<String>,
+    /// Node index and label of the node being lowered.
+    label: String,
+}
+
+fn product(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// Lowers `model` to a [`Graph`].
+///
+/// # Errors
+/// [`ImportError`] naming the node (or input, output) and what cannot be imported.
+pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
+    let [input] = model.inputs.as_slice() else {
+        return Err(ImportError::Graph(format!(
+            "the model has {} inputs; a CVM model has exactly one",
+            model.inputs.len()
+        )));
+    };
+    if input.element_type != crate::ElementType::Float32 {
+        return Err(ImportError::Graph(format!(
+            "input {}: element type {:?}; the importer reads float32 models",
+            cvm_formats::quote(&input.name),
+            input.element_type
+        )));
+    }
+    let shape: Vec<usize> = input.shape.iter().map(|&d| d as usize).collect();
+    if !(shape.len() == 2 || shape.len() == 4) || shape.first() != Some(&1) {
+        return Err(ImportError::Graph(format!(
+            "input {}: shape {shape:?}; the importer needs (1, C, H, W) or (1, K)",
+            cvm_formats::quote(&input.name)
+        )));
+    }
+    let [output] = model.outputs.as_slice() else {
+        return Err(ImportError::Graph(format!(
+            "the model has {} outputs; the importer takes models of one output",
+            model.outputs.len()
+        )));
+    };
+    let mut lowering = Lowering {
+        model,
+        slots: HashMap::new(),
+        uses: HashMap::new(),
+        values: vec![Value {
+            op: Op::Input,
+            inputs: Vec::new(),
+            shape,
+            origin: format!("input {}", cvm_formats::quote(&input.name)),
+            name: "data".into(),
+        }],
+        notes: Vec::new(),
+        label: String::new(),
+    };
+    for tensor in &model.initializers {
+        lowering
+            .slots
+            .insert(tensor.name.as_str(), Slot::Const(tensor));
+    }
+    lowering.slots.insert(input.name.as_str(), Slot::Value(0));
+    for node in &model.nodes {
+        for name in node.inputs.iter().filter(|name| !name.is_empty()) {
+            *lowering.uses.entry(name.as_str()).or_default() += 1;
+        }
+    }
+    *lowering.uses.entry(output.name.as_str()).or_default() += 1;
+    for (index, node) in model.nodes.iter().enumerate() {
+        lowering.label = node.label(index);
+        lowering.node(node)?;
+    }
+    let output_id = match lowering.slots.get(output.name.as_str()) {
+        Some(Slot::Value(id)) => *id,
+        _ => {
+            return Err(ImportError::Graph(format!(
+                "output {} is a constant; the importer needs an output computed from the input",
+                cvm_formats::quote(&output.name)
+            )));
+        }
+    };
+    if matches!(lowering.values[output_id].op, Op::Pad(_) | Op::Input) {
+        return Err(ImportError::Graph(format!(
+            "output {} is {}; there is nothing to import",
+            cvm_formats::quote(&output.name),
+            lowering.values[output_id].origin
+        )));
+    }
+    Ok(Graph {
+        values: lowering.values,
+        output: output_id,
+        notes: lowering.notes,
+    })
+}
+
+impl<'a> Lowering<'a> {
+    fn error(&self, message: impl Into<String>) -> ImportError {
+        ImportError::Node {
+            node: self.label.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn uses(&self, name: &str) -> usize {
+        self.uses.get(name).copied().unwrap_or(0)
+    }
+
+    /// The value an input names; a constant there is an error.
+    fn value(&self, node: &Node, k: usize) -> Result<usize, ImportError> {
+        let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
+        match self.slots.get(name) {
+            Some(Slot::Value(id)) => Ok(*id),
+            Some(Slot::Const(_)) => Err(self.error(format!(
+                "input {k} ({}) is a constant; the importer needs a computed tensor there",
+                cvm_formats::quote(name)
+            ))),
+            None => Err(self.error(format!("input {k} is missing"))),
+        }
+    }
+
+    /// The value an input names, or a new constant value for a float constant.
+    fn value_or_const(&mut self, node: &Node, k: usize) -> Result<usize, ImportError> {
+        let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
+        match self.slots.get(name) {
+            Some(Slot::Value(id)) => Ok(*id),
+            Some(Slot::Const(tensor)) => {
+                let tensor = float_tensor(tensor).map_err(|m| self.error(m))?;
+                let shape = tensor.shape.clone();
+                Ok(self.push(Op::Const(tensor), Vec::new(), shape, name))
+            }
+            None => Err(self.error(format!("input {k} is missing"))),
+        }
+    }
+
+    /// A constant input, if the input is present.
+    fn constant(&self, node: &Node, k: usize) -> Result<Option<&'a Tensor>, ImportError> {
+        let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
+        if name.is_empty() {
+            return Ok(None);
+        }
+        match self.slots.get(name) {
+            Some(Slot::Const(tensor)) => Ok(Some(tensor)),
+            Some(Slot::Value(_)) => Err(self.error(format!(
+                "input {k} ({}) is computed; the importer needs a constant (an initializer) there",
+                cvm_formats::quote(name)
+            ))),
+            None => Err(self.error(format!("input {k} is missing"))),
+        }
+    }
+
+    fn float_constant(&self, node: &Node, k: usize) -> Result<Option<FTensor>, ImportError> {
+        match self.constant(node, k)? {
+            Some(tensor) => float_tensor(tensor).map(Some).map_err(|m| self.error(m)),
+            None => Ok(None),
+        }
+    }
+
+    fn int(&self, node: &Node, name: &str, default: i64) -> Result<i64, ImportError> {
+        match node.attribute(name) {
+            None => Ok(default),
+            Some(AttributeValue::Int(v)) => Ok(*v),
+            Some(_) => Err(self.error(format!("attribute {name} is not an integer"))),
+        }
+    }
+
+    fn float(&self, node: &Node, name: &str, default: f64) -> Result<f64, ImportError> {
+        match node.attribute(name) {
+            None => Ok(default),
+            Some(AttributeValue::Float(v)) => Ok(f64::from(*v)),
+            Some(_) => Err(self.error(format!("attribute {name} is not a float"))),
+        }
+    }
+
+    fn ints(&self, node: &Node, name: &str) -> Result<Option<Vec<i64>>, ImportError> {
+        match node.attribute(name) {
+            None => Ok(None),
+            Some(AttributeValue::Ints(v)) => Ok(Some(v.clone())),
+            Some(_) => Err(self.error(format!("attribute {name} is not a list of integers"))),
+        }
+    }
+
+    fn string(&self, node: &Node, name: &str) -> Result<Option<String>, ImportError> {
+        match node.attribute(name) {
+            None => Ok(None),
+            Some(AttributeValue::String(v)) => Ok(Some(v.clone())),
+            Some(_) => Err(self.error(format!("attribute {name} is not a string"))),
+        }
+    }
+
+    /// A pair attribute (two non-negative entries, each at most `max`), or `default`.
+    fn pair(
+        &self,
+        node: &Node,
+        name: &str,
+        default: [usize; 2],
+        min: usize,
+    ) -> Result<[usize; 2], ImportError> {
+        let Some(values) = self.ints(node, name)? else {
+            return Ok(default);
+        };
+        match values.as_slice() {
+            [a, b] => {
+                let a = usize::try_from(*a).ok().filter(|&a| a >= min && a <= 4096);
+                let b = usize::try_from(*b).ok().filter(|&b| b >= min && b <= 4096);
+                match (a, b) {
+                    (Some(a), Some(b)) => Ok([a, b]),
+                    _ => Err(self.error(format!(
+                        "attribute {name} = {values:?}: each entry must be in [{min}, 4096]"
+                    ))),
+                }
+            }
+            _ => Err(self.error(format!(
+                "attribute {name} = {values:?}: a 2-D operator needs two entries"
+            ))),
+        }
+    }
+
+    /// Symmetric (PH, PW) from ONNX `pads` [top, left, bottom, right] and `auto_pad`.
+    fn pads(
+        &self,
+        node: &Node,
+        input: [usize; 2],
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        dilations: [usize; 2],
+    ) -> Result<[usize; 4], ImportError> {
+        let auto = self.string(node, "auto_pad")?.unwrap_or_default();
+        match auto.as_str() {
+            "" | "NOTSET" => {}
+            "VALID" => return Ok([0; 4]),
+            "SAME_UPPER" | "SAME_LOWER" => {
+                let mut pads = [0usize; 4];
+                for axis in 0..2 {
+                    let out = input[axis].div_ceil(strides[axis]);
+                    let extent = dilations[axis] * (kernel[axis] - 1) + 1;
+                    let total = ((out - 1) * strides[axis] + extent).saturating_sub(input[axis]);
+                    let (small, large) = (total / 2, total - total / 2);
+                    let (before, after) = if auto == "SAME_UPPER" {
+                        (small, large)
+                    } else {
+                        (large, small)
+                    };
+                    pads[axis] = before;
+                    pads[axis + 2] = after;
+                }
+                return Ok(pads);
+            }
+            other => {
+                return Err(self.error(format!(
+                    "auto_pad {} is not an ONNX value",
+                    cvm_formats::quote(other)
+                )));
+            }
+        }
+        let Some(values) = self.ints(node, "pads")? else {
+            return Ok([0; 4]);
+        };
+        let pads: Option<Vec<usize>> = values
+            .iter()
+            .map(|&p| usize::try_from(p).ok().filter(|&p| p <= 4096))
+            .collect();
+        match pads.as_deref() {
+            Some(&[t, l, b, r]) => Ok([t, l, b, r]),
+            _ => Err(self.error(format!(
+                "pads {values:?}: a 2-D operator needs four entries in [0, 4096]"
+            ))),
+        }
+    }
+
+    fn push(&mut self, op: Op, inputs: Vec<usize>, shape: Vec<usize>, name: &str) -> usize {
+        self.values.push(Value {
+            op,
+            inputs,
+            shape,
+            origin: self.label.clone(),
+            name: clean_name(name),
+        });
+        self.values.len() - 1
+    }
+
+    /// Pushes the node's value and binds its first output to it.
+    fn define(
+        &mut self,
+        node: &'a Node,
+        op: Op,
+        inputs: Vec<usize>,
+        shape: Vec<usize>,
+    ) -> Result<(), ImportError> {
+        match product(&shape) {
+            Some(n) if n <= MAX_ELEMENTS => {}
+            _ => {
+                return Err(self.error(format!(
+                    "its output of shape {shape:?} has more than 2^26 elements, the engine's limit"
+                )));
+            }
+        }
+        if shape.contains(&0) {
+            return Err(self.error(format!("its output of shape {shape:?} is empty")));
+        }
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        let id = self.push(op, inputs, shape, name);
+        self.bind(node, id)
+    }
+
+    /// Binds the node's first output to an existing value; other outputs must be unused.
+    fn bind(&mut self, node: &'a Node, id: usize) -> Result<(), ImportError> {
+        for (k, name) in node.outputs.iter().enumerate().skip(1) {
+            if !name.is_empty() && self.uses(name) > 0 {
+                return Err(self.error(format!(
+                    "output {k} ({}) is used; the importer supports only the first output",
+                    cvm_formats::quote(name)
+                )));
+            }
+        }
+        if let Some(name) = node.outputs.first() {
+            self.slots.insert(name.as_str(), Slot::Value(id));
+        }
+        Ok(())
+    }
+
+    /// The data input of a convolution or pooling, with a `Pad` it reads folded away: the
+    /// value to read and the padding to add (top, left, bottom, right).
+    fn through_pad(&self, node: &Node, x: usize) -> ([usize; 4], usize) {
+        let name = node.inputs.first().map(String::as_str).unwrap_or("");
+        match &self.values[x].op {
+            Op::Pad(pads) if self.uses(name) == 1 => (*pads, self.values[x].inputs[0]),
+            _ => ([0; 4], x),
+        }
+    }
+
+    /// Refuses a `Pad` value read by a node that cannot absorb it.
+    fn no_pad(&self, ids: &[usize]) -> Result<(), ImportError> {
+        for &id in ids {
+            if matches!(self.values[id].op, Op::Pad(_)) {
+                return Err(self.error(format!(
+                    "it reads the output of {}; only Conv, MaxPool and AveragePool can absorb a \
+                     Pad, and only as its single reader",
+                    self.values[id].origin
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        if !node.domain.is_empty() {
+            return Err(self.error(format!(
+                "operator domain {} is not supported; the importer reads the default ONNX domain",
+                cvm_formats::quote(&node.domain)
+            )));
+        }
+        match node.op_type.as_str() {
+            "Conv" => self.conv(node),
+            "BatchNormalization" => self.batch_norm(node),
+            "Gemm" => self.gemm(node),
+            "MatMul" => self.matmul(node),
+            "Add" => self.add(node),
+            "Mul" => self.binary(node, Op::Mul),
+            "Relu" => self.unary(node, Op::Relu),
+            "Sigmoid" => self.unary(node, Op::Sigmoid),
+            "Tanh" => self.unary(node, Op::Tanh),
+            "Clip" => self.clip(node),
+            "MaxPool" => self.pool(node, true),
+            "AveragePool" => self.pool(node, false),
+            "GlobalAveragePool" => self.global_average(node),
+            "Flatten" => self.flatten(node),
+            "Reshape" => self.reshape(node),
+            "Squeeze" | "Unsqueeze" => self.squeeze(node),
+            "Transpose" => self.transpose(node),
+            "Concat" => self.concat(node),
+            "Pad" => self.pad(node),
+            "Softmax" | "LogSoftmax" => self.softmax(node),
+            "Dropout" | "Identity" => {
+                let x = self.value(node, 0)?;
+                self.bind(node, x)
+            }
+            "Constant" => match node.attribute("value") {
+                Some(AttributeValue::Tensor(tensor)) => {
+                    if let Some(name) = node.outputs.first() {
+                        self.slots.insert(name.as_str(), Slot::Const(tensor));
+                    }
+                    Ok(())
+                }
+                _ => Err(self.error("a Constant without a tensor `value` is not supported")),
+            },
+            other => Err(ImportError::UnsupportedOperator {
+                node: self.label.clone(),
+                op_type: other.to_string(),
+            }),
+        }
+    }
+
+    fn unary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let shape = self.values[x].shape.clone();
+        self.define(node, op, vec![x], shape)
+    }
+
+    fn conv(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        let Some(weight) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 (the weights) is missing"));
+        };
+        let bias = self.float_constant(node, 2)?;
+        let (extra, x) = self.through_pad(node, x);
+        let xs = self.values[x].shape.clone();
+        let ws = weight.shape.clone();
+        let [_, c, h, w] = <[usize; 4]>::try_from(xs.as_slice()).map_err(|_| {
+            self.error(format!(
+                "data of shape {xs:?}: a 2-D convolution needs rank 4"
+            ))
+        })?;
+        let [oc, icg, kh, kw] = <[usize; 4]>::try_from(ws.as_slice()).map_err(|_| {
+            self.error(format!(
+                "weights of shape {ws:?}: a 2-D convolution needs rank 4"
+            ))
+        })?;
+        let groups = usize::try_from(self.int(node, "group", 1)?)
+            .ok()
+            .filter(|&g| g >= 1 && c % g == 0 && oc % g == 0 && c / g == icg)
+            .ok_or_else(|| {
+                self.error(format!(
+                    "group does not fit: data has {c} channels, weights {ws:?}"
+                ))
+            })?;
+        if let Some(kernel) = self.ints(node, "kernel_shape")?
+            && kernel != [kh as i64, kw as i64]
+        {
+            return Err(self.error(format!(
+                "kernel_shape {kernel:?} differs from the weights' {ws:?}"
+            )));
+        }
+        if kh == 0 || kw == 0 {
+            return Err(self.error("weights with an empty kernel"));
+        }
+        let strides = self.pair(node, "strides", [1, 1], 1)?;
+        let dilations = self.pair(node, "dilations", [1, 1], 1)?;
+        let own = self.pads(node, [h, w], [kh, kw], strides, dilations)?;
+        let pads = [
+            own[0] + extra[0],
+            own[1] + extra[1],
+            own[2] + extra[2],
+            own[3] + extra[3],
+        ];
+        if pads[0] != pads[2] || pads[1] != pads[3] {
+            return Err(self.error(format!(
+                "padding (top, left, bottom, right) = {pads:?} is not symmetric; CVM convolutions \
+                 pad both sides alike"
+            )));
+        }
+        if let Some(b) = &bias
+            && b.data.len() != oc
+        {
+            return Err(self.error(format!("bias of shape {:?}, expected [{oc}]", b.shape)));
+        }
+        let oh = window_out(h, pads[0], kh, strides[0], dilations[0], false);
+        let ow = window_out(w, pads[1], kw, strides[1], dilations[1], false);
+        let (Some(oh), Some(ow)) = (oh, ow) else {
+            return Err(self.error(format!(
+                "the kernel {kh}×{kw} (dilated) is larger than the padded input {h}×{w}"
+            )));
+        };
+        let conv = Conv {
+            weight,
+            bias: bias.map(|b| b.data),
+            strides,
+            pads: [pads[0], pads[1]],
+            dilations,
+            groups,
+        };
+        self.define(node, Op::Conv(conv), vec![x], vec![1, oc, oh, ow])
+    }
+
+    fn batch_norm(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let mut params = Vec::new();
+        for k in 1..5 {
+            match self.float_constant(node, k)? {
+                Some(t) => params.push(t.data),
+                None => return Err(self.error(format!("input {k} is missing"))),
+            }
+        }
+        let epsilon = self.float(node, "epsilon", 1e-5)?;
+        let shape = self.values[x].shape.clone();
+        let channels = shape.get(1).copied().unwrap_or(0);
+        if shape.len() != 4 || params.iter().any(|p| p.len() != channels) {
+            return Err(self.error(format!(
+                "data of shape {shape:?} with parameters of {:?} elements: the importer folds \
+                 batch normalization of NCHW data with one parameter per channel",
+                params.iter().map(Vec::len).collect::<Vec<_>>()
+            )));
+        }
+        let (scale, shift, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
+        let mut a = Vec::with_capacity(channels);
+        for c in 0..channels {
+            let v = var[c] + epsilon;
+            if v.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                return Err(self.error(format!(
+                    "channel {c}: variance + epsilon = {v} is not positive"
+                )));
+            }
+            a.push(scale[c] / v.sqrt());
+        }
+        let b: Vec<f64> = (0..channels).map(|c| shift[c] - mean[c] * a[c]).collect();
+        let x_name = node.inputs.first().map(String::as_str).unwrap_or("");
+        if let Op::Conv(conv) = &mut self.values[x].op
+            && self.uses.get(x_name).copied() == Some(1)
+        {
+            let per = conv.weight.data.len() / channels.max(1);
+            for (c, row) in conv.weight.data.chunks_mut(per.max(1)).enumerate() {
+                for w in row {
+                    *w *= a[c];
+                }
+            }
+            let old = conv.bias.take().unwrap_or_else(|| vec![0.0; channels]);
+            conv.bias = Some((0..channels).map(|c| old[c] * a[c] + b[c]).collect());
+            let origin = self.values[x].origin.clone();
+            self.notes
+                .push(format!("{} folded into {origin}", self.label));
+            return self.bind(node, x);
+        }
+        // A batch normalization of its own: a depthwise 1×1 convolution.
+        let conv = Conv {
+            weight: FTensor {
+                shape: vec![channels, 1, 1, 1],
+                data: a,
+            },
+            bias: Some(b),
+            strides: [1, 1],
+            pads: [0, 0],
+            dilations: [1, 1],
+            groups: channels,
+        };
+        self.notes
+            .push(format!("{} became a depthwise 1×1 convolution", self.label));
+        self.define(node, Op::Conv(conv), vec![x], shape)
+    }
+
+    fn gemm(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let Some(b) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 (B) is missing"));
+        };
+        let c = self.float_constant(node, 2)?;
+        if self.int(node, "transA", 0)? != 0 {
+            return Err(self.error("transA = 1 is not supported: the data must be (1, K)"));
+        }
+        let alpha = self.float(node, "alpha", 1.0)?;
+        let beta = self.float(node, "beta", 1.0)?;
+        let trans_b = self.int(node, "transB", 0)? != 0;
+        let xs = self.values[x].shape.clone();
+        let [m, k] = <[usize; 2]>::try_from(xs.as_slice())
+            .map_err(|_| self.error(format!("A of shape {xs:?}: Gemm needs rank 2")))?;
+        let mut weight = match <[usize; 2]>::try_from(b.shape.as_slice()) {
+            Ok([rows, cols]) if trans_b && cols == k => FTensor {
+                shape: vec![rows, cols],
+                data: b.data,
+            },
+            Ok([rows, cols]) if !trans_b && rows == k => transpose2(&b.data, rows, cols),
+            _ => {
+                return Err(self.error(format!(
+                    "B of shape {:?} does not match A of shape {xs:?} (transB = {})",
+                    b.shape,
+                    u8::from(trans_b)
+                )));
+            }
+        };
+        let n = weight.shape[0];
+        for w in &mut weight.data {
+            *w *= alpha;
+        }
+        let bias = match c {
+            None => None,
+            Some(c) if c.data.len() == n || c.data.len() == 1 => Some(
+                (0..n)
+                    .map(|i| beta * c.data[if c.data.len() == 1 { 0 } else { i }])
+                    .collect(),
+            ),
+            Some(c) => {
+                return Err(self.error(format!(
+                    "C of shape {:?}: the importer takes a bias of N = {n} elements",
+                    c.shape
+                )));
+            }
+        };
+        self.define(node, Op::Dense(Dense { weight, bias }), vec![x], vec![m, n])
+    }
+
+    fn matmul(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let Some(b) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 is missing"));
+        };
+        let xs = self.values[x].shape.clone();
+        let ([m, k], Ok([rows, cols])) = (
+            <[usize; 2]>::try_from(xs.as_slice()).map_err(|_| {
+                self.error(format!("A of shape {xs:?}: the importer takes 2-D MatMul"))
+            })?,
+            <[usize; 2]>::try_from(b.shape.as_slice()),
+        ) else {
+            return Err(self.error(format!("B of shape {:?}: expected rank 2", b.shape)));
+        };
+        if rows != k {
+            return Err(self.error(format!(
+                "A of shape {xs:?} and B of shape {:?} do not multiply",
+                b.shape
+            )));
+        }
+        let weight = transpose2(&b.data, rows, cols);
+        let dense = Dense { weight, bias: None };
+        self.define(node, Op::Dense(dense), vec![x], vec![m, cols])
+    }
+
+    fn add(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        // A constant added to a bias-less-or-not Dense or Conv read by nothing else folds into
+        // its bias.
+        for (v, k) in [(0usize, 1usize), (1, 0)] {
+            let name = node.inputs.get(v).map(String::as_str).unwrap_or("");
+            let (Some(Slot::Value(id)), Some(Slot::Const(tensor))) = (
+                self.slots.get(name),
+                node.inputs.get(k).and_then(|n| self.slots.get(n.as_str())),
+            ) else {
+                continue;
+            };
+            let (id, tensor) = (*id, *tensor);
+            if self.uses(name) != 1 {
+                continue;
+            }
+            let Ok(c) = float_tensor(tensor) else {
+                continue;
+            };
+            let shape = self.values[id].shape.clone();
+            let channels = shape.get(1).copied().unwrap_or(0);
+            let per_channel = match (&self.values[id].op, c.shape.as_slice()) {
+                (Op::Dense(_), [n]) | (Op::Dense(_), [1, n]) => *n == channels,
+                (Op::Conv(_), [n, 1, 1]) | (Op::Conv(_), [1, n, 1, 1]) => *n == channels,
+                _ => false,
+            };
+            if !per_channel {
+                continue;
+            }
+            let origin = self.values[id].origin.clone();
+            if let Op::Dense(Dense { bias, .. }) | Op::Conv(Conv { bias, .. }) =
+                &mut self.values[id].op
+            {
+                let old = bias.take().unwrap_or_else(|| vec![0.0; channels]);
+                *bias = Some(old.iter().zip(&c.data).map(|(a, b)| a + b).collect());
+            }
+            self.notes
+                .push(format!("{} folded into the bias of {origin}", self.label));
+            return self.bind(node, id);
+        }
+        self.binary(node, Op::Add)
+    }
+
+    fn binary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
+        let a = self.value_or_const(node, 0)?;
+        let b = self.value_or_const(node, 1)?;
+        self.no_pad(&[a, b])?;
+        if matches!(self.values[a].op, Op::Const(_)) && matches!(self.values[b].op, Op::Const(_)) {
+            return Err(self.error("both inputs are constants; fold them before importing"));
+        }
+        let shape = broadcast(&self.values[a].shape, &self.values[b].shape).ok_or_else(|| {
+            self.error(format!(
+                "shapes {:?} and {:?} do not broadcast",
+                self.values[a].shape, self.values[b].shape
+            ))
+        })?;
+        self.define(node, op, vec![a, b], shape)
+    }
+
+    fn clip(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let bound = |k: usize, attribute: &str, default: f64| -> Result<f64, ImportError> {
+            match self.float_constant(node, k)? {
+                Some(t) if t.data.len() == 1 => Ok(t.data[0]),
+                Some(t) => Err(self.error(format!(
+                    "input {k} of shape {:?}: Clip bounds are scalars",
+                    t.shape
+                ))),
+                None => self.float(node, attribute, default),
+            }
+        };
+        let lo = bound(1, "min", f64::NEG_INFINITY)?;
+        let hi = bound(2, "max", f64::INFINITY)?;
+        if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+            return Err(self.error(format!("bounds [{lo}, {hi}] are empty or not numbers")));
+        }
+        let shape = self.values[x].shape.clone();
+        let op = if lo == 0.0 && hi == f64::INFINITY {
+            Op::Relu
+        } else {
+            Op::Clip { lo, hi }
+        };
+        self.define(node, op, vec![x], shape)
+    }
+
+    fn pool(&mut self, node: &'a Node, max: bool) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        let (extra, x) = self.through_pad(node, x);
+        let xs = self.values[x].shape.clone();
+        let [n, c, h, w] = <[usize; 4]>::try_from(xs.as_slice())
+            .map_err(|_| self.error(format!("data of shape {xs:?}: 2-D pooling needs rank 4")))?;
+        let Some(kernel) = self.ints(node, "kernel_shape")? else {
+            return Err(self.error("attribute kernel_shape is missing"));
+        };
+        let kernel = match kernel.as_slice() {
+            &[a, b] if (1..=4096).contains(&a) && (1..=4096).contains(&b) => {
+                [a as usize, b as usize]
+            }
+            _ => {
+                return Err(
+                    self.error(format!("kernel_shape {kernel:?}: two entries in [1, 4096]"))
+                );
+            }
+        };
+        let strides = self.pair(node, "strides", [1, 1], 1)?;
+        if self.pair(node, "dilations", [1, 1], 1)? != [1, 1] {
+            return Err(self.error("dilated pooling is not supported"));
+        }
+        if self.int(node, "storage_order", 0)? != 0 {
+            return Err(self.error("storage_order 1 is not supported"));
+        }
+        let ceil = self.int(node, "ceil_mode", 0)? != 0;
+        let own = self.pads(node, [h, w], kernel, strides, [1, 1])?;
+        if !max && own != [0; 4] && self.int(node, "count_include_pad", 0)? == 0 {
+            return Err(self.error(
+                "average pooling with padding left out of the count (count_include_pad = 0) \
+                 divides border windows by other counts; the importer needs count_include_pad = \
+                 1 or no padding",
+            ));
+        }
+        if !max && ceil {
+            return Err(self.error(
+                "average pooling with ceil_mode = 1 divides border windows by other counts",
+            ));
+        }
+        let pads = [
+            own[0] + extra[0],
+            own[1] + extra[1],
+            own[2] + extra[2],
+            own[3] + extra[3],
+        ];
+        if pads[0] != pads[2] || pads[1] != pads[3] {
+            return Err(self.error(format!(
+                "padding (top, left, bottom, right) = {pads:?} is not symmetric"
+            )));
+        }
+        if pads[0] >= kernel[0] || pads[1] >= kernel[1] {
+            return Err(self.error("padding as large as the window"));
+        }
+        let pool = Pool {
+            kernel,
+            strides,
+            pads: [pads[0], pads[1]],
+            ceil,
+        };
+        let oh = window_out(h, pool.pads[0], kernel[0], strides[0], 1, ceil);
+        let ow = window_out(w, pool.pads[1], kernel[1], strides[1], 1, ceil);
+        let (Some(oh), Some(ow)) = (oh, ow) else {
+            return Err(self.error(format!(
+                "the window {}×{} is larger than the padded input {h}×{w}",
+                kernel[0], kernel[1]
+            )));
+        };
+        let op = if max {
+            Op::MaxPool(pool)
+        } else {
+            Op::AvgPool(pool)
+        };
+        self.define(node, op, vec![x], vec![n, c, oh, ow])
+    }
+
+    fn global_average(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let [n, c, _, _] = <[usize; 4]>::try_from(xs.as_slice())
+            .map_err(|_| self.error(format!("data of shape {xs:?}: expected rank 4")))?;
+        self.define(node, Op::GlobalAvgPool, vec![x], vec![n, c, 1, 1])
+    }
+
+    fn flatten(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len() as i64;
+        let axis = self.int(node, "axis", 1)?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..=rank).contains(&axis) {
+            return Err(self.error(format!("axis out of range for rank {rank}")));
+        }
+        let (outer, inner) = xs.split_at(axis as usize);
+        let shape = vec![product(outer).unwrap_or(0), product(inner).unwrap_or(0)];
+        let op = if axis == 1 { Op::Flatten } else { Op::Reshape };
+        self.define(node, op, vec![x], shape)
+    }
+
+    fn reshape(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let Some(target) = self.constant(node, 1)? else {
+            return Err(self.error("input 1 (the shape) is missing"));
+        };
+        let TensorData::Int64(target) = &target.data else {
+            return Err(self.error("the shape is not an int64 tensor"));
+        };
+        if self.int(node, "allowzero", 0)? != 0 {
+            return Err(self.error("allowzero = 1 is not supported"));
+        }
+        let xs = self.values[x].shape.clone();
+        let total = product(&xs).unwrap_or(0);
+        let mut shape = Vec::with_capacity(target.len());
+        let mut infer = None;
+        for (i, &d) in target.iter().enumerate() {
+            match d {
+                0 => shape.push(*xs.get(i).ok_or_else(|| {
+                    self.error(format!("shape entry {i} copies an axis the data lacks"))
+                })?),
+                -1 if infer.is_none() => {
+                    infer = Some(i);
+                    shape.push(1);
+                }
+                d if d > 0 => shape.push(d as usize),
+                _ => return Err(self.error(format!("shape {target:?} is not a valid target"))),
+            }
+        }
+        let known = product(&shape).unwrap_or(0);
+        if let Some(i) = infer {
+            if known == 0 || !total.is_multiple_of(known) {
+                return Err(self.error(format!("shape {target:?} does not fit {xs:?}")));
+            }
+            shape[i] = total / known;
+        }
+        if product(&shape) != Some(total) {
+            return Err(self.error(format!("shape {target:?} does not fit {xs:?}")));
+        }
+        self.define(node, Op::Reshape, vec![x], shape)
+    }
+
+    fn squeeze(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let axes = match self.constant(node, 1)? {
+            Some(Tensor {
+                data: TensorData::Int64(v),
+                ..
+            }) => Some(v.clone()),
+            Some(_) => return Err(self.error("axes is not an int64 tensor")),
+            None => self.ints(node, "axes")?,
+        };
+        let shape = if node.op_type == "Squeeze" {
+            let rank = xs.len() as i64;
+            let axes: Vec<i64> = axes
+                .unwrap_or_else(|| (0..rank).filter(|&a| xs[a as usize] == 1).collect())
+                .iter()
+                .map(|&a| if a < 0 { a + rank } else { a })
+                .collect();
+            if axes
+                .iter()
+                .any(|&a| !(0..rank).contains(&a) || xs[a as usize] != 1)
+            {
+                return Err(self.error(format!("axes {axes:?} do not name axes of length 1")));
+            }
+            (0..xs.len())
+                .filter(|&a| !axes.contains(&(a as i64)))
+                .map(|a| xs[a])
+                .collect()
+        } else {
+            let Some(axes) = axes else {
+                return Err(self.error("axes are missing"));
+            };
+            let rank = (xs.len() + axes.len()) as i64;
+            let axes: Vec<i64> = axes
+                .iter()
+                .map(|&a| if a < 0 { a + rank } else { a })
+                .collect();
+            if axes.iter().any(|&a| !(0..rank).contains(&a)) {
+                return Err(self.error(format!("axes {axes:?} out of range")));
+            }
+            let mut rest = xs.iter();
+            (0..rank)
+                .map(|a| {
+                    if axes.contains(&a) {
+                        1
+                    } else {
+                        rest.next().copied().unwrap_or(1)
+                    }
+                })
+                .collect()
+        };
+        self.define(node, Op::Reshape, vec![x], shape)
+    }
+
+    fn transpose(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len();
+        let perm: Vec<usize> = match self.ints(node, "perm")? {
+            None => (0..rank).rev().collect(),
+            Some(perm) => perm
+                .iter()
+                .map(|&p| usize::try_from(p).ok().filter(|&p| p < rank))
+                .collect::<Option<Vec<_>>>()
+                .filter(|p| p.len() == rank)
+                .ok_or_else(|| self.error(format!("perm {perm:?} is not a permutation")))?,
+        };
+        let mut seen = vec![false; rank];
+        for &p in &perm {
+            if std::mem::replace(&mut seen[p], true) {
+                return Err(self.error(format!("perm {perm:?} is not a permutation")));
+            }
+        }
+        let shape = perm.iter().map(|&p| xs[p]).collect();
+        self.define(node, Op::Transpose(perm), vec![x], shape)
+    }
+
+    fn concat(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let mut inputs = Vec::new();
+        for k in 0..node.inputs.len() {
+            inputs.push(self.value_or_const(node, k)?);
+        }
+        self.no_pad(&inputs)?;
+        let Some(&first) = inputs.first() else {
+            return Err(self.error("no inputs"));
+        };
+        let mut shape = self.values[first].shape.clone();
+        let rank = shape.len() as i64;
+        let axis = self.int(node, "axis", 1)?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&axis) {
+            return Err(self.error(format!("axis out of range for rank {rank}")));
+        }
+        let axis = axis as usize;
+        for &id in &inputs[1..] {
+            let s = &self.values[id].shape;
+            if s.len() != shape.len() || (0..s.len()).any(|a| a != axis && s[a] != shape[a]) {
+                return Err(self.error(format!(
+                    "inputs of shapes {:?} and {s:?} do not join on axis {axis}",
+                    self.values[first].shape
+                )));
+            }
+            shape[axis] += s[axis];
+        }
+        self.define(node, Op::Concat(axis), inputs, shape)
+    }
+
+    fn pad(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let mode = self
+            .string(node, "mode")?
+            .unwrap_or_else(|| "constant".into());
+        if mode != "constant" {
+            return Err(self.error(format!(
+                "mode {} is not supported: only zero padding",
+                cvm_formats::quote(&mode)
+            )));
+        }
+        let pads = match self.constant(node, 1)? {
+            Some(Tensor {
+                data: TensorData::Int64(v),
+                ..
+            }) => v.clone(),
+            Some(_) => return Err(self.error("pads is not an int64 tensor")),
+            None => self
+                .ints(node, "pads")?
+                .ok_or_else(|| self.error("pads are missing"))?,
+        };
+        if let Some(value) = self.float_constant(node, 2)?
+            && value.data.iter().any(|&v| v != 0.0)
+        {
+            return Err(self.error("a non-zero padding value is not supported"));
+        }
+        if node.inputs.get(3).is_some_and(|n| !n.is_empty()) {
+            return Err(self.error("the axes input is not supported"));
+        }
+        let xs = self.values[x].shape.clone();
+        let ok = xs.len() == 4
+            && pads.len() == 8
+            && [0, 1, 4, 5].iter().all(|&i| pads[i] == 0)
+            && pads.iter().all(|&p| (0..=4096).contains(&p));
+        if !ok {
+            return Err(self.error(format!(
+                "pads {pads:?}: the importer pads H and W of NCHW data, by 0 to 4096"
+            )));
+        }
+        let p = [
+            pads[2] as usize,
+            pads[3] as usize,
+            pads[6] as usize,
+            pads[7] as usize,
+        ];
+        let shape = vec![xs[0], xs[1], xs[2] + p[0] + p[2], xs[3] + p[1] + p[3]];
+        self.define(node, Op::Pad(p), vec![x], shape)
+    }
+
+    fn softmax(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let output = node.outputs.first().map(String::as_str).unwrap_or("");
+        let is_output = self.model.outputs.iter().any(|o| o.name == output);
+        if !is_output || self.uses(output) != 1 {
+            return Err(self.error(
+                "Softmax is supported only as the model's last step (it is dropped: the \
+                 integer model outputs its input, whose argmax is the same)",
+            ));
+        }
+        self.notes.push(format!(
+            "{} dropped: the model outputs its input, with the same argmax",
+            self.label
+        ));
+        self.bind(node, x)
+    }
+}
+
+/// The output extent of a window over an axis of `n` elements, or `None` when the window does
+/// not fit in the padded axis.
+pub fn window_out(
+    n: usize,
+    pad: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    ceil: bool,
+) -> Option<usize> {
+    let extent = dilation
+        .checked_mul(kernel.checked_sub(1)?)?
+        .checked_add(1)?;
+    let room = n.checked_add(2 * pad)?.checked_sub(extent)?;
+    let mut out = if ceil {
+        room.div_ceil(stride)
+    } else {
+        room / stride
+    } + 1;
+    // As ONNX and the engine: the last window must start inside the input or its padding
+    // before it.
+    if ceil && (out - 1) * stride >= n + pad {
+        out -= 1;
+    }
+    Some(out)
+}
+
+/// (rows, cols) row-major data transposed into a (cols, rows) tensor.
+fn transpose2(data: &[f64], rows: usize, cols: usize) -> FTensor {
+    let mut out = vec![0.0; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = data[r * cols + c];
+        }
+    }
+    FTensor {
+        shape: vec![cols, rows],
+        data: out,
+    }
+}
+
+/// The numpy broadcast of two shapes.
+pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A float32 tensor's values widened to f64 (exact).
+fn float_tensor(tensor: &Tensor) -> Result<FTensor, String> {
+    let TensorData::Float32(values) = &tensor.data else {
+        return Err(format!(
+            "tensor {} is {:?}, the importer needs float32 there",
+            cvm_formats::quote(&tensor.name),
+            tensor.element_type()
+        ));
+    };
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(format!(
+            "tensor {} holds {} at index {i}",
+            cvm_formats::quote(&tensor.name),
+            values[i]
+        ));
+    }
+    Ok(FTensor {
+        shape: tensor.shape.iter().map(|&d| d as usize).collect(),
+        data: values.iter().map(|&v| f64::from(v)).collect(),
+    })
+}

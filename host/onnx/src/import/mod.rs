@@ -1,0 +1,534 @@
+//! Import: a float ONNX model and a calibration set become an integer CVM model that any CVM
+//! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary.
+//!
+//! The steps, each in its module:
+//! 1. [`graph`] lowers the ONNX graph to a few float operations with static shapes, folding
+//!    batch normalization, padding and biases into the layers that absorb them;
+//! 2. [`float`] evaluates that graph on the calibration inputs and records every value's range;
+//! 3. [`quantize`] chooses the scales and writes the integer graph with the 37 CVM operators
+//!    only ([`cvm_graph`] lays out its files);
+//! 4. the result is read back through the CVM reader and validated by the engine, so what is
+//!    written is exactly what a node loads.
+//!
+//! Import is deterministic: the same ONNX file and calibration set give the same bytes on every
+//! machine. Host-side float arithmetic uses only the operations IEEE 754 defines exactly, in a
+//! fixed order (see [`float`]).
+
+// Import computes scales and calibration ranges in float on the host: only IEEE 754's exactly
+// rounded operations, in a fixed order (module docs); never in the engine.
+#![allow(clippy::float_arithmetic)]
+
+mod cvm_graph;
+mod float;
+mod graph;
+mod quantize;
+
+use cvm_engine::{InputTensor, Status, ValidatedModel};
+use cvm_formats::npy::NpyF32Array;
+
+use crate::model::OnnxModel;
+use graph::{Graph, Op};
+use quantize::Stats;
+
+/// The operators the importer reads, as its errors list them.
+pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Mul, Relu, \
+     Clip, Sigmoid, Tanh, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape, Squeeze, \
+     Unsqueeze, Transpose, Concat, Pad, Softmax and LogSoftmax (last step only), Dropout, \
+     Identity, Constant";
+
+/// Most calibration or validation samples one call takes.
+pub const MAX_SAMPLES: usize = 100_000;
+
+/// Why a model could not be imported. Every message names the node (by index, name and
+/// operator), the input or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// An operator the importer has no integer form for.
+    #[error(
+        "{node}: operator {op_type} is not supported; the importer reads {SUPPORTED_OPERATORS}"
+    )]
+    UnsupportedOperator {
+        /// The node, as [`Node::label`](crate::Node::label) names it.
+        node: String,
+        /// Its operator.
+        op_type: String,
+    },
+    /// A supported operator used in a way the importer cannot carry exactly.
+    #[error("{node}: {message}")]
+    Node {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The graph as a whole: its inputs, outputs, size.
+    #[error("{0}")]
+    Graph(String),
+    /// The calibration or validation inputs.
+    #[error("{0}")]
+    Samples(String),
+    /// The integer model did not pass the CVM reader or the engine's validation.
+    #[error("the integer model is refused: {0}")]
+    Refused(String),
+}
+
+/// Choices of the import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// A weight scale per output channel (the default) rather than per tensor. The layer that
+    /// produces the output always has one scale, so that its outputs compare.
+    pub per_channel: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { per_channel: true }
+    }
+}
+
+/// A float model ready to calibrate: its graph lowered.
+pub struct Importer {
+    graph: Graph,
+}
+
+/// The quantization of the model's edges: how a float input becomes the int8 tensor the model
+/// takes, and what the integer output stands for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantization {
+    /// The input's shape.
+    pub input_shape: Vec<u32>,
+    /// The input's scale s: `q = clip(round(x / s), −127, 127)`, `round` taking halves away
+    /// from zero, computed in f64 from the float32 input.
+    pub input_scale: f64,
+    /// The output's shape.
+    pub output_shape: Vec<u32>,
+    /// The output's scale: the float output is approximately `q · scale`.
+    pub output_scale: f64,
+}
+
+/// The figures of one requantization (or output layer) for the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerReport {
+    /// The ONNX node it comes from.
+    pub node: String,
+    /// The CVM node that produces its result.
+    pub cvm: String,
+    /// Scale of its data input.
+    pub input_scale: f64,
+    /// Range of its weight scales (or the second operand's scale of an addition).
+    pub weight_scales: RangeReport,
+    /// Precision of the accumulator before requantization.
+    pub accumulator_precision: u32,
+    /// The shift that brings the accumulator to 16 bits first (0: none).
+    pub pre_shift: u32,
+    /// Range of the integer factors M.
+    pub factors: RangeReport,
+    /// The final shift n (0: no requantization, the output layer).
+    pub shift: u32,
+    /// Scale of the result.
+    pub output_scale: f64,
+}
+
+/// The smallest and largest of a set of numbers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeReport {
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl RangeReport {
+    fn of(values: &[f64]) -> RangeReport {
+        if values.is_empty() {
+            return RangeReport { min: 0.0, max: 0.0 };
+        }
+        RangeReport {
+            min: values
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min)
+                .min(f64::MAX),
+            max: values.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+/// A value's range over the calibration set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueRange {
+    /// The ONNX node that computes it.
+    pub node: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Smallest value seen (at most 0).
+    pub min: f64,
+    /// Largest value seen (at least 0).
+    pub max: f64,
+}
+
+/// The ranges the calibration set gave.
+pub struct Calibration {
+    stats: Vec<Stats>,
+    mins: Vec<f64>,
+    /// Samples evaluated.
+    pub samples: usize,
+}
+
+/// An imported model.
+pub struct Imported {
+    /// The CVM graph JSON.
+    pub symbol: Vec<u8>,
+    /// The CVM parameters.
+    pub params: Vec<u8>,
+    /// The canonical binary of the same model.
+    pub canonical: Vec<u8>,
+    /// The edges' quantization.
+    pub quantization: Quantization,
+    /// Per-layer figures.
+    pub layers: Vec<LayerReport>,
+    /// What lowering folded or dropped.
+    pub notes: Vec<String>,
+    /// Every value's calibrated range.
+    pub ranges: Vec<ValueRange>,
+    /// How many CVM operator nodes the model has.
+    pub operators: usize,
+    /// Its gas per inference under the newest schedule.
+    pub gas: u64,
+    model: ValidatedModel,
+}
+
+/// Float and integer outputs compared over a set of samples.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Agreement {
+    /// Samples compared.
+    pub samples: usize,
+    /// Samples whose float and integer outputs have the same argmax (first index on ties).
+    pub same_argmax: usize,
+    /// Largest |float output − dequantized integer output|.
+    pub max_error: f64,
+    /// Largest |float output|, for scale.
+    pub max_output: f64,
+    /// With labels: samples whose float argmax is the label.
+    pub float_correct: Option<usize>,
+    /// With labels: samples whose integer argmax is the label.
+    pub int_correct: Option<usize>,
+}
+
+/// The index of the largest value, the first on ties.
+pub fn argmax<T: PartialOrd + Copy>(values: &[T]) -> usize {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+impl Importer {
+    /// Lowers `model`.
+    ///
+    /// # Errors
+    /// An [`ImportError`] naming the first node that cannot be imported, or a graph whose
+    /// float evaluation would take more than [`float::MAX_WORK_PER_SAMPLE`].
+    pub fn new(model: &OnnxModel) -> Result<Importer, ImportError> {
+        let graph = graph::lower(model)?;
+        let work = float::work(&graph);
+        if work > float::MAX_WORK_PER_SAMPLE {
+            return Err(ImportError::Graph(format!(
+                "evaluating the model once takes {work} multiply-accumulates, more than the \
+                 {} the importer accepts",
+                float::MAX_WORK_PER_SAMPLE
+            )));
+        }
+        Ok(Importer { graph })
+    }
+
+    /// The multiply-accumulates (or element visits) of one float evaluation.
+    pub fn work(&self) -> u64 {
+        float::work(&self.graph)
+    }
+
+    /// The input's shape, batch of 1 included.
+    pub fn input_shape(&self) -> &[usize] {
+        &self.graph.values[0].shape
+    }
+
+    /// How many samples `batch` holds: its shape must be the input's, or the input's with the
+    /// leading 1 replaced by the number of samples.
+    ///
+    /// # Errors
+    /// [`ImportError::Samples`] naming both shapes.
+    pub fn samples(&self, batch: &NpyF32Array, what: &str) -> Result<usize, ImportError> {
+        let input = self.input_shape();
+        let shape: Vec<usize> = batch.shape.iter().map(|&d| d as usize).collect();
+        let fits = shape.len() == input.len() && shape[1..] == input[1..];
+        if !fits || shape[0] == 0 {
+            return Err(ImportError::Samples(format!(
+                "{what}: shape {shape:?}; the model takes {input:?}, so samples must be (N, {})",
+                input[1..]
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if shape[0] > MAX_SAMPLES {
+            return Err(ImportError::Samples(format!(
+                "{what}: {} samples, more than the {MAX_SAMPLES} the importer takes",
+                shape[0]
+            )));
+        }
+        Ok(shape[0])
+    }
+
+    /// The float output of one sample (of the input's size).
+    pub fn float_output(&self, sample: &[f32]) -> Vec<f64> {
+        let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
+        let mut values = float::run(&self.graph, &input);
+        values.swap_remove(self.graph.output).data
+    }
+
+    /// Evaluates the float graph on every sample of `batch` and records the ranges;
+    /// `progress(done, total)` is called after each sample.
+    ///
+    /// # Errors
+    /// [`ImportError::Samples`] for a batch of the wrong shape.
+    pub fn calibrate(
+        &self,
+        batch: &NpyF32Array,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Calibration, ImportError> {
+        let count = self.samples(batch, "calibration inputs")?;
+        let size = batch.data.len() / count;
+        let mut stats = vec![Stats::default(); self.graph.values.len()];
+        let mut mins = vec![0.0f64; self.graph.values.len()];
+        for (i, sample) in batch.data.chunks(size).enumerate() {
+            let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
+            for (id, value) in float::run(&self.graph, &input).iter().enumerate() {
+                stats[id].add(value);
+                mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
+            }
+            progress(i + 1, count);
+        }
+        Ok(Calibration {
+            stats,
+            mins,
+            samples: count,
+        })
+    }
+
+    /// Builds, reads back and validates the integer model.
+    ///
+    /// # Errors
+    /// An [`ImportError`] naming the value without an integer form, or the engine's refusal.
+    pub fn quantize(
+        &self,
+        calibration: &Calibration,
+        options: Options,
+    ) -> Result<Imported, ImportError> {
+        let quantized = quantize::quantize(&self.graph, &calibration.stats, options.per_channel)?;
+        let symbol = quantized.graph.symbol(quantized.head);
+        let params = quantized.graph.params();
+        let cvm = cvm_formats::cvm::import(&symbol, &params)
+            .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
+        let canonical = cvm.model.encode();
+        let model = cvm_engine::load(&canonical, cvm_engine::gas::Schedule::NEWEST.version)
+            .map_err(|report| {
+                ImportError::Refused(
+                    report
+                        .failure
+                        .map(|f| f.message)
+                        .unwrap_or_else(|| "validation failed".into()),
+                )
+            })?;
+        let dims = |shape: &[usize]| shape.iter().map(|&d| d as u32).collect::<Vec<u32>>();
+        let quantization = Quantization {
+            input_shape: dims(self.input_shape()),
+            input_scale: quantized.input_scale,
+            output_shape: dims(&self.graph.values[self.graph.output].shape),
+            output_scale: quantized.output_scale,
+        };
+        let ranges = self
+            .graph
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !matches!(v.op, Op::Const(_)))
+            .map(|(id, v)| ValueRange {
+                node: v.origin.clone(),
+                shape: v.shape.clone(),
+                min: calibration.mins[id],
+                max: calibration.stats[id].max,
+            })
+            .collect();
+        Ok(Imported {
+            symbol,
+            params,
+            canonical,
+            quantization,
+            layers: quantized.layers,
+            notes: self.graph.notes.clone(),
+            ranges,
+            operators: quantized.graph.operators(),
+            gas: model.total_gas,
+            model,
+        })
+    }
+
+    /// Compares float and integer outputs over `batch` (with `labels`, one per sample, the
+    /// accuracy of each); `progress(done, total)` after each sample.
+    ///
+    /// # Errors
+    /// [`ImportError::Samples`] for a batch or labels of the wrong shape, or an integer run
+    /// that fails (its message).
+    pub fn compare(
+        &self,
+        imported: &Imported,
+        batch: &NpyF32Array,
+        labels: Option<&[i32]>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Agreement, ImportError> {
+        let count = self.samples(batch, "validation inputs")?;
+        if let Some(labels) = labels
+            && labels.len() != count
+        {
+            return Err(ImportError::Samples(format!(
+                "{} labels for {count} samples",
+                labels.len()
+            )));
+        }
+        let size = batch.data.len() / count;
+        let mut agreement = Agreement {
+            samples: count,
+            float_correct: labels.map(|_| 0),
+            int_correct: labels.map(|_| 0),
+            ..Agreement::default()
+        };
+        for (i, sample) in batch.data.chunks(size).enumerate() {
+            let float = self.float_output(sample);
+            let int = imported.run(sample).map_err(ImportError::Samples)?;
+            let scale = imported.quantization.output_scale;
+            for (f, &q) in float.iter().zip(&int) {
+                agreement.max_error = agreement.max_error.max((f - f64::from(q) * scale).abs());
+                agreement.max_output = agreement.max_output.max(f.abs());
+            }
+            let (fa, ia) = (argmax(&float), argmax(&int));
+            agreement.same_argmax += usize::from(fa == ia);
+            if let Some(labels) = labels {
+                let label = usize::try_from(labels[i]).unwrap_or(usize::MAX);
+                if let Some(c) = agreement.float_correct.as_mut() {
+                    *c += usize::from(fa == label);
+                }
+                if let Some(c) = agreement.int_correct.as_mut() {
+                    *c += usize::from(ia == label);
+                }
+            }
+            progress(i + 1, count);
+        }
+        Ok(agreement)
+    }
+}
+
+impl Quantization {
+    /// The int8 tensor a float input (of the input's size) stands for.
+    pub fn quantize_input(&self, input: &[f32]) -> Vec<i32> {
+        input
+            .iter()
+            .map(|&x| quantize::round(f64::from(x) / self.input_scale).clamp(-127.0, 127.0) as i32)
+            .collect()
+    }
+
+    /// The float values an integer output stands for.
+    pub fn dequantize_output(&self, output: &[i32]) -> Vec<f32> {
+        output
+            .iter()
+            .map(|&q| (f64::from(q) * self.output_scale) as f32)
+            .collect()
+    }
+
+    /// The `quantization.json` text: the format, the input's shape and scale, the output's.
+    /// Scales are written in the shortest decimal form that reads back to the same f64.
+    pub fn to_json(&self) -> String {
+        let dims = |shape: &[u32]| {
+            shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "{{\n  \"format\": \"{QUANTIZATION_FORMAT}\",\n  \"input\": {{\"shape\": [{}], \"scale\": {:?}, \
+             \"rounding\": \"half away from zero\", \"clip\": 127}},\n  \"output\": {{\"shape\": [{}], \
+             \"scale\": {:?}}}\n}}\n",
+            dims(&self.input_shape),
+            self.input_scale,
+            dims(&self.output_shape),
+            self.output_scale
+        )
+    }
+
+    /// Reads [`Quantization::to_json`]'s text.
+    ///
+    /// # Errors
+    /// What is missing or malformed.
+    pub fn from_json(text: &str) -> Result<Quantization, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if value["format"] != QUANTIZATION_FORMAT {
+            return Err(format!("\"format\" is not \"{QUANTIZATION_FORMAT}\""));
+        }
+        let shape = |v: &serde_json::Value, what: &str| -> Result<Vec<u32>, String> {
+            v.as_array()
+                .ok_or_else(|| format!("{what} is not a list"))?
+                .iter()
+                .map(|d| {
+                    d.as_u64()
+                        .and_then(|d| u32::try_from(d).ok())
+                        .ok_or_else(|| format!("{what} holds {d}, not a dimension"))
+                })
+                .collect()
+        };
+        let scale = |v: &serde_json::Value, what: &str| -> Result<f64, String> {
+            v.as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| format!("{what} is not a positive number"))
+        };
+        Ok(Quantization {
+            input_shape: shape(&value["input"]["shape"], "input.shape")?,
+            input_scale: scale(&value["input"]["scale"], "input.scale")?,
+            output_shape: shape(&value["output"]["shape"], "output.shape")?,
+            output_scale: scale(&value["output"]["scale"], "output.scale")?,
+        })
+    }
+}
+
+/// The `format` of `quantization.json`.
+pub const QUANTIZATION_FORMAT: &str = "cvm-import-quantization-1";
+
+impl Imported {
+    /// Runs the integer model natively on one float sample: quantizes it, runs, and returns the
+    /// integer output.
+    ///
+    /// # Errors
+    /// The engine's failure message.
+    pub fn run(&self, sample: &[f32]) -> Result<Vec<i32>, String> {
+        let input = InputTensor {
+            shape: self.quantization.input_shape.clone(),
+            data: self.quantization.quantize_input(sample),
+        };
+        let report = cvm_engine::run(
+            &self.model,
+            vec![input],
+            cvm_engine::limits::MAX_GAS_PER_RUN,
+        );
+        match report.outcome.status {
+            Status::Ok { mut outputs } if !outputs.is_empty() => Ok(outputs.swap_remove(0).data),
+            _ => Err(report
+                .failure
+                .map(|f| f.message)
+                .unwrap_or_else(|| "the run failed".into())),
+        }
+    }
+}

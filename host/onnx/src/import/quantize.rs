@@ -1,0 +1,835 @@
+//! The integer model: every value of the float graph becomes a CVM tensor `q` with a real
+//! scale `s`, the float value being approximately `q · s`.
+//!
+//! - Activations are int8 (precision 8, −127..=127) with `s = range / 127`, the range measured
+//!   on the calibration set: the largest |value|, or, for a value read only by relu-like steps,
+//!   the largest value those steps let through.
+//! - Weights are int8 with a scale per output channel (per tensor with `per_channel` off, and
+//!   always for the layer that produces the model's output, so that its outputs share one
+//!   scale); biases are int32 at the accumulator's scale `s_x · s_w`.
+//! - Requantization from an accumulator to int8 is `broadcast_mul` by an integer factor M (one
+//!   per channel, at most 2^15 − 1) then `cvm_right_shift` by n, which rounds and clips to
+//!   ±127: `q_y = clip(round(acc · M / 2^n))` with `M / 2^n ≈ s_acc / s_y`. An accumulator of
+//!   precision above 16 is first brought to 16 bits by `cvm_right_shift` (or only `cvm_clip`
+//!   when its calibrated range already fits), so that the product fits 32 bits; the values it
+//!   would clip there would saturate at ±127 anyway.
+//! - The output layer (a convolution or dense layer) is left at its accumulator: int32 logits
+//!   at scale `s_x · s_w`, so argmax loses nothing to a last rounding.
+
+use super::cvm_graph::{CvmGraph, bits, tuple};
+use super::float::{sigmoid, tanh};
+use super::graph::{FTensor, Graph, Op};
+use super::{ImportError, LayerReport, RangeReport};
+
+/// Ranges of one value over the calibration set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Largest |v|.
+    pub max_abs: f64,
+    /// Largest v (at least 0).
+    pub max: f64,
+    /// Largest |v| per channel (axis 1), for values of rank ≥ 2.
+    pub channel_max_abs: Vec<f64>,
+}
+
+impl Stats {
+    /// Widens the ranges to cover `tensor`.
+    pub fn add(&mut self, tensor: &FTensor) {
+        let channels = if tensor.shape.len() >= 2 {
+            tensor.shape[1]
+        } else {
+            1
+        };
+        let inner: usize = tensor.shape.iter().skip(2).product();
+        if self.channel_max_abs.len() != channels {
+            self.channel_max_abs = vec![0.0; channels];
+        }
+        for (i, &v) in tensor.data.iter().enumerate() {
+            let a = v.abs();
+            self.max_abs = self.max_abs.max(a);
+            self.max = self.max.max(v);
+            let c = (i / inner.max(1)) % channels.max(1);
+            self.channel_max_abs[c] = self.channel_max_abs[c].max(a);
+        }
+    }
+}
+
+/// The largest factor M of a requantization: M has precision 16.
+const MAX_FACTOR: f64 = 32_767.0;
+
+/// An integer tensor standing for a float value: `value ≈ q · scale`.
+#[derive(Clone, Debug)]
+struct Q {
+    entry: usize,
+    scale: f64,
+    precision: u32,
+}
+
+/// What quantization produced.
+pub struct Quantized {
+    /// The CVM graph.
+    pub graph: CvmGraph,
+    /// Its output node.
+    pub head: usize,
+    /// The input's scale: `q = clip(round(x / scale), −127, 127)`.
+    pub input_scale: f64,
+    /// The output's scale: `y ≈ q · scale`.
+    pub output_scale: f64,
+    /// Per-layer figures for the report.
+    pub layers: Vec<LayerReport>,
+}
+
+/// `x` rounded to the nearest integer, halves away from zero (exact in IEEE 754).
+pub fn round(x: f64) -> f64 {
+    x.round()
+}
+
+/// Builds the integer model of `graph` with the calibrated `stats` (one per value).
+///
+/// # Errors
+/// A value with no integer form at these scales (a bias beyond int32, a factor beyond 2^15),
+/// named.
+pub fn quantize(
+    graph: &Graph,
+    stats: &[Stats],
+    per_channel: bool,
+) -> Result<Quantized, ImportError> {
+    let mut q = Quantizer {
+        graph,
+        stats,
+        per_channel,
+        cvm: CvmGraph::default(),
+        values: vec![None; graph.values.len()],
+        layers: Vec::new(),
+    };
+    let needed = needed(graph);
+    let mut output_scale = 1.0;
+    for (id, &needed) in needed.iter().enumerate() {
+        if !needed || matches!(graph.values[id].op, Op::Const(_)) {
+            continue;
+        }
+        let value = q.value(id)?;
+        if id == graph.output {
+            output_scale = value.scale;
+        }
+        q.values[id] = Some(value);
+    }
+    let head = q.values[graph.output]
+        .as_ref()
+        .map(|v| v.entry)
+        .ok_or_else(|| ImportError::Graph("the output has no integer form".into()))?;
+    let input_scale = q.values[0].as_ref().map_or(1.0, |v| v.scale);
+    Ok(Quantized {
+        graph: q.cvm,
+        head,
+        input_scale,
+        output_scale,
+        layers: q.layers,
+    })
+}
+
+/// The values the output depends on.
+fn needed(graph: &Graph) -> Vec<bool> {
+    let mut needed = vec![false; graph.values.len()];
+    needed[graph.output] = true;
+    for id in (0..graph.values.len()).rev() {
+        if needed[id] {
+            for &input in &graph.values[id].inputs {
+                needed[input] = true;
+            }
+        }
+    }
+    needed[0] = true;
+    needed
+}
+
+/// A scale for `range`: range / 127, or 1 for a value that is always 0.
+fn scale_for(range: f64) -> f64 {
+    if range > 0.0 { range / 127.0 } else { 1.0 }
+}
+
+/// int8 values of `data` at per-row scales (`rows` rows), and the scales.
+fn quantize_rows(data: &[f64], rows: usize, per_row: bool) -> (Vec<i32>, Vec<f64>) {
+    let per = data.len() / rows.max(1);
+    let all = data.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let scales: Vec<f64> = (0..rows)
+        .map(|r| {
+            if per_row {
+                scale_for(
+                    data[r * per..(r + 1) * per]
+                        .iter()
+                        .fold(0.0f64, |m, v| m.max(v.abs())),
+                )
+            } else {
+                scale_for(all)
+            }
+        })
+        .collect();
+    let values = data
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| round(w / scales[i / per.max(1)]).clamp(-127.0, 127.0) as i32)
+        .collect();
+    (values, scales)
+}
+
+struct Quantizer<'a> {
+    graph: &'a Graph,
+    stats: &'a [Stats],
+    per_channel: bool,
+    cvm: CvmGraph,
+    values: Vec<Option<Q>>,
+    layers: Vec<LayerReport>,
+}
+
+impl Quantizer<'_> {
+    fn error(&self, id: usize, message: impl Into<String>) -> ImportError {
+        ImportError::Node {
+            node: self.graph.values[id].origin.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn input(&mut self, id: usize, k: usize) -> Result<Q, ImportError> {
+        let source = self.graph.values[id].inputs[k];
+        if let Some(q) = &self.values[source] {
+            return Ok(q.clone());
+        }
+        // A constant operand: int8 at its own scale.
+        let Op::Const(tensor) = &self.graph.values[source].op else {
+            return Err(self.error(id, "an operand has no integer form"));
+        };
+        let (values, scales) = quantize_rows(&tensor.data, 1, false);
+        let name = format!("{}_const", self.graph.values[source].name);
+        let (entry, precision) = self.cvm.param(&name, &tensor.shape, values);
+        let q = Q {
+            entry,
+            scale: scales[0],
+            precision,
+        };
+        self.values[source] = Some(q.clone());
+        Ok(q)
+    }
+
+    /// The scale value `id` is requantized to: its range, or for a value read only by relu or
+    /// a clip at or above 0 (and not the output), the largest value they let through.
+    fn target_scale(&self, id: usize) -> f64 {
+        let consumers = self.graph.consumers(id);
+        let relu_like = |c: usize| match self.graph.values[c].op {
+            Op::Relu => true,
+            Op::Clip { lo, .. } => lo >= 0.0,
+            _ => false,
+        };
+        if id != self.graph.output
+            && !consumers.is_empty()
+            && consumers.iter().all(|&c| relu_like(c))
+        {
+            let range = consumers
+                .iter()
+                .map(|&c| self.stats[c].max)
+                .fold(0.0f64, f64::max);
+            return scale_for(range);
+        }
+        scale_for(self.stats[id].max_abs)
+    }
+
+    fn shape(&self, id: usize) -> &[usize] {
+        &self.graph.values[id].shape
+    }
+
+    fn name(&self, id: usize) -> String {
+        self.graph.values[id].name.clone()
+    }
+
+    fn value(&mut self, id: usize) -> Result<Q, ImportError> {
+        let value = &self.graph.values[id];
+        let shape = value.shape.clone();
+        let name = self.name(id);
+        match &value.op {
+            Op::Input => {
+                let entry = self.cvm.input(&shape);
+                Ok(Q {
+                    entry,
+                    scale: scale_for(self.stats[id].max_abs),
+                    precision: 8,
+                })
+            }
+            Op::Const(_) => Err(self.error(id, "a constant output")),
+            Op::Pad(_) => Err(self.error(id, "a Pad that no convolution or pooling absorbed")),
+            Op::Conv(conv) => {
+                let x = self.input(id, 0)?;
+                let is_output = id == self.graph.output;
+                let oc = conv.weight.shape[0];
+                let (weights, w_scales) =
+                    quantize_rows(&conv.weight.data, oc, self.per_channel && !is_output);
+                let kernel = [conv.weight.shape[2], conv.weight.shape[3]];
+                let fan_in = conv.weight.data.len() / oc;
+                let attrs = vec![
+                    ("channels", oc.to_string()),
+                    ("kernel_size", tuple(&kernel)),
+                    ("strides", tuple(&conv.strides)),
+                    ("padding", tuple(&conv.pads)),
+                    ("dilation", tuple(&conv.dilations)),
+                    ("groups", conv.groups.to_string()),
+                    (
+                        "use_bias",
+                        if conv.bias.is_some() { "True" } else { "False" }.into(),
+                    ),
+                ];
+                self.layer(
+                    id,
+                    x,
+                    weights,
+                    &conv.weight.shape,
+                    w_scales,
+                    conv.bias.as_deref(),
+                    fan_in,
+                    "conv2d",
+                    attrs,
+                    &shape,
+                    &name,
+                )
+            }
+            Op::Dense(dense) => {
+                let x = self.input(id, 0)?;
+                let is_output = id == self.graph.output;
+                let units = dense.weight.shape[0];
+                let (weights, w_scales) =
+                    quantize_rows(&dense.weight.data, units, self.per_channel && !is_output);
+                let attrs = vec![
+                    ("units", units.to_string()),
+                    (
+                        "use_bias",
+                        if dense.bias.is_some() {
+                            "True"
+                        } else {
+                            "False"
+                        }
+                        .into(),
+                    ),
+                ];
+                let fan_in = dense.weight.shape[1];
+                self.layer(
+                    id,
+                    x,
+                    weights,
+                    &dense.weight.shape,
+                    w_scales,
+                    dense.bias.as_deref(),
+                    fan_in,
+                    "dense",
+                    attrs,
+                    &shape,
+                    &name,
+                )
+            }
+            Op::Relu => {
+                let x = self.input(id, 0)?;
+                let entry = self.cvm.op(&name, "relu", &[x.entry], Vec::new(), &shape);
+                Ok(Q { entry, ..x })
+            }
+            Op::Clip { lo, hi } => {
+                let x = self.input(id, 0)?;
+                let bound = |v: f64| {
+                    if v.is_finite() {
+                        round(v / x.scale).clamp(-127.0, 127.0) as i64
+                    } else if v > 0.0 {
+                        127
+                    } else {
+                        -127
+                    }
+                };
+                let (a, b) = (bound(*lo), bound(*hi));
+                if a <= -127 && b >= 127 {
+                    return Ok(x);
+                }
+                if a >= b {
+                    return Err(self.error(
+                        id,
+                        format!(
+                            "the bounds [{lo}, {hi}] fall within one step of the input's scale"
+                        ),
+                    ));
+                }
+                let attrs = vec![("a_min", a.to_string()), ("a_max", b.to_string())];
+                let entry = self.cvm.op(&name, "clip", &[x.entry], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    precision: bits(a.unsigned_abs().max(b.unsigned_abs()) + 1) + 1,
+                    ..x
+                })
+            }
+            Op::MaxPool(pool) => {
+                let x = self.input(id, 0)?;
+                let attrs = vec![
+                    ("pool_size", tuple(&pool.kernel)),
+                    ("strides", tuple(&pool.strides)),
+                    ("padding", tuple(&pool.pads)),
+                    ("ceil_mode", if pool.ceil { "True" } else { "False" }.into()),
+                ];
+                let entry = self.cvm.op(&name, "max_pool2d", &[x.entry], attrs, &shape);
+                Ok(Q { entry, ..x })
+            }
+            Op::AvgPool(pool) => {
+                // A depthwise convolution with weights 1, then a requantization by 1 / area.
+                let x = self.input(id, 0)?;
+                let channels = shape[1];
+                let area = pool.kernel[0] * pool.kernel[1];
+                let ones = vec![1; channels * area];
+                let (w, _) = self.cvm.param(
+                    &format!("{name}_ones"),
+                    &[channels, 1, pool.kernel[0], pool.kernel[1]],
+                    ones,
+                );
+                let attrs = vec![
+                    ("channels", channels.to_string()),
+                    ("kernel_size", tuple(&pool.kernel)),
+                    ("strides", tuple(&pool.strides)),
+                    ("padding", tuple(&pool.pads)),
+                    ("groups", channels.to_string()),
+                    ("use_bias", "False".into()),
+                ];
+                let sum = self.cvm.op(
+                    &format!("{name}_sum"),
+                    "conv2d",
+                    &[x.entry, w],
+                    attrs,
+                    &shape,
+                );
+                let precision = x.precision + 2 + bits(area as u64);
+                let acc = Q {
+                    entry: sum,
+                    scale: x.scale,
+                    precision,
+                };
+                let target = self.target_scale(id);
+                let ratio = x.scale / (area as f64 * target);
+                let xmax = self.stats[id].max_abs * area as f64 / x.scale;
+                self.requant(id, acc, xmax, &[ratio], target, &name, &shape)
+            }
+            Op::GlobalAvgPool => {
+                let x = self.input(id, 0)?;
+                let input = self.shape(self.graph.values[id].inputs[0]).to_vec();
+                let area = input[2] * input[3];
+                let attrs = vec![("axis", "(2, 3)".into()), ("keepdims", "True".into())];
+                let sum = self
+                    .cvm
+                    .op(&format!("{name}_sum"), "sum", &[x.entry], attrs, &shape);
+                let acc = Q {
+                    entry: sum,
+                    scale: x.scale,
+                    precision: x.precision + bits(area as u64),
+                };
+                let target = self.target_scale(id);
+                let ratio = x.scale / (area as f64 * target);
+                let xmax = self.stats[id].max_abs * area as f64 / x.scale;
+                self.requant(id, acc, xmax, &[ratio], target, &name, &shape)
+            }
+            Op::Add => {
+                let a = self.input(id, 0)?;
+                let b = self.input(id, 1)?;
+                self.add(id, a, b, &shape, &name)
+            }
+            Op::Mul => {
+                let a = self.input(id, 0)?;
+                let b = self.input(id, 1)?;
+                let op = self.broadcast_op(id, "broadcast_mul");
+                let product = self.cvm.op(
+                    &format!("{name}_mul"),
+                    op,
+                    &[a.entry, b.entry],
+                    Vec::new(),
+                    &shape,
+                );
+                let scale = a.scale * b.scale;
+                let acc = Q {
+                    entry: product,
+                    scale,
+                    precision: a.precision + b.precision,
+                };
+                let target = self.target_scale(id);
+                let xmax = self.stats[id].max_abs / scale;
+                self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
+            }
+            Op::Flatten => {
+                let x = self.input(id, 0)?;
+                let entry = self
+                    .cvm
+                    .op(&name, "flatten", &[x.entry], Vec::new(), &shape);
+                Ok(Q { entry, ..x })
+            }
+            Op::Reshape => {
+                let x = self.input(id, 0)?;
+                let attrs = vec![("shape", tuple(&shape))];
+                let entry = self.cvm.op(&name, "reshape", &[x.entry], attrs, &shape);
+                Ok(Q { entry, ..x })
+            }
+            Op::Transpose(perm) => {
+                let x = self.input(id, 0)?;
+                let attrs = vec![("axes", tuple(perm))];
+                let entry = self.cvm.op(&name, "transpose", &[x.entry], attrs, &shape);
+                Ok(Q { entry, ..x })
+            }
+            Op::Concat(axis) => {
+                let inputs = self.graph.values[id].inputs.clone();
+                let mut parts = Vec::new();
+                for k in 0..inputs.len() {
+                    parts.push(self.input(id, k)?);
+                }
+                let scale = parts.iter().map(|p| p.scale).fold(0.0f64, f64::max);
+                let mut entries = Vec::new();
+                let mut precision = 0;
+                for (k, part) in parts.into_iter().enumerate() {
+                    let part = if part.scale == scale && part.precision <= 8 {
+                        part
+                    } else {
+                        let xmax = self.stats[inputs[k]].max_abs / part.scale;
+                        let ratio = part.scale / scale;
+                        {
+                            let part_shape = self.shape(inputs[k]).to_vec();
+                            self.requant(
+                                id,
+                                part,
+                                xmax,
+                                &[ratio],
+                                scale,
+                                &format!("{name}_in{k}"),
+                                &part_shape,
+                            )?
+                        }
+                    };
+                    precision = precision.max(part.precision);
+                    entries.push(part.entry);
+                }
+                let attrs = vec![("axis", axis.to_string())];
+                let entry = self.cvm.op(&name, "concatenate", &entries, attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale,
+                    precision,
+                })
+            }
+            Op::Sigmoid | Op::Tanh => {
+                let x = self.input(id, 0)?;
+                if x.precision > 8 {
+                    return Err(self.error(id, "a table lookup needs an int8 operand"));
+                }
+                let f: fn(f64) -> f64 = if matches!(value.op, Op::Sigmoid) {
+                    sigmoid
+                } else {
+                    tanh
+                };
+                let (offset, _) = self.cvm.param(&format!("{name}_offset"), &[1], vec![127]);
+                let index = self.cvm.op(
+                    &format!("{name}_index"),
+                    "broadcast_add",
+                    &[x.entry, offset],
+                    Vec::new(),
+                    &shape,
+                );
+                let scale = 1.0 / 127.0;
+                let table: Vec<i32> = (0..255)
+                    .map(|i| {
+                        round(f(f64::from(i - 127) * x.scale) / scale).clamp(-127.0, 127.0) as i32
+                    })
+                    .collect();
+                let (table, precision) = self.cvm.param(&format!("{name}_table"), &[255], table);
+                let attrs = vec![("in_dim", "255".into())];
+                let entry = self
+                    .cvm
+                    .op(&name, "cvm_lut", &[index, table], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale,
+                    precision,
+                })
+            }
+        }
+    }
+
+    fn broadcast_op(&self, id: usize, op: &'static str) -> &'static str {
+        let inputs = &self.graph.values[id].inputs;
+        let same = inputs.len() == 2 && self.shape(inputs[0]) == self.shape(inputs[1]);
+        match (op, same) {
+            ("broadcast_add", true) => "elemwise_add",
+            _ => op,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn layer(
+        &mut self,
+        id: usize,
+        x: Q,
+        weights: Vec<i32>,
+        weight_shape: &[usize],
+        w_scales: Vec<f64>,
+        bias: Option<&[f64]>,
+        fan_in: usize,
+        op: &'static str,
+        attrs: Vec<(&'static str, String)>,
+        shape: &[usize],
+        name: &str,
+    ) -> Result<Q, ImportError> {
+        if x.precision > 8 {
+            return Err(self.error(
+                id,
+                format!("its data has precision {}, above 8", x.precision),
+            ));
+        }
+        let channels = weight_shape[0];
+        let (w, w_precision) = self
+            .cvm
+            .param(&format!("{name}_weight"), weight_shape, weights);
+        let mut inputs = vec![x.entry, w];
+        let mut precision = x.precision + w_precision + bits(fan_in as u64);
+        if let Some(bias) = bias {
+            let mut values = Vec::with_capacity(channels);
+            for (c, &b) in bias.iter().enumerate() {
+                let v = round(b / (x.scale * w_scales[c]));
+                if v.abs() >= f64::from(1u32 << 30) {
+                    return Err(self.error(
+                        id,
+                        format!("the bias of channel {c} ({b}) is beyond int32 at the accumulator's scale"),
+                    ));
+                }
+                values.push(v as i32);
+            }
+            let (b, b_precision) = self.cvm.param(&format!("{name}_bias"), &[channels], values);
+            inputs.push(b);
+            precision = precision.max(b_precision) + 1;
+        }
+        let entry = self.cvm.op(name, op, &inputs, attrs, shape);
+        let acc_scales: Vec<f64> = w_scales.iter().map(|s| x.scale * s).collect();
+        let acc = Q {
+            entry,
+            scale: acc_scales[0],
+            precision,
+        };
+        if precision > 32 {
+            return Err(self.error(
+                id,
+                format!("its accumulator needs precision {precision}, above 32"),
+            ));
+        }
+        if id == self.graph.output {
+            self.layers.push(LayerReport {
+                node: self.graph.values[id].origin.clone(),
+                cvm: self.cvm.name(entry).to_string(),
+                input_scale: x.scale,
+                weight_scales: RangeReport::of(&w_scales),
+                accumulator_precision: precision,
+                pre_shift: 0,
+                factors: RangeReport::of(&[]),
+                shift: 0,
+                output_scale: acc.scale,
+            });
+            return Ok(acc);
+        }
+        let target = self.target_scale(id);
+        let ratios: Vec<f64> = acc_scales.iter().map(|s| s / target).collect();
+        let stats = &self.stats[id];
+        let xmax = (0..channels)
+            .map(|c| {
+                stats
+                    .channel_max_abs
+                    .get(c)
+                    .copied()
+                    .unwrap_or(stats.max_abs)
+                    / acc_scales[c]
+            })
+            .fold(0.0f64, f64::max);
+        let before = self.layers.len();
+        let out = self.requant(id, acc, xmax, &ratios, target, &format!("{name}_q"), shape)?;
+        if let Some(report) = self.layers.get_mut(before) {
+            report.input_scale = x.scale;
+            report.weight_scales = RangeReport::of(&w_scales);
+            report.cvm = self.cvm.name(entry).to_string();
+        }
+        Ok(out)
+    }
+
+    fn add(
+        &mut self,
+        id: usize,
+        a: Q,
+        b: Q,
+        shape: &[usize],
+        name: &str,
+    ) -> Result<Q, ImportError> {
+        if a.precision > 16 || b.precision > 16 {
+            return Err(self.error(id, "an operand of precision above 16"));
+        }
+        let target = self.target_scale(id);
+        let (ra, rb) = (a.scale / target, b.scale / target);
+        let n = factor_shift(ra.max(rb)).ok_or_else(|| {
+            self.error(
+                id,
+                format!(
+                    "the scale ratio {} is too large for a factor of 15 bits",
+                    ra.max(rb)
+                ),
+            )
+        })?;
+        let ma = round(ra * pow2(n)) as i32;
+        let mb = round(rb * pow2(n)) as i32;
+        let (fa, pa) = self.cvm.param(&format!("{name}_fa"), &[1], vec![ma]);
+        let (fb, pb) = self.cvm.param(&format!("{name}_fb"), &[1], vec![mb]);
+        let graph = self.graph;
+        let operand = |k: usize| &graph.values[graph.values[id].inputs[k]].shape;
+        let sa = self.cvm.op(
+            &format!("{name}_a"),
+            "broadcast_mul",
+            &[a.entry, fa],
+            Vec::new(),
+            operand(0),
+        );
+        let sb = self.cvm.op(
+            &format!("{name}_b"),
+            "broadcast_mul",
+            &[b.entry, fb],
+            Vec::new(),
+            operand(1),
+        );
+        let op = self.broadcast_op(id, "broadcast_add");
+        let sum = self
+            .cvm
+            .op(&format!("{name}_sum"), op, &[sa, sb], Vec::new(), shape);
+        let precision = (a.precision + pa).max(b.precision + pb) + 1;
+        if precision > 32 {
+            return Err(self.error(id, "the rescaled sum needs more than 32 bits"));
+        }
+        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let entry = self.cvm.op(name, "cvm_right_shift", &[sum], attrs, shape);
+        self.layers.push(LayerReport {
+            node: self.graph.values[id].origin.clone(),
+            cvm: self.cvm.name(entry).to_string(),
+            input_scale: a.scale,
+            weight_scales: RangeReport::of(&[b.scale]),
+            accumulator_precision: precision,
+            pre_shift: 0,
+            factors: RangeReport::of(&[f64::from(ma), f64::from(mb)]),
+            shift: n,
+            output_scale: target,
+        });
+        Ok(Q {
+            entry,
+            scale: target,
+            precision: 8,
+        })
+    }
+
+    /// `acc` (calibrated |acc| up to `xmax`, in its integer units) times `ratios` (one, or one
+    /// per channel on axis 1), rounded and clipped to int8 at scale `target`.
+    #[allow(clippy::too_many_arguments)]
+    fn requant(
+        &mut self,
+        id: usize,
+        acc: Q,
+        xmax: f64,
+        ratios: &[f64],
+        target: f64,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<Q, ImportError> {
+        let mut x = acc.clone();
+        let mut pre_shift = 0u32;
+        if x.precision > 16 {
+            let needed = bits(xmax.ceil() as u64) + 1;
+            pre_shift = needed.saturating_sub(16);
+            let entry = if pre_shift == 0 {
+                let attrs = vec![("precision", "16".into())];
+                self.cvm
+                    .op(&format!("{name}_16"), "cvm_clip", &[x.entry], attrs, shape)
+            } else {
+                let attrs = vec![
+                    ("precision", "16".into()),
+                    ("shift_bit", pre_shift.to_string()),
+                ];
+                self.cvm.op(
+                    &format!("{name}_16"),
+                    "cvm_right_shift",
+                    &[x.entry],
+                    attrs,
+                    shape,
+                )
+            };
+            x = Q {
+                entry,
+                scale: x.scale,
+                precision: 16,
+            };
+        }
+        let effective: Vec<f64> = ratios.iter().map(|r| r * pow2(pre_shift)).collect();
+        let largest = effective.iter().copied().fold(0.0f64, f64::max);
+        let n = factor_shift(largest).ok_or_else(|| {
+            self.error(
+                id,
+                format!("the scale ratio {largest} is too large for a factor of 15 bits"),
+            )
+        })?;
+        let factors: Vec<i32> = effective
+            .iter()
+            .map(|r| round(r * pow2(n)) as i32)
+            .collect();
+        let factor_shape: Vec<usize> = if factors.len() == 1 {
+            vec![1]
+        } else if shape.len() == 4 {
+            vec![factors.len(), 1, 1]
+        } else {
+            vec![factors.len()]
+        };
+        let (f, f_precision) =
+            self.cvm
+                .param(&format!("{name}_factor"), &factor_shape, factors.clone());
+        if x.precision + f_precision > 32 {
+            return Err(self.error(id, "the requantization product needs more than 32 bits"));
+        }
+        let product = self.cvm.op(
+            &format!("{name}_mul"),
+            "broadcast_mul",
+            &[x.entry, f],
+            Vec::new(),
+            shape,
+        );
+        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let entry = self
+            .cvm
+            .op(name, "cvm_right_shift", &[product], attrs, shape);
+        let as_f64: Vec<f64> = factors.iter().map(|&m| f64::from(m)).collect();
+        self.layers.push(LayerReport {
+            node: self.graph.values[id].origin.clone(),
+            cvm: self.cvm.name(entry).to_string(),
+            input_scale: acc.scale,
+            weight_scales: RangeReport::of(&[]),
+            accumulator_precision: acc.precision,
+            pre_shift,
+            factors: RangeReport::of(&as_f64),
+            shift: n,
+            output_scale: target,
+        });
+        Ok(Q {
+            entry,
+            scale: target,
+            precision: 8,
+        })
+    }
+}
+
+/// 2^n, exactly.
+fn pow2(n: u32) -> f64 {
+    f64::from_bits(u64::from(1023 + n.min(1000)) << 52)
+}
+
+/// The shift n in [1, 32] that gives the factor `round(ratio · 2^n)` the most bits within
+/// 15, or `None` when even n = 1 exceeds them.
+fn factor_shift(ratio: f64) -> Option<u32> {
+    if ratio * 2.0 > MAX_FACTOR {
+        return None;
+    }
+    let mut n = 1;
+    while n < 32 && ratio * pow2(n + 1) <= MAX_FACTOR {
+        n += 1;
+    }
+    Some(n)
+}
