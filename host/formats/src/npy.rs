@@ -87,9 +87,7 @@ pub enum NpyError {
     #[error("dtype '{0}' is not float32 ('<f4' or '>f4'); save the array as numpy.float32")]
     NotFloat32(String),
     /// A float32 array stored in Fortran order, which [`read_npy_f32`] does not reorder.
-    #[error(
-        "the array is stored in Fortran order; save it with numpy.ascontiguousarray first"
-    )]
+    #[error("the array is stored in Fortran order; save it with numpy.ascontiguousarray first")]
     FortranFloat,
     /// A float32 value that is NaN or infinite.
     #[error("value at flat index {index} is {value}, not a finite number")]
