@@ -280,3 +280,43 @@ fn corrupted_models_never_panic() {
     eprintln!("{imported} imported, {refused} refused");
     assert!(imported > 0 && refused > 0);
 }
+
+/// The digits network quantized by onnxruntime's `quantize_static` (QDQ, int8, per tensor and
+/// per channel) imports with its own scales and agrees with onnxruntime's int8 argmax.
+#[test]
+fn qdq_models_follow_onnxruntime() {
+    let images = floats("digits/images.npy");
+    let size = images.data.len() / 1797;
+    for (model, predictions) in [
+        ("digits/model_qdq.onnx", "digits/qdq_predictions.npy"),
+        (
+            "digits/model_qdq_per_channel.onnx",
+            "digits/qdq_per_channel_predictions.npy",
+        ),
+    ] {
+        let importer = importer(model);
+        let imported = import(
+            &importer,
+            &floats("digits/calibration.npy"),
+            Options::default(),
+        );
+        let reference = ints(predictions);
+        let same = images
+            .data
+            .chunks(size)
+            .zip(&reference)
+            .filter(|(image, r)| argmax(&imported.run(image).unwrap()) == **r as usize)
+            .count();
+        let simulated = images
+            .data
+            .chunks(size)
+            .zip(&reference)
+            .filter(|(image, r)| argmax(&importer.float_output(image)) == **r as usize)
+            .count();
+        eprintln!(
+            "{model}: integer argmax equals onnxruntime's on {same}/1797, the float simulation on {simulated}/1797; gas {}",
+            imported.gas
+        );
+        assert!(same * 100 >= 98 * 1797, "{model}: {same}/1797");
+    }
+}

@@ -236,10 +236,8 @@ fn report_text(
             "int32 output, not requantized".to_string()
         } else {
             format!(
-                "s {} M {} n {}",
-                layer.pre_shift,
-                range(&layer.factors),
-                layer.shift
+                "s {} M {}..{} n {}",
+                layer.pre_shift, layer.factors.min as i64, layer.factors.max as i64, layer.shift
             )
         };
         out.push_str(&format!(

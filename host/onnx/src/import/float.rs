@@ -68,6 +68,11 @@ pub fn run(graph: &Graph, input: &[f64]) -> Vec<FTensor> {
             Op::Sigmoid => arg(0).data.iter().map(|&x| sigmoid(x)).collect(),
             Op::Tanh => arg(0).data.iter().map(|&x| tanh(x)).collect(),
             Op::Pad(pads) => pad(arg(0), *pads, &shape),
+            Op::Fake(scale) => arg(0)
+                .data
+                .iter()
+                .map(|&x| (x / scale).round_ties_even().clamp(-128.0, 127.0) * scale)
+                .collect(),
         };
         values.push(FTensor { shape, data });
     }

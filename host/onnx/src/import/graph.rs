@@ -29,6 +29,9 @@ pub struct FTensor {
 pub struct Conv {
     /// Weights (OC, IC / groups, KH, KW).
     pub weight: FTensor,
+    /// The weights' own scales (one, or one per output channel), for a model quantized
+    /// already (QDQ); `None` to choose them.
+    pub weight_scales: Option<Vec<f64>>,
     /// Bias per output channel, if any.
     pub bias: Option<Vec<f64>>,
     /// (SH, SW).
@@ -46,6 +49,8 @@ pub struct Conv {
 pub struct Dense {
     /// Weights (N, K).
     pub weight: FTensor,
+    /// The weights' own scales (one, or one per output unit), as for [`Conv`].
+    pub weight_scales: Option<Vec<f64>>,
     /// Bias (N), if any.
     pub bias: Option<Vec<f64>>,
 }
@@ -105,6 +110,9 @@ pub enum Op {
     Sigmoid,
     /// tanh(x).
     Tanh,
+    /// A QuantizeLinear–DequantizeLinear pair at this scale (symmetric int8):
+    /// `clip(round_half_even(x / s), −128, 127) · s`. The value is an int8 tensor at scale s.
+    Fake(f64),
     /// Zero padding of H (before, after) and W (before, after); exists only until a
     /// convolution or pooling absorbs it.
     Pad([usize; 4]),
@@ -165,6 +173,13 @@ fn clean_name(name: &str) -> String {
 enum Slot<'a> {
     Value(usize),
     Const(&'a Tensor),
+    /// A DequantizeLinear of a constant: the float values and their scales.
+    Dequantized(FTensor, Vec<f64>),
+    /// A QuantizeLinear of a value, awaiting its DequantizeLinear.
+    Quantized {
+        value: usize,
+        scale: f64,
+    },
 }
 
 struct Lowering<'a> {
@@ -283,12 +298,21 @@ impl<'a> Lowering<'a> {
         let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
         match self.slots.get(name) {
             Some(Slot::Value(id)) => Ok(*id),
-            Some(Slot::Const(_)) => Err(self.error(format!(
+            Some(Slot::Const(_) | Slot::Dequantized(..)) => Err(self.error(format!(
                 "input {k} ({}) is a constant; the importer needs a computed tensor there",
                 cvm_formats::quote(name)
             ))),
+            Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
+    }
+
+    fn quantized_read(&self, k: usize, name: &str) -> ImportError {
+        self.error(format!(
+            "input {k} ({}) is a QuantizeLinear output; the importer reads QDQ models, where \
+             every QuantizeLinear feeds a DequantizeLinear",
+            cvm_formats::quote(name)
+        ))
     }
 
     /// The value an input names, or a new constant value for a float constant.
@@ -301,6 +325,12 @@ impl<'a> Lowering<'a> {
                 let shape = tensor.shape.clone();
                 Ok(self.push(Op::Const(tensor), Vec::new(), shape, name))
             }
+            Some(Slot::Dequantized(tensor, _)) => {
+                let tensor = tensor.clone();
+                let shape = tensor.shape.clone();
+                Ok(self.push(Op::Const(tensor), Vec::new(), shape, name))
+            }
+            Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
     }
@@ -313,6 +343,12 @@ impl<'a> Lowering<'a> {
         }
         match self.slots.get(name) {
             Some(Slot::Const(tensor)) => Ok(Some(tensor)),
+            Some(Slot::Dequantized(..)) => Err(self.error(format!(
+                "input {k} ({}) is a dequantized tensor; the importer needs an integer constant \
+                 there",
+                cvm_formats::quote(name)
+            ))),
+            Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             Some(Slot::Value(_)) => Err(self.error(format!(
                 "input {k} ({}) is computed; the importer needs a constant (an initializer) there",
                 cvm_formats::quote(name)
@@ -322,9 +358,22 @@ impl<'a> Lowering<'a> {
     }
 
     fn float_constant(&self, node: &Node, k: usize) -> Result<Option<FTensor>, ImportError> {
+        let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
+        if let Some(Slot::Dequantized(tensor, _)) = self.slots.get(name) {
+            return Ok(Some(tensor.clone()));
+        }
         match self.constant(node, k)? {
             Some(tensor) => float_tensor(tensor).map(Some).map_err(|m| self.error(m)),
             None => Ok(None),
+        }
+    }
+
+    /// The scales of a dequantized constant input (a QDQ model's weights).
+    fn scales_of(&self, node: &Node, k: usize) -> Option<Vec<f64>> {
+        let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
+        match self.slots.get(name) {
+            Some(Slot::Dequantized(_, scales)) => Some(scales.clone()),
+            _ => None,
         }
     }
 
@@ -542,6 +591,8 @@ impl<'a> Lowering<'a> {
             "Transpose" => self.transpose(node),
             "Concat" => self.concat(node),
             "Pad" => self.pad(node),
+            "QuantizeLinear" => self.quantize_linear(node),
+            "DequantizeLinear" => self.dequantize_linear(node),
             "Softmax" | "LogSoftmax" => self.softmax(node),
             "Dropout" | "Identity" => {
                 let x = self.value(node, 0)?;
@@ -636,6 +687,7 @@ impl<'a> Lowering<'a> {
         };
         let conv = Conv {
             weight,
+            weight_scales: self.scales_of(node, 1),
             bias: bias.map(|b| b.data),
             strides,
             pads: [pads[0], pads[1]],
@@ -689,6 +741,7 @@ impl<'a> Lowering<'a> {
             }
             let old = conv.bias.take().unwrap_or_else(|| vec![0.0; channels]);
             conv.bias = Some((0..channels).map(|c| old[c] * a[c] + b[c]).collect());
+            conv.weight_scales = None;
             let origin = self.values[x].origin.clone();
             self.notes
                 .push(format!("{} folded into {origin}", self.label));
@@ -700,6 +753,7 @@ impl<'a> Lowering<'a> {
                 shape: vec![channels, 1, 1, 1],
                 data: a,
             },
+            weight_scales: None,
             bias: Some(b),
             strides: [1, 1],
             pads: [0, 0],
@@ -759,7 +813,16 @@ impl<'a> Lowering<'a> {
                 )));
             }
         };
-        self.define(node, Op::Dense(Dense { weight, bias }), vec![x], vec![m, n])
+        // The scales of B are per row of the (N, K) weights only with transB = 1.
+        let weight_scales = self
+            .scales_of(node, 1)
+            .filter(|s| alpha == 1.0 && (s.len() == 1 || trans_b));
+        let dense = Dense {
+            weight,
+            weight_scales,
+            bias,
+        };
+        self.define(node, Op::Dense(dense), vec![x], vec![m, n])
     }
 
     fn matmul(&mut self, node: &'a Node) -> Result<(), ImportError> {
@@ -784,7 +847,12 @@ impl<'a> Lowering<'a> {
             )));
         }
         let weight = transpose2(&b.data, rows, cols);
-        let dense = Dense { weight, bias: None };
+        let weight_scales = self.scales_of(node, 1).filter(|s| s.len() == 1);
+        let dense = Dense {
+            weight,
+            weight_scales,
+            bias: None,
+        };
         self.define(node, Op::Dense(dense), vec![x], vec![m, cols])
     }
 
@@ -1173,6 +1241,121 @@ impl<'a> Lowering<'a> {
         ];
         let shape = vec![xs[0], xs[1], xs[2] + p[0] + p[2], xs[3] + p[1] + p[3]];
         self.define(node, Op::Pad(p), vec![x], shape)
+    }
+
+    /// A zero point input: absent, or int8 zeros (symmetric quantization).
+    fn symmetric(&self, node: &Node) -> Result<(), ImportError> {
+        match self.constant(node, 2)? {
+            None => Err(self.error(
+                "no zero point: ONNX then quantizes to uint8, which the importer does not \
+                 support; quantize activations and weights as signed int8 (QInt8)",
+            )),
+            Some(Tensor {
+                data: TensorData::Int8(z),
+                ..
+            }) if z.iter().all(|&z| z == 0) => Ok(()),
+            Some(Tensor {
+                data: TensorData::Int32(z),
+                ..
+            }) if z.iter().all(|&z| z == 0) => Ok(()),
+            Some(_) => Err(self.error(
+                "the zero point is not int8 (or int32) zeros: only symmetric signed \
+                 quantization is supported (ActivationSymmetric and WeightSymmetric)",
+            )),
+        }
+    }
+
+    /// A scale input: positive and finite float32 values.
+    fn scales(&self, node: &Node) -> Result<Vec<f64>, ImportError> {
+        let Some(scales) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 (the scale) is missing"));
+        };
+        if scales.data.is_empty()
+            || scales
+                .data
+                .iter()
+                .any(|&s| s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+        {
+            return Err(self.error("the scale is empty or not positive"));
+        }
+        Ok(scales.data)
+    }
+
+    fn quantize_linear(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let scales = self.scales(node)?;
+        self.symmetric(node)?;
+        let [scale] = scales[..] else {
+            return Err(self.error(
+                "a scale per channel for activations is not supported: one scale per tensor",
+            ));
+        };
+        if let Some(name) = node.outputs.first() {
+            self.slots
+                .insert(name.as_str(), Slot::Quantized { value: x, scale });
+        }
+        Ok(())
+    }
+
+    fn dequantize_linear(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let name = node.inputs.first().map(String::as_str).unwrap_or("");
+        let scales = self.scales(node)?;
+        self.symmetric(node)?;
+        match self.slots.get(name) {
+            Some(&Slot::Quantized { value, scale }) => {
+                if scales != [scale] {
+                    return Err(self.error(format!(
+                        "its scale {scales:?} differs from its QuantizeLinear's {scale}"
+                    )));
+                }
+                let shape = self.values[value].shape.clone();
+                self.define(node, Op::Fake(scale), vec![value], shape)
+            }
+            Some(Slot::Const(tensor)) => {
+                let tensor: &Tensor = tensor;
+                let values: Vec<f64> = match &tensor.data {
+                    TensorData::Int8(v) => v.iter().map(|&q| f64::from(q)).collect(),
+                    TensorData::Int32(v) => v.iter().map(|&q| f64::from(q)).collect(),
+                    _ => {
+                        return Err(self.error(
+                            "only int8 and int32 constants are dequantized by the importer",
+                        ));
+                    }
+                };
+                let shape: Vec<usize> = tensor.shape.iter().map(|&d| d as usize).collect();
+                let axis = self.int(node, "axis", 1)?;
+                let per = if scales.len() == 1 {
+                    values.len().max(1)
+                } else if (axis == 0 || (axis == -(shape.len() as i64)))
+                    && shape.first() == Some(&scales.len())
+                {
+                    values.len() / scales.len()
+                } else {
+                    return Err(self.error(format!(
+                        "scales of {} entries on axis {axis} of shape {shape:?}: the importer \
+                         takes one scale, or one per entry of axis 0",
+                        scales.len()
+                    )));
+                };
+                let data = values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &q)| q * scales[(i / per.max(1)).min(scales.len() - 1)])
+                    .collect();
+                if let Some(out) = node.outputs.first() {
+                    self.slots.insert(
+                        out.as_str(),
+                        Slot::Dequantized(FTensor { shape, data }, scales),
+                    );
+                }
+                Ok(())
+            }
+            _ => Err(self.error(
+                "input 0 is neither a constant nor a QuantizeLinear output; the importer reads \
+                 QDQ models (QuantizeLinear–DequantizeLinear pairs)",
+            )),
+        }
     }
 
     fn softmax(&mut self, node: &'a Node) -> Result<(), ImportError> {

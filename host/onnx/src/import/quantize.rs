@@ -173,6 +173,31 @@ fn quantize_rows(data: &[f64], rows: usize, per_row: bool) -> (Vec<i32>, Vec<f64
     (values, scales)
 }
 
+/// int8 weights of `rows` rows: at the model's own scales when it has them (QDQ; one scale,
+/// or one per row), else chosen here: per row when `per_channel`, per tensor for the layer
+/// whose accumulators are the output (so that they compare).
+fn weights_at(
+    data: &[f64],
+    rows: usize,
+    fixed: Option<&[f64]>,
+    per_channel: bool,
+    is_output: bool,
+) -> (Vec<i32>, Vec<f64>) {
+    match fixed {
+        Some(scales) if scales.len() == 1 || (scales.len() == rows && !is_output) => {
+            let scales: Vec<f64> = (0..rows).map(|r| scales[r.min(scales.len() - 1)]).collect();
+            let per = data.len() / rows.max(1);
+            let values = data
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| round(w / scales[i / per.max(1)]).clamp(-127.0, 127.0) as i32)
+                .collect();
+            (values, scales)
+        }
+        _ => quantize_rows(data, rows, per_channel && !is_output),
+    }
+}
+
 struct Quantizer<'a> {
     graph: &'a Graph,
     stats: &'a [Stats],
@@ -215,6 +240,20 @@ impl Quantizer<'_> {
     /// a clip at or above 0 (and not the output), the largest value they let through.
     fn target_scale(&self, id: usize) -> f64 {
         let consumers = self.graph.consumers(id);
+        // A model quantized already (QDQ) gives the scale itself.
+        let fixed: Vec<f64> = consumers
+            .iter()
+            .filter_map(|&c| match self.graph.values[c].op {
+                Op::Fake(scale) => Some(scale),
+                _ => None,
+            })
+            .collect();
+        if !fixed.is_empty()
+            && fixed.len() == consumers.len()
+            && fixed.iter().all(|&s| s == fixed[0])
+        {
+            return fixed[0];
+        }
         let relu_like = |c: usize| match self.graph.values[c].op {
             Op::Relu => true,
             Op::Clip { lo, .. } => lo >= 0.0,
@@ -250,9 +289,18 @@ impl Quantizer<'_> {
                 let entry = self.cvm.input(&shape);
                 Ok(Q {
                     entry,
-                    scale: scale_for(self.stats[id].max_abs),
+                    scale: self.target_scale(id),
                     precision: 8,
                 })
+            }
+            Op::Fake(scale) => {
+                let x = self.input(id, 0)?;
+                if x.scale == *scale && x.precision <= 8 {
+                    return Ok(x);
+                }
+                let xmax = self.stats[value.inputs[0]].max_abs / x.scale;
+                let ratio = x.scale / scale;
+                self.requant(id, x, xmax, &[ratio], *scale, &name, &shape)
             }
             Op::Const(_) => Err(self.error(id, "a constant output")),
             Op::Pad(_) => Err(self.error(id, "a Pad that no convolution or pooling absorbed")),
@@ -260,8 +308,13 @@ impl Quantizer<'_> {
                 let x = self.input(id, 0)?;
                 let is_output = id == self.graph.output;
                 let oc = conv.weight.shape[0];
-                let (weights, w_scales) =
-                    quantize_rows(&conv.weight.data, oc, self.per_channel && !is_output);
+                let (weights, w_scales) = weights_at(
+                    &conv.weight.data,
+                    oc,
+                    conv.weight_scales.as_deref(),
+                    self.per_channel,
+                    is_output,
+                );
                 let kernel = [conv.weight.shape[2], conv.weight.shape[3]];
                 let fan_in = conv.weight.data.len() / oc;
                 let attrs = vec![
@@ -294,8 +347,13 @@ impl Quantizer<'_> {
                 let x = self.input(id, 0)?;
                 let is_output = id == self.graph.output;
                 let units = dense.weight.shape[0];
-                let (weights, w_scales) =
-                    quantize_rows(&dense.weight.data, units, self.per_channel && !is_output);
+                let (weights, w_scales) = weights_at(
+                    &dense.weight.data,
+                    units,
+                    dense.weight_scales.as_deref(),
+                    self.per_channel,
+                    is_output,
+                );
                 let attrs = vec![
                     ("units", units.to_string()),
                     (
