@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(canonical text_model cvm_import differential onnx_read)
+[ "${#targets[@]}" -gt 0 ] || targets=(canonical text_model cvm_import differential onnx_read onnx_import)
 
 rustup toolchain install nightly --profile minimal >/dev/null
 command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked

@@ -1,0 +1,246 @@
+//! `cvm import <model.onnx>` and `cvm run` on what it writes: the files, the report, float
+//! inputs quantized at the edge, the same outcome natively and in wasm, and exit status 2 with
+//! the node and the reason for everything the importer refuses.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cvm_formats::npy::{read_npy, read_npy_f32, write_npy_f32};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn onnx(path: &str) -> String {
+    root()
+        .join("fixtures/onnx")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn cvm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args(args)
+        .output()
+        .expect("cvm starts")
+}
+
+/// Runs and checks the exit status; returns stdout and stderr together.
+fn expect_status(args: &[&str], status: i32) -> String {
+    let output = cvm(args);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(status), "cvm {args:?}:\n{all}");
+    assert!(!all.contains("panicked"), "cvm {args:?} panicked:\n{all}");
+    all
+}
+
+fn json(args: &[&str]) -> Value {
+    let output = cvm(args);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "cvm {args:?}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cvm-onnx-import-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One sample of a float32 batch, written as a (1, …) .npy file.
+fn sample(batch: &str, index: usize, target: &Path) {
+    let batch = read_npy_f32(&std::fs::read(onnx(batch)).unwrap()).unwrap();
+    let size = batch.data.len() / batch.shape[0] as usize;
+    let mut shape = batch.shape.clone();
+    shape[0] = 1;
+    let data = &batch.data[index * size..(index + 1) * size];
+    std::fs::write(target, write_npy_f32(&shape, data)).unwrap();
+}
+
+#[test]
+fn digits_imports_and_runs_on_float_inputs_natively_and_in_wasm() {
+    let dir = scratch("digits");
+    let out = dir.join("model");
+    let out_s = out.display().to_string();
+    let report = json(&[
+        "import",
+        &onnx("digits/model.onnx"),
+        "--calibrate",
+        &onnx("digits/calibration.npy"),
+        "-o",
+        &out_s,
+        "--json",
+    ]);
+    assert_eq!(report["gas"], 1_880_137);
+    assert_eq!(report["calibration"]["samples"], 200);
+    assert_eq!(report["calibration"]["agreement"]["same_argmax"], 200);
+    assert_eq!(report["layers"].as_array().unwrap().len(), 5);
+    for file in ["symbol", "params", "model.cvm", "quantization.json"] {
+        assert!(out.join(file).is_file(), "{file} written");
+    }
+
+    // Image 2, a "2", as float32: the directory's quantization.json quantizes it.
+    let image = dir.join("image_2.npy");
+    sample("digits/images.npy", 2, &image);
+    let image_s = image.display().to_string();
+    let mut hashes = Vec::new();
+    for engine in ["native", "wasm"] {
+        let run = json(&[
+            "run", &out_s, "--input", &image_s, "--engine", engine, "--json",
+        ]);
+        assert_eq!(run["gas_used"], 1_880_137, "{run}");
+        hashes.push(run["hash"].as_str().unwrap().to_string());
+    }
+    // The canonical binary with the quantization named, too.
+    let canonical = out.join("model.cvm").display().to_string();
+    let quantization = out.join("quantization.json").display().to_string();
+    let run = json(&[
+        "run",
+        &canonical,
+        "--quantization",
+        &quantization,
+        "--input",
+        &image_s,
+        "--json",
+    ]);
+    hashes.push(run["hash"].as_str().unwrap().to_string());
+    assert_eq!(
+        hashes,
+        vec!["a2c67f82cac5a79c349d5c29d5c2d76b3b28d36854c2722f8e73eec64de173d3"; 3]
+    );
+
+    // Dequantized outputs: float32 logits whose argmax is the label.
+    let logits = dir.join("logits.npy");
+    let logits_s = logits.display().to_string();
+    expect_status(
+        &[
+            "run",
+            &out_s,
+            "--input",
+            &image_s,
+            "--output",
+            &logits_s,
+            "--dequantize",
+        ],
+        0,
+    );
+    let logits = read_npy_f32(&std::fs::read(&logits).unwrap()).unwrap();
+    assert_eq!(logits.shape, vec![1, 10]);
+    let labels = read_npy(&std::fs::read(onnx("digits/labels.npy")).unwrap()).unwrap();
+    let best = (0..10)
+        .max_by(|&a, &b| logits.data[a].total_cmp(&logits.data[b]))
+        .unwrap();
+    assert_eq!(best as i32, labels.data[2]);
+
+    // A float input needs the quantization; an int8 input runs without it.
+    let message = expect_status(&["run", &canonical, "--input", &image_s], 2);
+    assert!(
+        message.contains("needs the model's quantization"),
+        "{message}"
+    );
+    let message = expect_status(
+        &["run", &canonical, "--dequantize", "--output", &logits_s],
+        2,
+    );
+    assert!(message.contains("--dequantize needs"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resnet_imports_and_runs_the_same_natively_and_in_wasm() {
+    let dir = scratch("resnet");
+    let out = dir.join("model").display().to_string();
+    let report = expect_status(
+        &[
+            "import",
+            &onnx("resnet/model.onnx"),
+            "--calibrate",
+            &onnx("resnet/calibration.npy"),
+            "--validate",
+            &onnx("resnet/inputs.npy"),
+            "-o",
+            &out,
+        ],
+        0,
+    );
+    assert!(report.contains("folded into"), "{report}");
+    assert!(report.contains("validation set (64 samples)"), "{report}");
+    let input = dir.join("input.npy");
+    sample("resnet/inputs.npy", 5, &input);
+    let input = input.display().to_string();
+    let native = json(&[
+        "run", &out, "--input", &input, "--engine", "native", "--json",
+    ]);
+    let wasm = json(&["run", &out, "--input", &input, "--json"]);
+    assert_eq!(native["hash"], wasm["hash"]);
+    assert_eq!(native["outputs"], wasm["outputs"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn refusals_exit_2_with_the_node_and_the_reason() {
+    let dir = scratch("refusals");
+    let out = dir.join("model").display().to_string();
+    let calibration = onnx("digits/calibration.npy");
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "bad/unsupported.onnx",
+            &calibration,
+            &["node 1 \"sin_0\" (Sin)", "operator Sin is not supported"],
+        ),
+        (
+            "bad/dynamic.onnx",
+            &calibration,
+            &["axis 0", "dynamic shapes"],
+        ),
+        ("bad/truncated.onnx", &calibration, &["not an ONNX model"]),
+        ("bad/garbage.onnx", &calibration, &["not an ONNX model"]),
+        (
+            "resnet/model.onnx",
+            &calibration,
+            &[
+                "calibration.npy",
+                "shape [200, 1, 28, 28]",
+                "(N, 3, 16, 16)",
+            ],
+        ),
+    ];
+    for (model, calibrate, expected) in cases {
+        let message = expect_status(
+            &["import", &onnx(model), "--calibrate", calibrate, "-o", &out],
+            2,
+        );
+        for part in expected {
+            assert!(message.contains(part), "{model}: {message}");
+        }
+    }
+    let message = expect_status(&["import", &onnx("digits/model.onnx"), "-o", &out], 2);
+    assert!(message.contains("needs --calibrate"), "{message}");
+    let labels = onnx("digits/labels.npy");
+    let message = expect_status(
+        &[
+            "import",
+            &onnx("digits/model.onnx"),
+            "--calibrate",
+            &labels,
+            "-o",
+            &out,
+        ],
+        2,
+    );
+    assert!(message.contains("not float32"), "{message}");
+    assert!(!Path::new(&out).exists(), "nothing written on a refusal");
+    let _ = std::fs::remove_dir_all(&dir);
+}
