@@ -689,9 +689,10 @@ fn bad_inputs_give_clear_errors() {
     bytes.extend_from_slice(padded.as_bytes());
     bytes.extend_from_slice(&[0, 0, 0x80, 0x3f]);
     std::fs::write(&float, bytes).expect("write");
+    // A float32 input is for a model imported from ONNX, with its quantization.
     let message = expect_status(&["run", model, "--input", path_str(&float)], 2);
     assert!(
-        message.contains("'<f4' is not an integer type"),
+        message.contains("a float32 input needs the model's quantization"),
         "{message}"
     );
 
