@@ -434,6 +434,7 @@ fn main() -> ExitCode {
                 labels: labels.as_deref(),
                 per_tensor,
                 json,
+                schedule: schedule.version,
             }),
             (Some(path), None) if is_onnx(path) => Err(HostError::Usage(
                 "importing an ONNX model needs --calibrate <inputs.npy>: float32 inputs whose \

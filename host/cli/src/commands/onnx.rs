@@ -17,6 +17,7 @@ pub(crate) struct OnnxImport<'a> {
     pub(crate) labels: Option<&'a Path>,
     pub(crate) per_tensor: bool,
     pub(crate) json: bool,
+    pub(crate) schedule: u32,
 }
 
 /// Whether `path` names an ONNX file (by its extension).
@@ -81,6 +82,7 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
         .map_err(|e| failed(args.calibrate, e))?;
     let options = Options {
         per_channel: !args.per_tensor,
+        schedule: args.schedule,
     };
     let imported = importer
         .quantize(&calibration, options)
@@ -221,7 +223,7 @@ fn report_text(
         args.model.display(),
         imported.operators,
         imported.gas,
-        cvm_engine::gas::Schedule::NEWEST.version
+        imported.schedule
     );
     out.push_str(&format!(
         "input  {:?}, scale {:.6e}: q = clip(round(x / scale), −127, 127)\noutput {:?}, scale {:.6e}: y ≈ q · scale\n",
@@ -320,7 +322,7 @@ fn report_json(
         "model": args.model.display().to_string(),
         "operators": imported.operators,
         "gas": imported.gas,
-        "schedule": cvm_engine::gas::Schedule::NEWEST.version,
+        "schedule": imported.schedule,
         "input": {"shape": q.input_shape, "scale": q.input_scale},
         "output": {"shape": q.output_shape, "scale": q.output_scale},
         "notes": imported.notes,

@@ -78,11 +78,16 @@ pub struct Options {
     /// A weight scale per output channel (the default) rather than per tensor. The layer that
     /// produces the output always has one scale, so that its outputs compare.
     pub per_channel: bool,
+    /// The gas schedule the model is validated and priced under.
+    pub schedule: u32,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { per_channel: true }
+        Options {
+            per_channel: true,
+            schedule: cvm_engine::gas::Schedule::NEWEST.version,
+        }
     }
 }
 
@@ -193,8 +198,10 @@ pub struct Imported {
     pub ranges: Vec<ValueRange>,
     /// How many CVM operator nodes the model has.
     pub operators: usize,
-    /// Its gas per inference under the newest schedule.
+    /// Its gas per inference under [`Options::schedule`].
     pub gas: u64,
+    /// That schedule.
+    pub schedule: u32,
     model: ValidatedModel,
 }
 
@@ -334,15 +341,14 @@ impl Importer {
         let cvm = cvm_formats::cvm::import(&symbol, &params)
             .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
         let canonical = cvm.model.encode();
-        let model = cvm_engine::load(&canonical, cvm_engine::gas::Schedule::NEWEST.version)
-            .map_err(|report| {
-                ImportError::Refused(
-                    report
-                        .failure
-                        .map(|f| f.message)
-                        .unwrap_or_else(|| "validation failed".into()),
-                )
-            })?;
+        let model = cvm_engine::load(&canonical, options.schedule).map_err(|report| {
+            ImportError::Refused(
+                report
+                    .failure
+                    .map(|f| f.message)
+                    .unwrap_or_else(|| "validation failed".into()),
+            )
+        })?;
         let dims = |shape: &[usize]| shape.iter().map(|&d| d as u32).collect::<Vec<u32>>();
         let quantization = Quantization {
             input_shape: dims(self.input_shape()),
@@ -373,6 +379,7 @@ impl Importer {
             ranges,
             operators: quantized.graph.operators(),
             gas: model.total_gas,
+            schedule: options.schedule,
             model,
         })
     }
