@@ -940,14 +940,24 @@ fn byte_dot_products_equal_the_formula() {
     let mut rng = Rng(0xD07_8B17E);
     for case in 0..300 {
         let (m, n) = (rng.size(1, 7), rng.size(1, 9));
-        let depth = if case % 10 == 0 { rng.size(900, 2100) } else { rng.size(0, 100) };
+        let depth = if case % 10 == 0 {
+            rng.size(900, 2100)
+        } else {
+            rng.size(0, 100)
+        };
         let extreme = case % 7 == 0;
-        let a: Vec<i32> = (0..m * depth).map(|_| if extreme { 127 } else { rng.u7() }).collect();
-        let b: Vec<i32> = (0..n * depth).map(|_| if extreme { -128 } else { rng.w8() }).collect();
+        let a: Vec<i32> = (0..m * depth)
+            .map(|_| if extreme { 127 } else { rng.u7() })
+            .collect();
+        let b: Vec<i32> = (0..n * depth)
+            .map(|_| if extreme { -128 } else { rng.w8() })
+            .collect();
         let expected: Vec<i32> = (0..m * n)
             .map(|at| {
                 let (i, j) = (at / n, at % n);
-                (0..depth).map(|k| a[i * depth + k] * b[j * depth + k]).sum()
+                (0..depth)
+                    .map(|k| a[i * depth + k] * b[j * depth + k])
+                    .sum()
             })
             .collect();
         let packed_a = PackedRows::pack_u7(&a, m, depth);
@@ -955,8 +965,16 @@ fn byte_dot_products_equal_the_formula() {
         assert_eq!(packed_a.stride(), packed_b.stride());
         let run = |backend: u8| {
             let mut out = vec![i32::MIN; m * n];
-            let (x, w, stride) = (packed_a.byte_values(), packed_b.byte_values(), packed_a.stride());
-            let strided = gemm::Strided { data: &mut out, row_step: n, column_step: 1 };
+            let (x, w, stride) = (
+                packed_a.byte_values(),
+                packed_b.byte_values(),
+                packed_a.stride(),
+            );
+            let strided = gemm::Strided {
+                data: &mut out,
+                row_step: n,
+                column_step: 1,
+            };
             match backend {
                 0 => dot8::dot_products_with::<Portable8>(x, m, w, n, stride, strided),
                 #[cfg(target_arch = "x86_64")]
@@ -986,7 +1004,9 @@ fn conv2d_u7_equals_the_formula() {
             .map(|_| rng.u7())
             .collect();
         let weights = rng.int8s(s.out_channels * s.depth());
-        let bias: Vec<i32> = (0..s.out_channels).map(|_| rng.range(-1000, 1000) as i32).collect();
+        let bias: Vec<i32> = (0..s.out_channels)
+            .map(|_| rng.range(-1000, 1000) as i32)
+            .collect();
         let expected = plus_bias(&s, plain_conv2d(&s, &data, &weights), &bias);
         if s.uses_bytes() {
             bytes[usize::from(s.uses_pointwise())] += 1;
@@ -1010,5 +1030,8 @@ fn conv2d_u7_equals_the_formula() {
             assert_eq!(out, expected, "{s:?}, prepared {prepared}");
         }
     }
-    assert!(bytes.iter().all(|&count| count >= 30), "byte kernel cases (im2col, pointwise): {bytes:?}");
+    assert!(
+        bytes.iter().all(|&count| count >= 30),
+        "byte kernel cases (im2col, pointwise): {bytes:?}"
+    );
 }

@@ -107,9 +107,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // instructions, and of relaxed SIMD only the i8 dot product on operands proven to give the
     // same exact sum on every engine (`engine/src/kernels/dot8.rs`; the wasmtime configuration
     // makes relaxed SIMD deterministic as well).
-    let mut flags = vec![OsString::from(
-        "-Ctarget-feature=+simd128,+relaxed-simd",
-    )];
+    let mut flags = vec![OsString::from("-Ctarget-feature=+simd128,+relaxed-simd")];
     for (from, to) in [
         (Some(workspace.to_path_buf()), "/cvm"),
         (cargo_home(), "/cargo"),

@@ -200,9 +200,7 @@ impl Avx2Bytes {
     /// The lane-wise sum of the two 128-bit halves.
     #[inline(always)]
     fn halves(acc: core::arch::x86_64::__m256i) -> core::arch::x86_64::__m128i {
-        use core::arch::x86_64::{
-            _mm_add_epi32, _mm256_castsi256_si128, _mm256_extracti128_si256,
-        };
+        use core::arch::x86_64::{_mm_add_epi32, _mm256_castsi256_si128, _mm256_extracti128_si256};
         // SAFETY: only inlined into functions compiled with AVX2, called once it was detected.
         unsafe {
             _mm_add_epi32(

@@ -49,7 +49,10 @@ fn engine_wasm_uses_no_relaxed_instruction_but_the_dot_products() {
         "engine.wasm holds relaxed SIMD other than the i8 dot products:\n{}",
         findings.join("\n")
     );
-    assert!(dots > 0, "engine.wasm holds no relaxed dot product: is dot8.rs built?");
+    assert!(
+        dots > 0,
+        "engine.wasm holds no relaxed dot product: is dot8.rs built?"
+    );
 }
 
 /// The scan sees a relaxed instruction other than the dot products: a module with one

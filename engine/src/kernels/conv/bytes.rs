@@ -55,7 +55,8 @@ pub(super) fn im2col_bytes(s: &ConvShape, data: &[i32], weights: &PackedRows, ou
             let group_data =
                 &data[(n * s.in_channels + g * group_in) * plane..][..group_in * plane];
             fill_channels_last(s, group_data, padded_w, &mut copy, narrow_u7);
-            let group_weights = &weights.byte_values()[g * group_out * stride..][..group_out * stride];
+            let group_weights =
+                &weights.byte_values()[g * group_out * stride..][..group_out * stride];
             let out = &mut out[(n * s.out_channels + g * group_out) * pixels..];
             for start in (0..pixels).step_by(rows) {
                 let len = rows.min(pixels - start);

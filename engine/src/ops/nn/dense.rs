@@ -10,10 +10,10 @@ use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::fixed::round_shift;
-use crate::kernels::{dot8, gemm};
 use crate::kernels::simd::Native;
 use crate::kernels::wide::wide_dot;
 use crate::kernels::{PackOrder, PackedRows};
+use crate::kernels::{dot8, gemm};
 use crate::ops::cinn_row;
 use crate::ops::common::{count, expect_inputs, expect_rank, io_usage};
 use crate::ops::fixed_point::FRAC_BITS;
@@ -189,7 +189,8 @@ impl Operator for Dense {
             let weights = match &self.packed {
                 Some(weights) => weights,
                 None => {
-                    packed = PackedRows::pack_bytes(inputs[1].data, units, depth, PackOrder::Source);
+                    packed =
+                        PackedRows::pack_bytes(inputs[1].data, units, depth, PackOrder::Source);
                     &packed
                 }
             };
