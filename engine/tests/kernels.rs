@@ -908,3 +908,130 @@ fn wide_dots_equal_the_i128_sum() {
         4096 * i128::from(i32::MIN) * i128::from(i32::MAX)
     );
 }
+
+impl Rng {
+    /// An activation proven non-negative within 8 bits: in [0, 127], 0 and 127 often.
+    fn u7(&mut self) -> i32 {
+        match self.below(6) {
+            0 => 0,
+            1 => 127,
+            _ => self.range(0, 127) as i32,
+        }
+    }
+
+    /// A weight of `dot8.rs`: in [−128, 127], the extremes often.
+    fn w8(&mut self) -> i32 {
+        match self.below(6) {
+            0 => -128,
+            1 => 127,
+            _ => self.range(-128, 127) as i32,
+        }
+    }
+}
+
+/// `Σ_k a[i][k]·b[j][k]` of `dot8.rs` on every backend of this processor (scalar, SSE2, and
+/// the dispatched one: AVX2 when present) against the plain sum, on random sizes with tails of
+/// every length and operands at 0 and 127 (and −128 for weights), including sums at the
+/// extremes (all 127 against all −128 over thousands of terms: no pair saturates `i16`).
+#[test]
+fn byte_dot_products_equal_the_formula() {
+    use cvm_engine::kernels::PackOrder;
+    use cvm_engine::kernels::dot8::{self, Portable8};
+    let mut rng = Rng(0xD07_8B17E);
+    for case in 0..300 {
+        let (m, n) = (rng.size(1, 7), rng.size(1, 9));
+        let depth = if case % 10 == 0 {
+            rng.size(900, 2100)
+        } else {
+            rng.size(0, 100)
+        };
+        let extreme = case % 7 == 0;
+        let a: Vec<i32> = (0..m * depth)
+            .map(|_| if extreme { 127 } else { rng.u7() })
+            .collect();
+        let b: Vec<i32> = (0..n * depth)
+            .map(|_| if extreme { -128 } else { rng.w8() })
+            .collect();
+        let expected: Vec<i32> = (0..m * n)
+            .map(|at| {
+                let (i, j) = (at / n, at % n);
+                (0..depth)
+                    .map(|k| a[i * depth + k] * b[j * depth + k])
+                    .sum()
+            })
+            .collect();
+        let packed_a = PackedRows::pack_u7(&a, m, depth);
+        let packed_b = PackedRows::pack_bytes(&b, n, depth, PackOrder::Source);
+        assert_eq!(packed_a.stride(), packed_b.stride());
+        let run = |backend: u8| {
+            let mut out = vec![i32::MIN; m * n];
+            let (x, w, stride) = (
+                packed_a.byte_values(),
+                packed_b.byte_values(),
+                packed_a.stride(),
+            );
+            let strided = gemm::Strided {
+                data: &mut out,
+                row_step: n,
+                column_step: 1,
+            };
+            match backend {
+                0 => dot8::dot_products_with::<Portable8>(x, m, w, n, stride, strided),
+                #[cfg(target_arch = "x86_64")]
+                1 => dot8::dot_products_with::<dot8::Sse2Bytes>(x, m, w, n, stride, strided),
+                _ => dot8::dot_products(x, m, w, n, stride, strided),
+            }
+            out
+        };
+        for backend in 0..3 {
+            assert_eq!(run(backend), expected, "backend {backend}, {m}×{n}×{depth}");
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    eprintln!("dispatched backend: AVX2 {}", dot8::has_avx2());
+}
+
+/// `kernels::conv2d_u7` (data in [0, 127]) equals the formula on random shapes of every kind
+/// (those `ConvShape::uses_bytes` takes and the others), prepared weights or not.
+#[test]
+fn conv2d_u7_equals_the_formula() {
+    use cvm_engine::kernels::PackedRows;
+    let mut rng = Rng(0xB17E_C0DE);
+    let mut bytes = [0; 2];
+    for case in 0..400 {
+        let s = random_shape(&mut rng, case % 4);
+        let data: Vec<i32> = (0..s.batch * s.in_channels * s.height * s.width)
+            .map(|_| rng.u7())
+            .collect();
+        let weights = rng.int8s(s.out_channels * s.depth());
+        let bias: Vec<i32> = (0..s.out_channels)
+            .map(|_| rng.range(-1000, 1000) as i32)
+            .collect();
+        let expected = plus_bias(&s, plain_conv2d(&s, &data, &weights), &bias);
+        if s.uses_bytes() {
+            bytes[usize::from(s.uses_pointwise())] += 1;
+        }
+        let packed = if s.uses_bytes() {
+            PackedRows::pack_bytes(&weights, s.out_channels, s.depth(), s.pack_order())
+        } else {
+            conv::pack_weights(&s, &weights)
+        };
+        for prepared in [false, true] {
+            let mut out = vec![i32::MIN; expected.len()];
+            let fits = kernels::conv2d_u7(
+                &s,
+                &data,
+                &weights,
+                prepared.then_some(&packed),
+                Some(&bias),
+                &mut out,
+            );
+            assert!(fits, "{s:?}");
+            assert_eq!(out, expected, "{s:?}, prepared {prepared}");
+        }
+    }
+    assert!(
+        bytes.iter().all(|&count| count >= 30),
+        "byte kernel cases (im2col, pointwise): {bytes:?}"
+    );
+}

@@ -40,6 +40,10 @@ impl Operator for Relu {
         Ok(vec![inputs[0].clone()])
     }
 
+    fn nonnegative_outputs(&self, _nonnegative: &[bool]) -> bool {
+        true
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         kernels::map(outputs[0].data, inputs[0].data, |x| x.max(0));
         Ok(())
