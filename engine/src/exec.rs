@@ -251,9 +251,19 @@ fn first_beyond(data: &[i32], bound: i64) -> Option<(usize, i32)> {
     // more is never exceeded (precisions stop at 32).
     let bound = u32::try_from(bound).unwrap_or(u32::MAX);
     data.chunks(BLOCK).enumerate().find_map(|(block, values)| {
-        let largest = values
-            .iter()
-            .fold(0u32, |largest, &v| largest.max(v.unsigned_abs()));
+        // Eight lanes at a time, the shape the wasm vectorizer takes, then the tail.
+        let (eights, tail) = values.as_chunks::<8>();
+        let mut lanes = [0u32; 8];
+        for eight in eights {
+            for (lane, &v) in lanes.iter_mut().zip(eight) {
+                *lane = (*lane).max(v.unsigned_abs());
+            }
+        }
+        let largest = lanes
+            .into_iter()
+            .chain(tail.iter().map(|v| v.unsigned_abs()))
+            .max()
+            .unwrap_or(0);
         if largest <= bound {
             return None;
         }
