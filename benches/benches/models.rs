@@ -48,6 +48,9 @@ fn model_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
     group.bench_function("wasm", |b| {
         b.iter(|| session.run(&encoded, u64::MAX).expect("run"))
     });
+    group.bench_function("wasm_inputs", |b| {
+        b.iter(|| session.run_inputs(&bench.inputs, u64::MAX).expect("run"))
+    });
     group.bench_function("native", |b| {
         b.iter(|| cvm_engine::run(&checked.model, bench.inputs.clone(), u64::MAX))
     });
@@ -84,6 +87,13 @@ fn mobilenet_v1(c: &mut Criterion) {
 
 fn lenet5(c: &mut Criterion) {
     model_benches(c, &cvm_benches::lenet5(), 100);
+}
+
+/// One relu over 1×64×56×56 (`relu_x1`) and twenty chained (`relu_x20`): the per-run cost that
+/// grows with the tensors' size.
+fn relu(c: &mut Criterion) {
+    model_benches(c, &cvm_benches::relu_chain(1), 50);
+    model_benches(c, &cvm_benches::relu_chain(20), 50);
 }
 
 fn resnet18(c: &mut Criterion) {
@@ -129,6 +139,7 @@ criterion_group!(
     proposals,
     digits,
     lenet5,
+    relu,
     resnet20,
     mobilenet_v1,
     resnet18,

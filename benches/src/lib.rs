@@ -648,6 +648,33 @@ pub fn lenet5() -> BenchModel {
     }
 }
 
+/// `count` chained `relu` nodes over one 1×64×56×56 int8 input (precision 8), named
+/// `relu_x<count>`: a model whose work is negligible beside the per-run cost that grows with the
+/// tensors' size (moving the input in, the output out, the arena). Named `relu_x1` and
+/// `relu_x20` for the counts the benches use, `relu_chain` otherwise.
+///
+/// # Panics
+/// If `count` is 0.
+pub fn relu_chain(count: usize) -> BenchModel {
+    assert!(count > 0, "at least one relu");
+    let shape = [1, 64, 56, 56];
+    let mut graph = GraphBuilder::new();
+    let mut x = graph.input("data", &shape, 8);
+    for i in 0..count {
+        x = graph.relu(&format!("relu{i}"), &x);
+    }
+    graph.output("out", &x);
+    BenchModel {
+        name: match count {
+            1 => "relu_x1",
+            20 => "relu_x20",
+            _ => "relu_chain",
+        },
+        bytes: graph.finish().encode(),
+        inputs: vec![int8_input(&shape)],
+    }
+}
+
 /// Multiply-accumulates of one run as a network's size is quoted: one per weight element a
 /// `conv2d` or `dense` output reads (output elements × weight elements ÷ output channels).
 pub fn network_macs(model: &ValidatedModel) -> u64 {

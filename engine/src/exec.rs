@@ -75,6 +75,56 @@ pub fn decode_inputs(bytes: &[u8]) -> Option<Vec<InputTensor>> {
     rest.is_empty().then_some(inputs)
 }
 
+/// Length of the borsh encoding of `inputs` (`Vec<InputTensor>`), or `None` when a length
+/// does not fit borsh's `u32` prefixes or the total overflows `usize`.
+pub fn encoded_inputs_len(inputs: &[InputTensor]) -> Option<usize> {
+    u32::try_from(inputs.len()).ok()?;
+    inputs.iter().try_fold(4usize, |total, input| {
+        u32::try_from(input.shape.len()).ok()?;
+        u32::try_from(input.data.len()).ok()?;
+        let words = input
+            .shape
+            .len()
+            .checked_add(input.data.len())?
+            .checked_add(2)?;
+        total.checked_add(words.checked_mul(4)?)
+    })
+}
+
+/// Writes the borsh encoding of `inputs` (`Vec<InputTensor>`, the ABI's inputs) into `out`, a
+/// whole value array at a time rather than value by value as the derived encoder does: the
+/// bytes are exactly those of `borsh::to_vec`. Returns `false`, having written nothing
+/// meaningful, when `out` is not [`encoded_inputs_len`] bytes long.
+pub fn encode_inputs_into(inputs: &[InputTensor], out: &mut [u8]) -> bool {
+    /// Writes `values` as little-endian words at the front of `rest`.
+    fn put<T: Copy>(rest: &mut &mut [u8], values: &[T], word: fn(T) -> [u8; 4]) -> Option<()> {
+        let (taken, left) = core::mem::take(rest).split_at_mut_checked(values.len() * 4)?;
+        *rest = left;
+        for (bytes, &value) in taken.as_chunks_mut::<4>().0.iter_mut().zip(values) {
+            *bytes = word(value);
+        }
+        Some(())
+    }
+    fn length(rest: &mut &mut [u8], len: usize) -> Option<()> {
+        put(rest, &[u32::try_from(len).ok()?], u32::to_le_bytes)
+    }
+    if encoded_inputs_len(inputs) != Some(out.len()) {
+        return false;
+    }
+    let mut rest = out;
+    let written = (|| {
+        length(&mut rest, inputs.len())?;
+        for input in inputs {
+            length(&mut rest, input.shape.len())?;
+            put(&mut rest, &input.shape, u32::to_le_bytes)?;
+            length(&mut rest, input.data.len())?;
+            put(&mut rest, &input.data, i32::to_le_bytes)?;
+        }
+        Some(())
+    })();
+    written.is_some() && rest.is_empty()
+}
+
 /// Runs `model` on `inputs` (in declared order) with at most `gas_limit` gas.
 ///
 /// Never panics on any input; every failure is a deterministic [`Report`] failure.
@@ -176,9 +226,7 @@ fn check_inputs(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Result<Vec<
                 ));
             }
             let bound = precision_bound(declared.ty.precision);
-            if let Some((index, value)) =
-                given.data.iter().enumerate().find(|&(_, &v)| i64::from(v).abs() > bound)
-            {
+            if let Some((index, value)) = first_beyond(&given.data, bound) {
                 return Err(fail!(
                     InputPrecision,
                     "input \"{}\": value {value} at flat index {index} exceeds precision {} (|x| ≤ {bound})",
@@ -189,6 +237,41 @@ fn check_inputs(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Result<Vec<
             Ok(Tensor { shape: declared.ty.shape.clone(), precision: declared.ty.precision, data: given.data })
         })
         .collect()
+}
+
+/// The first value of `data` whose magnitude exceeds `bound`, with its index.
+///
+/// Blocks of values are scanned for their largest magnitude first, a loop without an early
+/// exit that compiles to vector instructions (SIMD128 in `engine.wasm`); only a block holding
+/// an offending value is searched element by element. A per-element search with an early exit
+/// stays scalar, and cost more than the rest of a run of a cheap model.
+fn first_beyond(data: &[i32], bound: i64) -> Option<(usize, i32)> {
+    const BLOCK: usize = 1024;
+    // `i32::unsigned_abs` is exact for every value, `i32::MIN` included; a bound of 2^32 or
+    // more is never exceeded (precisions stop at 32).
+    let bound = u32::try_from(bound).unwrap_or(u32::MAX);
+    data.chunks(BLOCK).enumerate().find_map(|(block, values)| {
+        // Eight lanes at a time, the shape the wasm vectorizer takes, then the tail.
+        let (eights, tail) = values.as_chunks::<8>();
+        let mut lanes = [0u32; 8];
+        for eight in eights {
+            for (lane, &v) in lanes.iter_mut().zip(eight) {
+                *lane = (*lane).max(v.unsigned_abs());
+            }
+        }
+        let largest = lanes
+            .into_iter()
+            .chain(tail.iter().map(|v| v.unsigned_abs()))
+            .max()
+            .unwrap_or(0);
+        if largest <= bound {
+            return None;
+        }
+        values
+            .iter()
+            .position(|v| v.unsigned_abs() > bound)
+            .map(|at| (block * BLOCK + at, values[at]))
+    })
 }
 
 /// A value a node touches in the arena: where it lives and how the node uses it.

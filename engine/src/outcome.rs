@@ -87,8 +87,14 @@ impl BorshDeserialize for OutputTensor {
         let shape = Vec::<u32>::deserialize_reader(reader)?;
         let precision = u8::deserialize_reader(reader)?;
         let count = u32::deserialize_reader(reader)? as usize;
-        // Grown as blocks arrive, never reserved from the count: the count is not trusted.
+        // The count is not trusted: at most `RESERVE` values are reserved from it, the rest
+        // grows as blocks arrive. Reserving up front spares a large output the copies of
+        // growing one block at a time.
+        const RESERVE: usize = 1 << 20;
         let mut data = Vec::new();
+        data.try_reserve_exact(count.min(RESERVE)).map_err(|_| {
+            borsh::io::Error::new(borsh::io::ErrorKind::OutOfMemory, "output values")
+        })?;
         let mut block = [0u8; 4 * BLOCK];
         let mut left = count;
         while left > 0 {

@@ -52,3 +52,37 @@ fn the_bulk_decoder_accepts_exactly_what_borsh_accepts() {
         assert_eq!(decode_inputs(bytes), borsh, "{bytes:?}");
     }
 }
+
+#[test]
+fn the_bulk_encoder_writes_what_borsh_writes() {
+    let mut state = 0x8765_4321;
+    for case in 0..200 {
+        let tensors: Vec<InputTensor> = (0..xorshift(&mut state) % 4)
+            .map(|_| {
+                let shape: Vec<u32> = (0..xorshift(&mut state) % 4)
+                    .map(|_| xorshift(&mut state))
+                    .collect();
+                let data = (0..xorshift(&mut state) % 600)
+                    .map(|_| xorshift(&mut state) as i32)
+                    .collect();
+                InputTensor { shape, data }
+            })
+            .collect();
+        let expected = borsh::to_vec(&tensors).unwrap_or_default();
+        assert_eq!(
+            encoded_inputs_len(&tensors),
+            Some(expected.len()),
+            "case {case}"
+        );
+        let mut bytes = vec![0xAA; expected.len()];
+        assert!(encode_inputs_into(&tensors, &mut bytes), "case {case}");
+        assert_eq!(bytes, expected, "case {case}");
+        // A buffer of another length is refused.
+        let mut longer = vec![0; expected.len() + 1];
+        assert!(!encode_inputs_into(&tensors, &mut longer), "case {case}");
+        assert!(
+            !encode_inputs_into(&tensors, &mut bytes[1..]),
+            "case {case}"
+        );
+    }
+}

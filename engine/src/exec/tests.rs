@@ -361,3 +361,42 @@ fn an_inconsistent_plan_fails_as_an_engine_bug() {
         Status::Ok { .. }
     ));
 }
+
+#[test]
+fn the_block_scan_finds_the_first_value_beyond_the_bound_as_a_plain_search() {
+    let plain = |data: &[i32], bound: i64| {
+        data.iter()
+            .enumerate()
+            .find(|&(_, &v)| i64::from(v).abs() > bound)
+            .map(|(index, &v)| (index, v))
+    };
+    let mut state: u32 = 0x9E37_79B9;
+    for len in [0usize, 1, 5, 1023, 1024, 1025, 3000] {
+        for precision in [1u8, 2, 8, 16, 31, 32] {
+            let bound = precision_bound(precision);
+            for offender in [None, Some(0), Some(len / 2), Some(len.saturating_sub(1))] {
+                let mut data: Vec<i32> = (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 17;
+                        state ^= state << 5;
+                        (i64::from(state) % (bound + 1)) as i32
+                            * if state & 1 == 0 { 1 } else { -1 }
+                    })
+                    .collect();
+                if let Some(at) = offender.filter(|&at| at < len) {
+                    data[at] = if at % 2 == 0 {
+                        i32::MIN
+                    } else {
+                        (bound + 1).min(i64::from(i32::MAX)) as i32
+                    };
+                }
+                assert_eq!(
+                    first_beyond(&data, bound),
+                    plain(&data, bound),
+                    "{len} {precision} {offender:?}"
+                );
+            }
+        }
+    }
+}

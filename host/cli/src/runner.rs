@@ -38,6 +38,12 @@ impl EngineKind {
 
 /// Encodes inputs the way the ABI takes them.
 pub fn encode_inputs(inputs: &[InputTensor]) -> Vec<u8> {
+    if let Some(len) = cvm_engine::exec::encoded_inputs_len(inputs) {
+        let mut bytes = vec![0; len];
+        if cvm_engine::exec::encode_inputs_into(inputs, &mut bytes) {
+            return bytes;
+        }
+    }
     borsh::to_vec(inputs).unwrap_or_default()
 }
 

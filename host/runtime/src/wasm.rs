@@ -561,17 +561,23 @@ impl WasmSession {
     }
 
     /// Places `inputs` in the engine's memory as run request bytes (the borsh encoding of
-    /// `Vec<InputTensor>`), written straight into the engine's buffer: the host makes no encoded
-    /// copy of its own.
+    /// `Vec<InputTensor>`), written straight into the engine's buffer a whole value array at a
+    /// time (`cvm_engine::exec::encode_inputs_into`): the host makes no encoded copy of its own.
     ///
     /// # Errors
     /// [`NodeError::Request`] when the encoding exceeds 4 GiB; [`NodeError::Wasm`] when the
     /// engine cannot allocate it.
     pub fn put_inputs(&mut self, inputs: &[InputTensor]) -> Result<Request, NodeError> {
-        let encoding = |error| NodeError::Request(format!("encoding the inputs: {error}"));
-        let request = self.alloc(borsh::object_length(inputs).map_err(encoding)?)?;
+        let len = cvm_engine::exec::encoded_inputs_len(inputs).ok_or_else(|| {
+            NodeError::Request("encoding the inputs: a length exceeds u32::MAX".into())
+        })?;
+        let request = self.alloc(len)?;
         // The buffer is exactly the encoding's length.
-        borsh::to_writer(self.request_bytes(&request)?, inputs).map_err(encoding)?;
+        if !cvm_engine::exec::encode_inputs_into(inputs, self.request_bytes(&request)?) {
+            return Err(NodeError::Request(
+                "encoding the inputs: the buffer is not the encoding's length".into(),
+            ));
+        }
         Ok(request)
     }
 

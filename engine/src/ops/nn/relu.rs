@@ -44,8 +44,41 @@ impl Operator for Relu {
         true
     }
 
+    fn writes_every_output(&self) -> bool {
+        // `kernels::map` stores every element of an output as long as its input (the same
+        // shape); the test below runs it on an output filled with other values.
+        true
+    }
+
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         kernels::map(outputs[0].data, inputs[0].data, |x| x.max(0));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relu_writes_every_output_element() {
+        for len in [0usize, 1, 7, 8, 31, 32, 33, 100, 1000] {
+            let input: Vec<i32> = (0..len as i32).map(|i| (i * 37) % 255 - 127).collect();
+            let dims = [len as u32];
+            let mut filled = vec![i32::MIN; len];
+            let operands = [TensorRef {
+                dims: &dims,
+                precision: 8,
+                data: &input,
+            }];
+            let mut results = [TensorMut {
+                dims: &dims,
+                precision: 8,
+                data: &mut filled,
+            }];
+            assert!(Relu.run(&operands, &mut results).is_ok());
+            let expected: Vec<i32> = input.iter().map(|&x| x.max(0)).collect();
+            assert_eq!(filled, expected, "{len}");
+        }
     }
 }
