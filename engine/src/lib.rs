@@ -10,8 +10,7 @@
 //! table and one file per family), [`validate`], [`plan`] (where node outputs live in a run's
 //! arena), [`exec`], [`outcome`], [`error`] (frozen codes), [`tensor`], [`limits`], [`kernels`]
 //! (vectorised conv2d, dense and pooling), and `abi` (the wasm32 exports). `unsafe` appears
-//! only in `abi`, in the vector loads and stores of `kernels::simd` and in `kernels::dot8` (its
-//! vector loads, and the AVX2 functions called once the processor was found to have AVX2).
+//! only in `abi` and in the vector loads and stores of `kernels::simd`.
 #![no_std]
 
 extern crate alloc;

@@ -255,8 +255,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
     }
 
     let mut value_types: Vec<TensorType> = Vec::new();
-    // Per value: whether it is provably non-negative (docs/ops.md, "Non-negative values").
-    let mut value_nonnegative: Vec<bool> = Vec::new();
     let mut validated_inputs = Vec::with_capacity(inputs.len());
     for input in &inputs {
         let what = format!("input \"{}\"", input.name);
@@ -264,7 +262,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         ty.shape.check_limits(&what)?;
         check_precision(input.precision, &what)?;
         value_types.push(ty.clone());
-        value_nonnegative.push(false);
         validated_inputs.push(ValidatedInput {
             name: input.name.clone(),
             ty,
@@ -304,7 +301,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
             shape: shape.clone(),
             precision: param.precision,
         });
-        value_nonnegative.push(data.iter().all(|&value| value >= 0));
         decoded_params.push((
             param.name,
             Tensor {
@@ -319,19 +315,14 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
     let mut node_first_value: Vec<ValueId> = Vec::with_capacity(nodes.len());
     let mut validated_nodes: Vec<ValidatedNode> = Vec::with_capacity(nodes.len());
     // Weight packings, one per parameter and order however many nodes use it, and their bytes.
-    // Packings are shared per parameter, order and lane width; their bytes are counted once per
-    // parameter and order, at the `i16` size ([`kernels::packed_bytes`]), whatever the lane
-    // width: an `i8` packing is smaller, and the count (which decides `MemoryLimit`) stays that
-    // of the `i16` kernels.
-    let mut packings: BTreeMap<(ValueId, PackOrder, bool), Arc<PackedRows>> = BTreeMap::new();
-    let mut counted: BTreeSet<(ValueId, PackOrder)> = BTreeSet::new();
+    let mut packings: BTreeMap<(ValueId, PackOrder), Arc<PackedRows>> = BTreeMap::new();
     let mut packed_bytes: u64 = 0;
     let mut total_gas: u64 = 0;
     for (node_index, node) in nodes.into_iter().enumerate() {
         let index = node_index as u32;
         let op_name = ops::by_code(node.op).map_or("unknown operator", |op| op.name);
         let context = |err: Error| -> Error { err.at_node(index, &node.name, op_name) };
-        let (validated, outputs_nonnegative) = (|| -> Result<(ValidatedNode, bool)> {
+        let validated = (|| -> Result<ValidatedNode> {
             let op = ops::by_code(node.op)
                 .ok_or_else(|| fail!(UnknownOp, "operator code {} is not known", node.op))?;
             check_count(node.inputs.len(), limits::MAX_NODE_INPUTS, "node inputs")?;
@@ -367,10 +358,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
             let input_types: Vec<TensorType> =
                 inputs.iter().map(|&id| value_types[id].clone()).collect();
             let output_types = operator.infer(&input_types)?;
-            let input_nonnegative: Vec<bool> =
-                inputs.iter().map(|&id| value_nonnegative[id]).collect();
-            operator.set_nonnegative_inputs(&input_nonnegative);
-            let outputs_nonnegative = operator.nonnegative_outputs(&input_nonnegative);
             for (position, ty) in output_types.iter().enumerate() {
                 ty.shape.check_limits(&format!("output {position}"))?;
                 check_precision(ty.precision, &format!("output {position}"))?;
@@ -379,18 +366,15 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 && let Some(&id) = inputs.get(position)
                 && (n_inputs..n_leading).contains(&id)
             {
-                let bytes = operator.packs_bytes(&input_types);
-                let packed = match packings.get(&(id, order, bytes)) {
+                let packed = match packings.get(&(id, order)) {
                     Some(packed) => Arc::clone(packed),
                     None => {
                         let param = &decoded_params[id - n_inputs].1;
                         let dims = param.shape.dims();
                         let rows = dims.first().copied().unwrap_or(1) as u64;
                         let depth = dims.iter().skip(1).map(|&d| u64::from(d)).product::<u64>();
-                        if counted.insert((id, order)) {
-                            packed_bytes = packed_bytes
-                                .saturating_add(kernels::packed_bytes(rows, depth, order));
-                        }
+                        packed_bytes =
+                            packed_bytes.saturating_add(kernels::packed_bytes(rows, depth, order));
                         if packed_bytes > limits::MAX_PEAK_MEMORY_BYTES {
                             return Err(fail!(
                                 MemoryLimit,
@@ -398,13 +382,13 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                                 limits::MAX_PEAK_MEMORY_BYTES
                             ));
                         }
-                        let (rows, depth) = (rows as usize, depth as usize);
-                        let packed = Arc::new(if bytes {
-                            PackedRows::pack_bytes(&param.data, rows, depth, order)
-                        } else {
-                            kernels::pack_in(&param.data, rows, depth, order)
-                        });
-                        packings.insert((id, order, bytes), Arc::clone(&packed));
+                        let packed = Arc::new(kernels::pack_in(
+                            &param.data,
+                            rows as usize,
+                            depth as usize,
+                            order,
+                        ));
+                        packings.insert((id, order), Arc::clone(&packed));
                         packed
                     }
                 };
@@ -413,7 +397,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
             let scratch_bytes = operator.scratch_bytes(&input_types)?;
             let usage = node_usage(operator.as_ref(), &input_types, &output_types)?;
             let gas = node_gas(schedule, op, &usage)?;
-            Ok((ValidatedNode {
+            Ok(ValidatedNode {
                 name: String::new(),
                 op,
                 operator,
@@ -422,7 +406,7 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
                 output_types,
                 gas,
                 scratch_bytes,
-            }, outputs_nonnegative))
+            })
         })()
         .map_err(context)?;
         total_gas = total_gas.checked_add(validated.gas).ok_or_else(|| {
@@ -433,7 +417,6 @@ pub fn validate(model: Model, schedule: &'static Schedule) -> Result<ValidatedMo
         })?;
         node_first_value.push(validated.first_output);
         value_types.extend(validated.output_types.iter().cloned());
-        value_nonnegative.extend(validated.output_types.iter().map(|_| outputs_nonnegative));
         validated_nodes.push(ValidatedNode {
             name: node.name,
             ..validated

@@ -104,10 +104,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     // SIMD128 is part of the consensus build: the kernels use its deterministic integer
-    // instructions, and of relaxed SIMD only the i8 dot product on operands proven to give the
-    // same exact sum on every engine (`engine/src/kernels/dot8.rs`; the wasmtime configuration
-    // makes relaxed SIMD deterministic as well).
-    let mut flags = vec![OsString::from("-Ctarget-feature=+simd128,+relaxed-simd")];
+    // instructions (never relaxed SIMD, which the wasmtime configuration also disables).
+    let mut flags = vec![OsString::from("-Ctarget-feature=+simd128")];
     for (from, to) in [
         (Some(workspace.to_path_buf()), "/cvm"),
         (cargo_home(), "/cargo"),

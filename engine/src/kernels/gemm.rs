@@ -136,12 +136,7 @@ impl Strided<'_> {
     /// `data` are skipped (callers size it for every pair). With a step of 1 on either side
     /// (every caller) a tile is written as runs, one bounds check per run.
     #[inline(always)]
-    pub(crate) fn store<const R: usize, const C: usize>(
-        &mut self,
-        i: usize,
-        j: usize,
-        sums: [[i32; C]; R],
-    ) {
+    fn store<const R: usize, const C: usize>(&mut self, i: usize, j: usize, sums: [[i32; C]; R]) {
         let base = i * self.row_step + j * self.column_step;
         if self.row_step == 1 {
             // Each row of `b` is a run of R outputs.

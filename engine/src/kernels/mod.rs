@@ -9,7 +9,7 @@
 //! the precision bound it relies on, and when it is chosen.
 //!
 //! Layers, each module using only those of the layers before it: `simd` (the vectors);
-//! `elementwise`, `padded`, `shape` and `wide`; `gemm`, `dot8` (the `i8` rows of operands proven within [0, 127]) and `pack`; `pool` and the convolution
+//! `elementwise`, `padded`, `shape` and `wide`; `pack` and `gemm`; `pool` and the convolution
 //! kernels of `conv`, one file per strategy. The operators name the items re-exported here and
 //! the modules `gemm`, `pool`, `simd` and `wide`.
 
@@ -61,7 +61,6 @@ macro_rules! straight_runs {
 }
 
 pub mod conv;
-pub mod dot8;
 pub mod elementwise;
 pub mod gemm;
 pub mod pack;
@@ -71,7 +70,7 @@ pub mod shape;
 pub mod simd;
 pub mod wide;
 
-pub use conv::{conv2d, conv2d_u7, pack_in, packed_bytes};
+pub use conv::{conv2d, pack_in, packed_bytes};
 pub use elementwise::{add_checked, add_each_checked, map};
 pub use pack::{PackOrder, PackedRows};
 pub use shape::ConvShape;

@@ -9,7 +9,6 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::dot8::{narrow_i8, narrow_u7, padded_bytes};
 use super::shape::ConvShape;
 use super::simd::ROW_ALIGN;
 
@@ -44,12 +43,10 @@ pub enum PackOrder {
     Depthwise(ConvShape),
 }
 
-/// Rows of `i16`, each zero-padded to [`padded_depth`] lanes; or, packed by
-/// [`PackedRows::pack_bytes`] for `dot8.rs`, rows of `i8` zero-padded to [`padded_bytes`].
+/// Rows of `i16`, each zero-padded to [`padded_depth`] lanes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PackedRows {
     values: Vec<i16>,
-    bytes: Vec<i8>,
     rows: usize,
     stride: usize,
 }
@@ -71,7 +68,6 @@ impl PackedRows {
         }
         PackedRows {
             values,
-            bytes: Vec::new(),
             rows,
             stride,
         }
@@ -102,74 +98,9 @@ impl PackedRows {
         }
         PackedRows {
             values,
-            bytes: Vec::new(),
             rows,
             stride,
         }
-    }
-
-    /// Packs `rows` rows of `depth` weights (row-major in `source`, within 8 bits) as `i8`
-    /// rows of [`padded_bytes`]`(depth)`, in `order` (`Source`, or `ChannelsLast` describing
-    /// `depth`; rows of zeros otherwise): the weights of `dot8.rs`.
-    pub fn pack_bytes(source: &[i32], rows: usize, depth: usize, order: PackOrder) -> PackedRows {
-        let stride = padded_bytes(depth);
-        let mut bytes = vec![0; rows * stride];
-        let (channels, taps) = match order {
-            PackOrder::ChannelsLast { channels, taps } => (channels, taps),
-            _ => (depth, 1),
-        };
-        if depth > 0 && channels * taps == depth && !matches!(order, PackOrder::Depthwise(_)) {
-            for (packed, row) in bytes
-                .chunks_exact_mut(stride)
-                .zip(source.chunks_exact(depth))
-            {
-                for (c, channel) in row.chunks_exact(taps).enumerate() {
-                    for (t, &value) in channel.iter().enumerate() {
-                        packed[t * channels + c] = narrow_i8(value);
-                    }
-                }
-            }
-        }
-        PackedRows {
-            values: Vec::new(),
-            bytes,
-            rows,
-            stride,
-        }
-    }
-
-    /// Packs `rows` rows of `depth` activations proven within [0, 127] (row-major in
-    /// `source`) as `i8` rows of [`padded_bytes`]`(depth)`, clamped to [0, 127]
-    /// (`dot8::narrow_u7`): the data operand of `dot8.rs`.
-    pub fn pack_u7(source: &[i32], rows: usize, depth: usize) -> PackedRows {
-        let stride = padded_bytes(depth);
-        let mut bytes = vec![0; rows * stride];
-        if depth > 0 {
-            for (packed, row) in bytes
-                .chunks_exact_mut(stride)
-                .zip(source.chunks_exact(depth))
-            {
-                for (slot, &value) in packed.iter_mut().zip(row) {
-                    *slot = narrow_u7(value);
-                }
-            }
-        }
-        PackedRows {
-            values: Vec::new(),
-            bytes,
-            rows,
-            stride,
-        }
-    }
-
-    /// Whether the rows are of `i8` ([`PackedRows::pack_bytes`]).,
-    pub fn is_bytes(&self) -> bool {
-        self.values.is_empty() && !self.bytes.is_empty()
-    }
-
-    /// The packed `i8` values, row-major (empty unless packed by [`PackedRows::pack_bytes`]).,
-    pub fn byte_values(&self) -> &[i8] {
-        &self.bytes
     }
 
     /// Bytes a packing of `rows` × `depth` values occupies.
@@ -183,7 +114,6 @@ impl PackedRows {
     pub(crate) fn from_rows(values: Vec<i16>, rows: usize, stride: usize) -> PackedRows {
         PackedRows {
             values,
-            bytes: Vec::new(),
             rows,
             stride,
         }
@@ -206,8 +136,6 @@ impl PackedRows {
 
     /// Bytes held.
     pub fn held_bytes(&self) -> u64 {
-        (self.values.len() as u64)
-            .saturating_mul(2)
-            .saturating_add(self.bytes.len() as u64)
+        (self.values.len() as u64).saturating_mul(2)
     }
 }

@@ -3,8 +3,7 @@
 //!
 //! Every operation is fully specified integer arithmetic with wrap-around on overflow (the same
 //! in all three backends); the kernels only use them where precision bounds rule overflow out.
-//! Relaxed SIMD is never used here: its results may differ between hosts (`dot8.rs` uses its
-//! integer dot product only where they cannot).
+//! Relaxed SIMD is never used: its results may differ between hosts.
 //!
 //! The accelerated backends need `unsafe` only for unaligned loads and stores through pointers
 //! derived from references to `[T; N]` arrays, which are always valid for the access.

@@ -88,26 +88,6 @@ pub trait Operator: core::fmt::Debug + Send + Sync {
     /// using the same parameter). Called at most once, before [`Operator::scratch_bytes`].
     fn set_packed(&mut self, _packed: Arc<PackedRows>) {}
 
-    /// Whether every output is provably non-negative whenever the inputs flagged in
-    /// `nonnegative` are (the non-negativity fact of `docs/ops.md`, "Non-negative values"):
-    /// with the output's precision p, its values then lie in [0, 2^(p−1) − 1]. Conservative:
-    /// `false` (the default) claims nothing. Only called after `infer` accepted the types.
-    fn nonnegative_outputs(&self, _nonnegative: &[bool]) -> bool {
-        false
-    }
-
-    /// Tells the operator which inputs are provably non-negative (as
-    /// [`Operator::nonnegative_outputs`] propagates it), before [`Operator::packed_input`]: a
-    /// kernel may rely on it. Called once, after `infer` accepted the types.
-    fn set_nonnegative_inputs(&mut self, _nonnegative: &[bool]) {}
-
-    /// Whether the packing asked for by [`Operator::packed_input`] is of `i8` rows
-    /// ([`PackedRows::pack_bytes`]) rather than `i16` rows. Called after
-    /// [`Operator::set_nonnegative_inputs`].
-    fn packs_bytes(&self, _inputs: &[TensorType]) -> bool {
-        false
-    }
-
     /// Whether `run` writes every element of its outputs whenever it succeeds, so that the
     /// executor need not zero them first. Only an operator whose output is a whole copy of an
     /// input, or whose kernels are tested on outputs filled with other values, says so.
@@ -129,10 +109,6 @@ macro_rules! copy_of_input {
     () => {
         fn writes_every_output(&self) -> bool {
             true
-        }
-
-        fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-            nonnegative.first().copied().unwrap_or(false)
         }
 
         fn run(

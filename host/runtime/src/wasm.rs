@@ -1,8 +1,8 @@
 //! Runs `engine.wasm` inside wasmtime, with the one locked-down configuration every node uses.
 //!
 //! Determinism knobs, all set in [`config`]: NaN canonicalization on (the engine has no float
-//! instruction, a test proves it; this is defence in depth), relaxed SIMD on for its two integer
-//! dot products only, and deterministic (see [`config`]), no multi-memory, no memory64, no custom page sizes. Threads, GC, function
+//! instruction, a test proves it; this is defence in depth), relaxed SIMD off (and deterministic
+//! were it on), no multi-memory, no memory64, no custom page sizes. Threads, GC, function
 //! references and the component model are not compiled into this wasmtime (its `threads`, `gc`
 //! and `component-model` features are off), so those proposals cannot be enabled. The module may
 //! import nothing. Fuel metering is a
@@ -79,14 +79,6 @@ pub const FUEL_BASE: u64 = 100_000_000;
 
 /// The wasmtime configuration every node must use.
 ///
-/// Relaxed SIMD is enabled for `engine/src/kernels/dot8.rs`, whose only relaxed instruction is
-/// `i32x4.relaxed_dot_i8x16_i7x16_add_s` (`host/cli/tests/no_relaxed.rs` fails on any other
-/// relaxed instruction but its `i16x8` sibling). Two settings, two lines of defence:
-/// - `wasm_relaxed_simd(true)`: the engine uses the dot product only on operands proven to lie
-///   where every implementation computes the same exact sum (the second operand in [0, 127],
-///   validation's non-negativity fact), so the results are engine-independent by proof;
-/// - `relaxed_simd_deterministic(true)`: even an instruction outside that proof gives one fixed
-///   result (wasmtime's deterministic lowering) on every wasmtime host, whatever its processor.
 /// # Errors
 /// Never in practice; wasmtime validates the combination.
 pub fn config() -> Config {
@@ -95,7 +87,7 @@ pub fn config() -> Config {
         .consume_fuel(true)
         .cranelift_nan_canonicalization(true)
         .cranelift_opt_level(OptLevel::Speed)
-        .wasm_relaxed_simd(true)
+        .wasm_relaxed_simd(false)
         .relaxed_simd_deterministic(true)
         .wasm_simd(true)
         .wasm_multi_memory(false)

@@ -61,7 +61,7 @@ pub(super) fn im2col_channels_last<S: Simd>(
         for g in 0..s.groups {
             let group_data =
                 &data[(n * s.in_channels + g * group_in) * plane..][..group_in * plane];
-            fill_channels_last(&s, group_data, padded_w, &mut copy, narrow16);
+            fill_channels_last(&s, group_data, padded_w, &mut copy);
             let group_weights =
                 &weights.values()[g * group_out * stride..(g + 1) * group_out * stride];
             let out_base = (n * s.out_channels + g * group_out) * pixels;
@@ -86,13 +86,7 @@ const CHANNEL_RUN: usize = 8;
 /// C/groups values); the zero border is never written. Eight channels at a time, so that each
 /// step writes one pixel's run of eight values instead of a single value.
 #[inline(never)]
-pub(super) fn fill_channels_last<T: Copy>(
-    s: &ConvShape,
-    group_data: &[i32],
-    padded_w: usize,
-    copy: &mut [T],
-    narrow: fn(i32) -> T,
-) {
+fn fill_channels_last(s: &ConvShape, group_data: &[i32], padded_w: usize, copy: &mut [i16]) {
     let group_in = s.group_in();
     let (width, plane) = (s.width, s.height * s.width);
     if width == 0 || group_in == 0 {
@@ -111,13 +105,13 @@ pub(super) fn fill_channels_last<T: Copy>(
                 let lines: [&[i32]; CHANNEL_RUN] = core::array::from_fn(line);
                 for (w, pixel) in target.chunks_mut(group_in).enumerate() {
                     if let Some(slots) = pixel.first_chunk_mut::<CHANNEL_RUN>() {
-                        *slots = core::array::from_fn(|k| narrow(lines[k][w]));
+                        *slots = core::array::from_fn(|k| narrow16(lines[k][w]));
                     }
                 }
             } else {
                 for k in 0..run {
                     for (slot, &value) in target[k..].iter_mut().step_by(group_in).zip(line(k)) {
-                        *slot = narrow(value);
+                        *slot = narrow16(value);
                     }
                 }
             }
@@ -161,13 +155,13 @@ fn multiply_blocks<S: Simd>(
 /// Copies the window of output pixel (p, q) from the padded channels-last copy into `patch`
 /// (KH runs of KW · C/groups values).
 #[inline(never)]
-pub(super) fn gather_channels_last<T: Copy>(
+fn gather_channels_last(
     s: &ConvShape,
-    copy: &[T],
+    copy: &[i16],
     padded_w: usize,
     p: usize,
     q: usize,
-    patch: &mut [T],
+    patch: &mut [i16],
 ) {
     let group_in = s.group_in();
     let run = s.kernel_w * group_in;

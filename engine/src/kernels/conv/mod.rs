@@ -7,17 +7,12 @@
 //! - `pointwise.rs`: 1 × 1 kernels at stride 1 without padding, pixels in the vector lanes;
 //! - `im2col.rs`: every other shape, as blocks of patches times packed weights (`gemm.rs`).
 //!
-//! When validation proved the data non-negative (so within [0, 127] at its precision of at most
-//! 8), `bytes.rs` takes the shapes of the pointwise and channels-last im2col kernels instead, on
-//! `i8` rows (`dot8.rs`); [`conv2d_u7`] is its entry.
-//!
 //! Each writes the sums `Σ x·w` into an NCHW output and adds the bias with checked arithmetic:
 //! the pointwise and depthwise kernels as they store their sums (with plain additions when no
 //! sum plus the bias can overflow) or afterwards, the im2col kernel per output plane afterwards.
 //! Exactness rests on the bounds of cvm-compat §3 for conv2d: data and weights within 8 bits and an
 //! output precision of at most 32 bits, so 32-bit lanes hold every partial sum exactly.
 
-mod bytes;
 mod depthwise;
 mod depthwise_3x3_s2;
 pub mod im2col;
@@ -109,22 +104,6 @@ impl ConvShape {
     /// (plus a constant). Otherwise it gathers from the input with bounds checks.
     pub fn uses_channels_last(&self) -> bool {
         self.kernel() == Kernel::ChannelsLast
-    }
-
-    /// Whether [`conv2d_u7`] runs this shape on `i8` rows (`bytes.rs`) when the data is proven
-    /// non-negative: the shapes of the pointwise and the channels-last im2col kernels, when the
-    /// byte kernel's working memory is within theirs ([`Self::scratch_bytes`] counts theirs).
-    pub fn uses_bytes(&self) -> bool {
-        let own = if self.depth() == 0 || self.out_w == 0 {
-            return false;
-        } else if self.uses_pointwise() {
-            pointwise::plane_bytes(self)
-        } else if self.uses_channels_last() {
-            im2col::scratch_bytes(self, true)
-        } else {
-            return false;
-        };
-        bytes::scratch_bytes(self) <= own
     }
 
     /// The order the kernel that runs this shape needs its weights in.
@@ -223,45 +202,6 @@ pub fn conv2d<S: Simd>(
             .chunks_exact_mut(pixels)
             .zip(bias.iter().take(shape.out_channels).cycle())
             .all(|(values, &b)| add_checked::<S>(values, b))
-}
-
-/// [`conv2d`] for data proven within [0, 127] (validation's non-negativity fact at a
-/// precision of at most 8), on `i8` rows when the shape allows it ([`ConvShape::uses_bytes`];
-/// else [`conv2d`] with the `Native` backend). `prepared` is then the packing of `weights` by
-/// `PackedRows::pack_bytes` in [`ConvShape::pack_order`]. The same results as [`conv2d`].
-pub fn conv2d_u7(
-    shape: &ConvShape,
-    data: &[i32],
-    weights: &[i32],
-    prepared: Option<&PackedRows>,
-    bias: Option<&[i32]>,
-    out: &mut [i32],
-) -> bool {
-    if !shape.uses_bytes() {
-        return conv2d::<crate::kernels::simd::Native>(shape, data, weights, prepared, bias, out);
-    }
-    let packed;
-    let weights = match prepared {
-        Some(weights) => weights,
-        None => {
-            packed = PackedRows::pack_bytes(
-                weights,
-                shape.out_channels,
-                shape.depth(),
-                shape.pack_order(),
-            );
-            &packed
-        }
-    };
-    bytes::im2col_bytes(shape, data, weights, out);
-    let (Some(bias), pixels) = (bias, shape.out_h * shape.out_w) else {
-        return true;
-    };
-    pixels == 0
-        || out
-            .chunks_exact_mut(pixels)
-            .zip(bias.iter().take(shape.out_channels).cycle())
-            .all(|(values, &b)| add_checked::<crate::kernels::simd::Native>(values, b))
 }
 
 /// Packs `rows` rows of `depth` values (row-major in `source`, values within 8 bits) in

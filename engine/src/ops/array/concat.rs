@@ -63,11 +63,6 @@ impl Concatenate {
 }
 
 impl Operator for Concatenate {
-    fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-        // The inputs' values, moved.
-        !nonnegative.is_empty() && nonnegative.iter().all(|&flag| flag)
-    }
-
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let first = inputs[0].dims();
         let axis = resolve_axis("axis", self.axis, first.len())?;

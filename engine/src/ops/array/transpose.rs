@@ -126,11 +126,6 @@ impl Transpose {
 }
 
 impl Operator for Transpose {
-    fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-        // The input's values, moved.
-        nonnegative.first().copied().unwrap_or(false)
-    }
-
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let dims = inputs[0].dims();
         let out = self

@@ -125,20 +125,6 @@ impl Operator for Unary {
         }])
     }
 
-    fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-        let input = nonnegative.first().copied().unwrap_or(false);
-        match self.kind {
-            UnaryKind::Abs | UnaryKind::CvmPrecision => true,
-            UnaryKind::Negative => false,
-            // max(a_min, min(x, a_max)) ≥ 0 if a_min ≥ 0, or if x ≥ 0 and a_max ≥ 0.
-            UnaryKind::Clip { min, max } => min >= 0 || (input && max >= 0),
-            // Symmetric clips and shifts of a non-negative value stay non-negative.
-            UnaryKind::CvmClip { .. }
-            | UnaryKind::CvmLeftShift { .. }
-            | UnaryKind::CvmRightShift { .. } => input,
-        }
-    }
-
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let (y, x) = (&mut *outputs[0].data, inputs[0].data);
         let mut pairs = y.iter_mut().zip(x);

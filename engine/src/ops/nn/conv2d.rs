@@ -108,9 +108,6 @@ pub struct Conv2d {
     use_bias: bool,
     /// The weights packed at load time, when they are a parameter.
     packed: Option<Arc<PackedRows>>,
-    /// Whether validation proved the data non-negative (within [0, 127] at its precision of at
-    /// most 8): then `kernels::conv2d_u7` runs it, on `i8` rows where the shape allows.
-    nonnegative_data: bool,
 }
 
 impl Conv2d {
@@ -148,7 +145,6 @@ impl Conv2d {
             window: Window::parse(attrs, ["strides", "padding", "dilation"], MAX_ATTR)?,
             use_bias,
             packed: None,
-            nonnegative_data: false,
         }))
     }
 
@@ -346,17 +342,6 @@ impl Operator for Conv2d {
         self.packed = Some(packed);
     }
 
-    fn set_nonnegative_inputs(&mut self, nonnegative: &[bool]) {
-        self.nonnegative_data = nonnegative.first().copied().unwrap_or(false);
-    }
-
-    fn packs_bytes(&self, inputs: &[TensorType]) -> bool {
-        self.nonnegative_data
-            && self
-                .geometry(inputs[0].dims(), inputs[1].dims())
-                .is_ok_and(|shape| shape.uses_bytes())
-    }
-
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
         let shape = self.geometry(inputs[0].dims(), inputs[1].dims())?;
         Ok(shape.scratch_bytes(self.packed.is_some()))
@@ -372,13 +357,14 @@ impl Operator for Conv2d {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let shape = self.geometry(inputs[0].dims, inputs[1].dims)?;
         let out = &mut *outputs[0].data;
-        let (data, weights, prepared) = (inputs[0].data, inputs[1].data, self.packed.as_deref());
-        let bias = self.use_bias.then(|| inputs[2].data);
-        let fits = if self.nonnegative_data {
-            kernels::conv2d_u7(&shape, data, weights, prepared, bias, out)
-        } else {
-            kernels::conv2d::<Native>(&shape, data, weights, prepared, bias, out)
-        };
+        let fits = kernels::conv2d::<Native>(
+            &shape,
+            inputs[0].data,
+            inputs[1].data,
+            self.packed.as_deref(),
+            self.use_bias.then(|| inputs[2].data),
+            out,
+        );
         if fits { Ok(()) } else { Err(bias_overflow()) }
     }
 }

@@ -10,10 +10,10 @@ use crate::attrs::{AttrKind, Attrs, in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::fixed::round_shift;
+use crate::kernels::gemm;
 use crate::kernels::simd::Native;
 use crate::kernels::wide::wide_dot;
 use crate::kernels::{PackOrder, PackedRows};
-use crate::kernels::{dot8, gemm};
 use crate::ops::cinn_row;
 use crate::ops::common::{count, expect_inputs, expect_rank, io_usage};
 use crate::ops::fixed_point::FRAC_BITS;
@@ -70,9 +70,6 @@ pub struct Dense {
     use_bias: bool,
     /// The weights packed at load time, when they are a parameter.
     packed: Option<Arc<PackedRows>>,
-    /// Whether validation proved the data non-negative (within [0, 127] at its precision of at
-    /// most 8): then the products run on `i8` rows (`kernels::dot8`).
-    nonnegative_data: bool,
 }
 
 impl Dense {
@@ -95,7 +92,6 @@ impl Dense {
             units,
             use_bias,
             packed: None,
-            nonnegative_data: false,
         }))
     }
 }
@@ -161,14 +157,6 @@ impl Operator for Dense {
         self.packed = Some(packed);
     }
 
-    fn set_nonnegative_inputs(&mut self, nonnegative: &[bool]) {
-        self.nonnegative_data = nonnegative.first().copied().unwrap_or(false);
-    }
-
-    fn packs_bytes(&self, _inputs: &[TensorType]) -> bool {
-        self.nonnegative_data
-    }
-
     fn scratch_bytes(&self, inputs: &[TensorType]) -> Result<u64> {
         let [rows, depth] = [inputs[0].dims()[0], inputs[0].dims()[1]].map(u64::from);
         let weights = if self.packed.is_some() {
@@ -182,36 +170,6 @@ impl Operator for Dense {
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let [rows, depth] = [inputs[0].dims[0], inputs[0].dims[1]].map(|d| d as usize);
         let units = inputs[1].dims[0] as usize;
-        if self.nonnegative_data {
-            // Bytes take at most the memory counted for `i16` rows (`scratch_bytes`).
-            let data = PackedRows::pack_u7(inputs[0].data, rows, depth);
-            let packed;
-            let weights = match &self.packed {
-                Some(weights) => weights,
-                None => {
-                    packed =
-                        PackedRows::pack_bytes(inputs[1].data, units, depth, PackOrder::Source);
-                    &packed
-                }
-            };
-            let out = &mut *outputs[0].data;
-            dot8::dot_products(
-                data.byte_values(),
-                rows,
-                weights.byte_values(),
-                units,
-                data.stride(),
-                gemm::Strided {
-                    data: out,
-                    row_step: units,
-                    column_step: 1,
-                },
-            );
-            if self.use_bias {
-                add_bias_rows(out, inputs[2].data, units)?;
-            }
-            return Ok(());
-        }
         let data = PackedRows::pack(inputs[0].data, rows, depth);
         let packed;
         let weights = match &self.packed {

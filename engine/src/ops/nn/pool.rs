@@ -162,11 +162,6 @@ impl MaxPool2d {
 }
 
 impl Operator for MaxPool2d {
-    fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-        // Every window holds at least one input element: a maximum of non-negative values.
-        nonnegative.first().copied().unwrap_or(false)
-    }
-
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let data = &inputs[0];
         expect_rank(data, 4, "data")?;

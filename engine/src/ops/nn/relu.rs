@@ -40,10 +40,6 @@ impl Operator for Relu {
         Ok(vec![inputs[0].clone()])
     }
 
-    fn nonnegative_outputs(&self, _nonnegative: &[bool]) -> bool {
-        true
-    }
-
     fn writes_every_output(&self) -> bool {
         // `kernels::map` stores every element of an output as long as its input (the same
         // shape); the test below runs it on an output filled with other values.

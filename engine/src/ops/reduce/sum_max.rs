@@ -216,11 +216,6 @@ impl Reduce {
 }
 
 impl Operator for Reduce {
-    fn nonnegative_outputs(&self, nonnegative: &[bool]) -> bool {
-        // Sums (exact, or the run fails) and maxima (never over no element) of non-negative values.
-        nonnegative.first().copied().unwrap_or(false)
-    }
-
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let input = &inputs[0];
         let plan = self.plan(input.dims())?;
