@@ -184,43 +184,11 @@ const MAX_EXCERPT: usize = 80;
 /// fit in `u32`, the data holds fewer or more bytes than the shape requires, or a value does
 /// not fit in `i32`.
 pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
-    let (header_bytes, data, version_major) = split_file(bytes)?;
-    if let Some((offset, &byte)) = header_bytes
-        .iter()
-        .enumerate()
-        .find(|(_, byte)| !byte.is_ascii())
-    {
-        return Err(NpyError::HeaderNotAscii { offset, byte });
-    }
-    // Python 2 wrote `5L` for long integers; NumPy still accepts that in version 1.0 and 2.0
-    // headers (never in 3.0, which postdates Python 2), and so do we.
-    let header = parse_header(header_bytes, version_major <= 2)?;
+    let (header, data) = header_and_data(bytes)?;
     if header.dtype.kind == Kind::Float {
         return Err(NpyError::NotIntegerDtype(header.descr));
     }
-
-    let element_count = header
-        .shape
-        .iter()
-        .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
-        .ok_or_else(|| NpyError::SizeOverflow {
-            shape: header.shape.clone(),
-        })?;
-    let expected = element_count
-        .checked_mul(header.dtype.size_u64())
-        .ok_or_else(|| NpyError::SizeOverflow {
-            shape: header.shape.clone(),
-        })?;
-    let actual = u64::try_from(data.len()).unwrap_or(u64::MAX);
-    // Checked before any allocation, so the declared shape can never make us allocate more
-    // than the file itself holds.
-    if actual < expected {
-        return Err(NpyError::DataTooShort { expected, actual });
-    }
-    if actual > expected {
-        return Err(NpyError::DataTooLong { expected, actual });
-    }
-
+    let expected = checked_data_len(&header, data)?;
     let values = if header.fortran_order {
         decode_fortran_order(data, header.dtype, &header.shape, expected)?
     } else {
@@ -250,15 +218,7 @@ pub struct NpyF32Array {
 /// [`NpyError::FortranFloat`] for Fortran order and [`NpyError::NotFinite`] for a NaN or an
 /// infinity.
 pub fn read_npy_f32(bytes: &[u8]) -> Result<NpyF32Array, NpyError> {
-    let (header_bytes, data, version_major) = split_file(bytes)?;
-    if let Some((offset, &byte)) = header_bytes
-        .iter()
-        .enumerate()
-        .find(|(_, byte)| !byte.is_ascii())
-    {
-        return Err(NpyError::HeaderNotAscii { offset, byte });
-    }
-    let header = parse_header(header_bytes, version_major <= 2).map_err(|error| match error {
+    let (header, data) = header_and_data(bytes).map_err(|error| match error {
         NpyError::NotIntegerDtype(descr) => NpyError::NotFloat32(descr),
         other => other,
     })?;
@@ -268,21 +228,7 @@ pub fn read_npy_f32(bytes: &[u8]) -> Result<NpyF32Array, NpyError> {
     if header.fortran_order {
         return Err(NpyError::FortranFloat);
     }
-    let overflow = || NpyError::SizeOverflow {
-        shape: header.shape.clone(),
-    };
-    let expected = header
-        .shape
-        .iter()
-        .try_fold(4u64, |count, &dim| count.checked_mul(u64::from(dim)))
-        .ok_or_else(overflow)?;
-    let actual = u64::try_from(data.len()).unwrap_or(u64::MAX);
-    if actual < expected {
-        return Err(NpyError::DataTooShort { expected, actual });
-    }
-    if actual > expected {
-        return Err(NpyError::DataTooLong { expected, actual });
-    }
+    checked_data_len(&header, data)?;
     let big = header.dtype.order == ByteOrder::Big;
     let mut values = Vec::with_capacity(data.len() / 4);
     for (index, item) in data.as_chunks::<4>().0.iter().enumerate() {
@@ -407,6 +353,44 @@ fn padded_header_len(text_len: usize, preamble_len: usize) -> usize {
     let with_newline = text_len.saturating_add(1);
     let misalignment = preamble_len.saturating_add(with_newline) % ARRAY_ALIGN;
     with_newline.saturating_add(ARRAY_ALIGN - misalignment)
+}
+
+/// The parsed header of a file and its data: magic, version, lengths and an ASCII header
+/// checked.
+fn header_and_data(bytes: &[u8]) -> Result<(Header, &[u8]), NpyError> {
+    let (header_bytes, data, version_major) = split_file(bytes)?;
+    if let Some((offset, &byte)) = header_bytes
+        .iter()
+        .enumerate()
+        .find(|(_, byte)| !byte.is_ascii())
+    {
+        return Err(NpyError::HeaderNotAscii { offset, byte });
+    }
+    // Python 2 wrote `5L` for long integers; NumPy still accepts that in version 1.0 and 2.0
+    // headers (never in 3.0, which postdates Python 2), and so do we.
+    Ok((parse_header(header_bytes, version_major <= 2)?, data))
+}
+
+/// The bytes of data the header's shape and dtype call for, which `data` must hold exactly.
+/// Checked before any allocation, so the declared shape can never make a reader allocate more
+/// than the file itself holds.
+fn checked_data_len(header: &Header, data: &[u8]) -> Result<u64, NpyError> {
+    let expected = header
+        .shape
+        .iter()
+        .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
+        .and_then(|count| count.checked_mul(header.dtype.size_u64()))
+        .ok_or_else(|| NpyError::SizeOverflow {
+            shape: header.shape.clone(),
+        })?;
+    let actual = u64::try_from(data.len()).unwrap_or(u64::MAX);
+    if actual < expected {
+        return Err(NpyError::DataTooShort { expected, actual });
+    }
+    if actual > expected {
+        return Err(NpyError::DataTooLong { expected, actual });
+    }
+    Ok(expected)
 }
 
 /// Splits a file into header text and data, checking magic, version and lengths.
@@ -601,7 +585,7 @@ fn decode_fortran_order(
 }
 
 mod header;
-use header::parse_header;
+use header::{Header, parse_header};
 
 #[cfg(test)]
 mod tests;

@@ -540,6 +540,23 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
+    /// A node's own padding (top, left, bottom, right) plus a folded `Pad`'s, as (PH, PW);
+    /// refused, with `why` after the message, unless each axis is padded alike on both sides.
+    fn symmetric_pads(
+        &self,
+        own: [usize; 4],
+        extra: [usize; 4],
+        why: &str,
+    ) -> Result<[usize; 2], ImportError> {
+        let pads: [usize; 4] = std::array::from_fn(|i| own[i] + extra[i]);
+        if pads[0] != pads[2] || pads[1] != pads[3] {
+            return Err(self.error(format!(
+                "padding (top, left, bottom, right) = {pads:?} is not symmetric{why}"
+            )));
+        }
+        Ok([pads[0], pads[1]])
+    }
+
     /// The data input of a convolution or pooling, with a `Pad` it reads folded away: the
     /// value to read and the padding to add (top, left, bottom, right).
     fn through_pad(&self, node: &Node, x: usize) -> ([usize; 4], usize) {
@@ -661,18 +678,7 @@ impl<'a> Lowering<'a> {
         let strides = self.pair(node, "strides", [1, 1], 1)?;
         let dilations = self.pair(node, "dilations", [1, 1], 1)?;
         let own = self.pads(node, [h, w], [kh, kw], strides, dilations)?;
-        let pads = [
-            own[0] + extra[0],
-            own[1] + extra[1],
-            own[2] + extra[2],
-            own[3] + extra[3],
-        ];
-        if pads[0] != pads[2] || pads[1] != pads[3] {
-            return Err(self.error(format!(
-                "padding (top, left, bottom, right) = {pads:?} is not symmetric; CVM convolutions \
-                 pad both sides alike"
-            )));
-        }
+        let pads = self.symmetric_pads(own, extra, "; CVM convolutions pad both sides alike")?;
         if let Some(b) = &bias
             && b.data.len() != oc
         {
@@ -690,7 +696,7 @@ impl<'a> Lowering<'a> {
             weight_scales: self.scales_of(node, 1),
             bias: bias.map(|b| b.data),
             strides,
-            pads: [pads[0], pads[1]],
+            pads,
             dilations,
             groups,
         };
@@ -981,24 +987,14 @@ impl<'a> Lowering<'a> {
                 "average pooling with ceil_mode = 1 divides border windows by other counts",
             ));
         }
-        let pads = [
-            own[0] + extra[0],
-            own[1] + extra[1],
-            own[2] + extra[2],
-            own[3] + extra[3],
-        ];
-        if pads[0] != pads[2] || pads[1] != pads[3] {
-            return Err(self.error(format!(
-                "padding (top, left, bottom, right) = {pads:?} is not symmetric"
-            )));
-        }
+        let pads = self.symmetric_pads(own, extra, "")?;
         if pads[0] >= kernel[0] || pads[1] >= kernel[1] {
             return Err(self.error("padding as large as the window"));
         }
         let pool = Pool {
             kernel,
             strides,
-            pads: [pads[0], pads[1]],
+            pads,
             ceil,
         };
         let oh = window_out(h, pool.pads[0], kernel[0], strides[0], 1, ceil);

@@ -58,7 +58,7 @@ impl Stats {
 const MAX_FACTOR: f64 = 32_767.0;
 
 /// An integer tensor standing for a float value: `value ≈ q · scale`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Q {
     entry: usize,
     scale: f64,
@@ -198,6 +198,20 @@ fn weights_at(
     }
 }
 
+/// What [`Quantizer::layer`] builds a conv2d or dense node from.
+struct Layer<'a> {
+    /// Weights, output channels (or units) first.
+    weight: &'a FTensor,
+    /// The model's own weight scales (QDQ), if any.
+    fixed_scales: Option<&'a [f64]>,
+    /// Float bias per output channel, if any.
+    bias: Option<&'a [f64]>,
+    /// `conv2d` or `dense`.
+    op: &'static str,
+    /// The operator's attributes but `use_bias`.
+    attrs: Vec<(&'static str, String)>,
+}
+
 struct Quantizer<'a> {
     graph: &'a Graph,
     stats: &'a [Stats],
@@ -218,7 +232,7 @@ impl Quantizer<'_> {
     fn input(&mut self, id: usize, k: usize) -> Result<Q, ImportError> {
         let source = self.graph.values[id].inputs[k];
         if let Some(q) = &self.values[source] {
-            return Ok(q.clone());
+            return Ok(*q);
         }
         // A constant operand: int8 at its own scale.
         let Op::Const(tensor) = &self.graph.values[source].op else {
@@ -232,7 +246,7 @@ impl Quantizer<'_> {
             scale: scales[0],
             precision,
         };
-        self.values[source] = Some(q.clone());
+        self.values[source] = Some(q);
         Ok(q)
     }
 
@@ -305,81 +319,33 @@ impl Quantizer<'_> {
             Op::Const(_) => Err(self.error(id, "a constant output")),
             Op::Pad(_) => Err(self.error(id, "a Pad that no convolution or pooling absorbed")),
             Op::Conv(conv) => {
-                let x = self.input(id, 0)?;
-                let is_output = id == self.graph.output;
-                let oc = conv.weight.shape[0];
-                let (weights, w_scales) = weights_at(
-                    &conv.weight.data,
-                    oc,
-                    conv.weight_scales.as_deref(),
-                    self.per_channel,
-                    is_output,
-                );
                 let kernel = [conv.weight.shape[2], conv.weight.shape[3]];
-                let fan_in = conv.weight.data.len() / oc;
                 let attrs = vec![
-                    ("channels", oc.to_string()),
+                    ("channels", conv.weight.shape[0].to_string()),
                     ("kernel_size", tuple(&kernel)),
                     ("strides", tuple(&conv.strides)),
                     ("padding", tuple(&conv.pads)),
                     ("dilation", tuple(&conv.dilations)),
                     ("groups", conv.groups.to_string()),
-                    (
-                        "use_bias",
-                        if conv.bias.is_some() { "True" } else { "False" }.into(),
-                    ),
                 ];
-                self.layer(
-                    id,
-                    x,
-                    weights,
-                    &conv.weight.shape,
-                    w_scales,
-                    conv.bias.as_deref(),
-                    fan_in,
-                    "conv2d",
+                let layer = Layer {
+                    weight: &conv.weight,
+                    fixed_scales: conv.weight_scales.as_deref(),
+                    bias: conv.bias.as_deref(),
+                    op: "conv2d",
                     attrs,
-                    &shape,
-                    &name,
-                )
+                };
+                self.layer(id, layer, &shape, &name)
             }
             Op::Dense(dense) => {
-                let x = self.input(id, 0)?;
-                let is_output = id == self.graph.output;
-                let units = dense.weight.shape[0];
-                let (weights, w_scales) = weights_at(
-                    &dense.weight.data,
-                    units,
-                    dense.weight_scales.as_deref(),
-                    self.per_channel,
-                    is_output,
-                );
-                let attrs = vec![
-                    ("units", units.to_string()),
-                    (
-                        "use_bias",
-                        if dense.bias.is_some() {
-                            "True"
-                        } else {
-                            "False"
-                        }
-                        .into(),
-                    ),
-                ];
-                let fan_in = dense.weight.shape[1];
-                self.layer(
-                    id,
-                    x,
-                    weights,
-                    &dense.weight.shape,
-                    w_scales,
-                    dense.bias.as_deref(),
-                    fan_in,
-                    "dense",
-                    attrs,
-                    &shape,
-                    &name,
-                )
+                let layer = Layer {
+                    weight: &dense.weight,
+                    fixed_scales: dense.weight_scales.as_deref(),
+                    bias: dense.bias.as_deref(),
+                    op: "dense",
+                    attrs: vec![("units", dense.weight.shape[0].to_string())],
+                };
+                self.layer(id, layer, &shape, &name)
             }
             Op::Relu => {
                 let x = self.input(id, 0)?;
@@ -454,16 +420,8 @@ impl Quantizer<'_> {
                     attrs,
                     &shape,
                 );
-                let precision = x.precision + 2 + bits(area as u64);
-                let acc = Q {
-                    entry: sum,
-                    scale: x.scale,
-                    precision,
-                };
-                let target = self.target_scale(id);
-                let ratio = x.scale / (area as f64 * target);
-                let xmax = self.stats[id].max_abs * area as f64 / x.scale;
-                self.requant(id, acc, xmax, &[ratio], target, &name, &shape)
+                // The weights 1 have precision 2.
+                self.mean(id, x, sum, x.precision + 2, area, &name, &shape)
             }
             Op::GlobalAvgPool => {
                 let x = self.input(id, 0)?;
@@ -473,15 +431,7 @@ impl Quantizer<'_> {
                 let sum = self
                     .cvm
                     .op(&format!("{name}_sum"), "sum", &[x.entry], attrs, &shape);
-                let acc = Q {
-                    entry: sum,
-                    scale: x.scale,
-                    precision: x.precision + bits(area as u64),
-                };
-                let target = self.target_scale(id);
-                let ratio = x.scale / (area as f64 * target);
-                let xmax = self.stats[id].max_abs * area as f64 / x.scale;
-                self.requant(id, acc, xmax, &[ratio], target, &name, &shape)
+                self.mean(id, x, sum, x.precision, area, &name, &shape)
             }
             Op::Add => {
                 let a = self.input(id, 0)?;
@@ -605,6 +555,30 @@ impl Quantizer<'_> {
         }
     }
 
+    /// A sum of `area` values of `x` (node `sum`, precision `precision` + bits(area)) divided
+    /// by `area` in its requantization.
+    #[allow(clippy::too_many_arguments)]
+    fn mean(
+        &mut self,
+        id: usize,
+        x: Q,
+        sum: usize,
+        precision: u32,
+        area: usize,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<Q, ImportError> {
+        let acc = Q {
+            entry: sum,
+            scale: x.scale,
+            precision: precision + bits(area as u64),
+        };
+        let target = self.target_scale(id);
+        let ratio = x.scale / (area as f64 * target);
+        let xmax = self.stats[id].max_abs * area as f64 / x.scale;
+        self.requant(id, acc, xmax, &[ratio], target, name, shape)
+    }
+
     fn broadcast_op(&self, id: usize, op: &'static str) -> &'static str {
         let inputs = &self.graph.values[id].inputs;
         let same = inputs.len() == 2 && self.shape(inputs[0]) == self.shape(inputs[1]);
@@ -614,27 +588,41 @@ impl Quantizer<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A conv2d or dense layer: int8 weights, an int32 bias at the accumulator's scale, the
+    /// operator, then a requantization (none for the layer whose accumulator is the output).
     fn layer(
         &mut self,
         id: usize,
-        x: Q,
-        weights: Vec<i32>,
-        weight_shape: &[usize],
-        w_scales: Vec<f64>,
-        bias: Option<&[f64]>,
-        fan_in: usize,
-        op: &'static str,
-        attrs: Vec<(&'static str, String)>,
+        layer: Layer<'_>,
         shape: &[usize],
         name: &str,
     ) -> Result<Q, ImportError> {
+        let x = self.input(id, 0)?;
         if x.precision > 8 {
             return Err(self.error(
                 id,
                 format!("its data has precision {}, above 8", x.precision),
             ));
         }
+        let Layer {
+            weight,
+            fixed_scales,
+            bias,
+            op,
+            mut attrs,
+        } = layer;
+        let weight_shape = &weight.shape;
+        let rows = weight_shape[0].max(1);
+        let (weights, w_scales) = weights_at(
+            &weight.data,
+            rows,
+            fixed_scales,
+            self.per_channel,
+            id == self.graph.output,
+        );
+        let fan_in = weight.data.len() / rows;
+        let use_bias = if bias.is_some() { "True" } else { "False" };
+        attrs.push(("use_bias", use_bias.into()));
         let channels = weight_shape[0];
         let (w, w_precision) = self
             .cvm
@@ -790,7 +778,7 @@ impl Quantizer<'_> {
         name: &str,
         shape: &[usize],
     ) -> Result<Q, ImportError> {
-        let mut x = acc.clone();
+        let mut x = acc;
         let mut pre_shift = 0u32;
         if x.precision > 16 {
             let needed = bits(xmax.ceil() as u64) + 1;
