@@ -171,17 +171,21 @@ pub unsafe extern "C" fn cvm_run(ptr: u32, len: u32, gas_limit: u64) -> u32 {
     forget_reply();
     let inputs = crate::decode_inputs(&bytes);
     drop(bytes);
-    let report = {
+    let reply_bytes = {
         let state = STATE.0.borrow();
         let Some(model) = &state.model else {
             return 1;
         };
         match inputs {
-            Ok(inputs) => crate::run(model, inputs, gas_limit),
-            Err(error) => Report::failure(error, 0),
+            // The report's encoding, written from where the run left the outputs.
+            Ok(inputs) => crate::exec::run_reply(model, inputs, gas_limit),
+            Err(error) => {
+                reply(&Report::failure(error, 0));
+                return 0;
+            }
         }
     };
-    reply(&report);
+    STATE.0.borrow_mut().reply = reply_bytes;
     0
 }
 

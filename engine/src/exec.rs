@@ -7,7 +7,9 @@
 //! parameters); a value's elements are reused by later values once it is dead. The views are
 //! carved out of the arena with `split_at_mut`, so the plan's promise that a node's outputs
 //! share no element with its inputs or each other is checked, not assumed: a plan that broke
-//! it would fail the run as an engine bug. The model outputs are copied out at the end.
+//! it would fail the run as an engine bug. At the end the model outputs are copied out as tensors
+//! ([`run`]), or encoded into the report's bytes straight from where they lie ([`run_reply`], the
+//! reply of `engine.wasm`).
 //!
 //! Architecture Invariant: gas is charged before work, from the static figures of validation:
 //! the run's own gas (`ValidatedModel::run_gas`) once the inputs are checked, then each node's
@@ -129,14 +131,28 @@ pub fn encode_inputs_into(inputs: &[InputTensor], out: &mut [u8]) -> bool {
 ///
 /// Never panics on any input; every failure is a deterministic [`Report`] failure.
 pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Report {
-    let mut meter = GasMeter {
-        limit: gas_limit,
-        used: 0,
-    };
-    match execute(model, inputs, &mut meter) {
+    let mut meter = GasMeter::new(gas_limit);
+    match execute(model, inputs, &mut meter, |done| done.into_outputs()) {
         Ok(outputs) => Report::success(outputs, meter.used),
         Err(error) => Report::failure(error, meter.used),
     }
+}
+
+/// Runs `model` as [`run`] does and returns the borsh encoding of its report, byte for byte
+/// `borsh::to_vec(&run(model, inputs, gas_limit))`: what `engine.wasm` replies to a run. A
+/// successful run's outputs are encoded from where the run left them, without the copy into
+/// tensors [`run`] makes.
+pub fn run_reply(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Vec<u8> {
+    let mut meter = GasMeter::new(gas_limit);
+    let encoded = execute(model, inputs, &mut meter, |done| {
+        let outputs = done.views()?;
+        crate::outcome::success_bytes(&outputs, done.gas_used)
+            .map_err(|message| fail!(MemoryLimit, "{message}"))
+    });
+    encoded.unwrap_or_else(|error| {
+        // A failure's report is small; encoding into a vector cannot fail.
+        borsh::to_vec(&Report::failure(error, meter.used)).unwrap_or_default()
+    })
 }
 
 /// Runs `model` on `inputs` as [`run`] does, through the same executor, but without charging
@@ -144,7 +160,7 @@ pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> 
 /// measure what metering costs; its outcomes are not consensus outcomes.
 #[doc(hidden)]
 pub fn run_unmetered(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Report {
-    match execute(model, inputs, &mut Unmetered) {
+    match execute(model, inputs, &mut Unmetered, |done| done.into_outputs()) {
         Ok(outputs) => Report::success(outputs, 0),
         Err(error) => Report::failure(error, 0),
     }
@@ -156,12 +172,21 @@ trait Meter {
     /// Pays `gas` for the run or its next node, or fails (without node attribution; the caller
     /// adds it).
     fn charge(&mut self, gas: u64) -> Result<()>;
+
+    /// Gas charged so far.
+    fn used(&self) -> u64;
 }
 
 /// The consensus meter: gas used so far, never above the limit.
 struct GasMeter {
     limit: u64,
     used: u64,
+}
+
+impl GasMeter {
+    fn new(limit: u64) -> GasMeter {
+        GasMeter { limit, used: 0 }
+    }
 }
 
 impl Meter for GasMeter {
@@ -180,6 +205,10 @@ impl Meter for GasMeter {
             })?;
         Ok(())
     }
+
+    fn used(&self) -> u64 {
+        self.used
+    }
 }
 
 /// Charges nothing ([`run_unmetered`]).
@@ -189,6 +218,10 @@ impl Meter for Unmetered {
     #[inline]
     fn charge(&mut self, _gas: u64) -> Result<()> {
         Ok(())
+    }
+
+    fn used(&self) -> u64 {
+        0
     }
 }
 
@@ -241,30 +274,17 @@ fn check_inputs(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Result<Vec<
 
 /// The first value of `data` whose magnitude exceeds `bound`, with its index.
 ///
-/// Blocks of values are scanned for their largest magnitude first, a loop without an early
-/// exit that compiles to vector instructions (SIMD128 in `engine.wasm`); only a block holding
-/// an offending value is searched element by element. A per-element search with an early exit
-/// stays scalar, and cost more than the rest of a run of a cheap model.
+/// Blocks of values are scanned for their largest magnitude first ([`largest_magnitude`], vector
+/// code natively and in SIMD128); only a block holding an offending value is searched element
+/// by element. A per-element search with an early exit stays scalar, and cost more than the
+/// rest of a run of a cheap model.
 fn first_beyond(data: &[i32], bound: i64) -> Option<(usize, i32)> {
     const BLOCK: usize = 1024;
     // `i32::unsigned_abs` is exact for every value, `i32::MIN` included; a bound of 2^32 or
     // more is never exceeded (precisions stop at 32).
     let bound = u32::try_from(bound).unwrap_or(u32::MAX);
     data.chunks(BLOCK).enumerate().find_map(|(block, values)| {
-        // Eight lanes at a time, the shape the wasm vectorizer takes, then the tail.
-        let (eights, tail) = values.as_chunks::<8>();
-        let mut lanes = [0u32; 8];
-        for eight in eights {
-            for (lane, &v) in lanes.iter_mut().zip(eight) {
-                *lane = (*lane).max(v.unsigned_abs());
-            }
-        }
-        let largest = lanes
-            .into_iter()
-            .chain(tail.iter().map(|v| v.unsigned_abs()))
-            .max()
-            .unwrap_or(0);
-        if largest <= bound {
+        if largest_magnitude(values) <= bound {
             return None;
         }
         values
@@ -272,6 +292,21 @@ fn first_beyond(data: &[i32], bound: i64) -> Option<(usize, i32)> {
             .position(|v| v.unsigned_abs() > bound)
             .map(|at| (block * BLOCK + at, values[at]))
     })
+}
+
+/// The largest magnitude in `values` (0 for none), a run of 64 values at a time: each run is
+/// sixteen straight vector steps (load, absolute value, unsigned maximum) reduced to one scalar.
+/// In `engine.wasm` a vector that stays live across a loop's back edge goes through the stack
+/// (wasmtime's fuel check there may call out), so the running maximum across runs is a scalar.
+#[inline(never)]
+fn largest_magnitude(values: &[i32]) -> u32 {
+    fn run_max(run: &[i32]) -> u32 {
+        run.iter()
+            .fold(0, |largest, v| largest.max(v.unsigned_abs()))
+    }
+    let (runs, tail) = values.as_chunks::<64>();
+    runs.iter()
+        .fold(run_max(tail), |largest, run| largest.max(run_max(run)))
 }
 
 /// A value a node touches in the arena: where it lives and how the node uses it.
@@ -484,11 +519,14 @@ fn arena_skew(base: usize, inputs: &[Tensor]) -> usize {
     (wanted.wrapping_sub(base) % PAGE) / 4
 }
 
-fn execute<M: Meter>(
+/// Checks `inputs`, runs every node of `model` charging `meter`, and hands the finished run to
+/// `finish` (which takes the outputs from it).
+fn execute<M: Meter, R>(
     model: &ValidatedModel,
     inputs: Vec<InputTensor>,
     meter: &mut M,
-) -> Result<Vec<(String, Tensor)>> {
+    finish: impl FnOnce(Finished<'_>) -> Result<R>,
+) -> Result<R> {
     let inputs = check_inputs(model, inputs)?;
     meter.charge(model.run_gas)?;
     let no_arena = || {
@@ -524,40 +562,96 @@ fn execute<M: Meter>(
             .map_err(at_node)?;
     }
 
-    // The last listing of a model input takes the caller's tensor; every other listing is a
-    // copy (validation counts them in the peak).
-    let mut last_listing = vec![None; inputs.len()];
-    for (position, &(_, id)) in model.outputs.iter().enumerate() {
-        if let Some(last) = last_listing.get_mut(id) {
-            *last = Some(position);
+    finish(Finished {
+        model,
+        inputs,
+        arena,
+        gas_used: meter.used(),
+    })
+}
+
+/// A run whose nodes have all run: where every value lies.
+struct Finished<'a> {
+    model: &'a ValidatedModel,
+    /// The caller's inputs, checked.
+    inputs: Vec<Tensor>,
+    /// The node outputs, laid out by the plan.
+    arena: &'a [i32],
+    /// Gas charged by the run.
+    gas_used: u64,
+}
+
+impl Finished<'_> {
+    /// The values of `id`: an input, a parameter or a node output in the arena.
+    fn values(&self, id: ValueId) -> Result<&[i32]> {
+        let unavailable = || fail!(InvalidReference, "value {id} is not available (engine bug)");
+        if let Some(input) = self.inputs.get(id) {
+            Ok(&input.data)
+        } else if self.model.is_param(id) {
+            let index = id - self.inputs.len();
+            Ok(&self.model.params.get(index).ok_or_else(unavailable)?.1.data)
+        } else {
+            let (start, len) = arena_region(self.model, id)?.ok_or_else(unavailable)?;
+            self.arena.get(start..start + len).ok_or_else(unavailable)
         }
     }
-    let mut inputs: Vec<Option<Tensor>> = inputs.into_iter().map(Some).collect();
-    let mut results = Vec::with_capacity(model.outputs.len());
-    for (position, (name, id)) in model.outputs.iter().enumerate() {
-        let id = *id;
-        let unavailable = || {
-            fail!(
-                InvalidReference,
-                "output \"{name}\" is not available (engine bug)"
-            )
-        };
-        let ty = model.value_types.get(id).ok_or_else(unavailable)?;
-        let tensor = if let Some(input) = inputs.get_mut(id) {
-            if last_listing[id] == Some(position) {
-                input.take().ok_or_else(unavailable)?
-            } else {
-                copy_out(ty, &input.as_ref().ok_or_else(unavailable)?.data)?
-            }
-        } else if model.is_param(id) {
-            copy_out(ty, &model.params[id - inputs.len()].1.data)?
-        } else {
-            let (start, len) = arena_region(model, id)?.ok_or_else(unavailable)?;
-            copy_out(ty, arena.get(start..start + len).ok_or_else(unavailable)?)?
-        };
-        results.push((name.clone(), tensor));
+
+    /// Every model output in declared order, where it lies: name, type and values.
+    fn views(&self) -> Result<Vec<crate::outcome::OutputView<'_>>> {
+        self.model
+            .outputs
+            .iter()
+            .map(|(name, id)| {
+                let ty = self.model.value_types.get(*id).ok_or_else(|| {
+                    fail!(
+                        InvalidReference,
+                        "output \"{name}\" has no type (engine bug)"
+                    )
+                })?;
+                Ok((name.as_str(), ty, self.values(*id)?))
+            })
+            .collect()
     }
-    Ok(results)
+
+    /// The model outputs as tensors, in declared order. The last listing of a model input takes
+    /// the caller's tensor; every other listing is a copy (validation counts them in the peak).
+    fn into_outputs(self) -> Result<Vec<(String, Tensor)>> {
+        let listings = &self.model.outputs;
+        let mut last_listing = vec![None; self.inputs.len()];
+        for (position, &(_, id)) in listings.iter().enumerate() {
+            if let Some(last) = last_listing.get_mut(id) {
+                *last = Some(position);
+            }
+        }
+        let mut copies = Vec::with_capacity(listings.len());
+        for (position, ((_, ty, values), &(_, id))) in
+            self.views()?.into_iter().zip(listings).enumerate()
+        {
+            let taken = last_listing.get(id) == Some(&Some(position));
+            copies.push(if taken {
+                None
+            } else {
+                Some(copy_out(ty, values)?)
+            });
+        }
+        let mut inputs: Vec<Option<Tensor>> = self.inputs.into_iter().map(Some).collect();
+        listings
+            .iter()
+            .zip(copies)
+            .map(|((name, id), copy)| {
+                let tensor = match copy {
+                    Some(tensor) => tensor,
+                    None => inputs.get_mut(*id).and_then(Option::take).ok_or_else(|| {
+                        fail!(
+                            InvalidReference,
+                            "output \"{name}\" is not available (engine bug)"
+                        )
+                    })?,
+                };
+                Ok((name.clone(), tensor))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 use borsh::{BorshDeserialize, BorshSerialize};
 
 use crate::error::{Error, ErrorCode};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorType};
 
 /// Layout version of [`Outcome`], its first byte.
 pub const OUTCOME_VERSION: u8 = 1;
@@ -57,29 +57,89 @@ pub struct OutputTensor {
     pub data: Vec<i32>,
 }
 
-/// Values per block of [`OutputTensor`]'s encoding and decoding.
-const BLOCK: usize = 256;
+/// Values per block of [`OutputTensor`]'s encoding and decoding: 16 KiB of bytes, so that a
+/// large output moves in a few bulk copies.
+const BLOCK: usize = 4096;
+
+/// Writes `values` as little-endian `i32`s, a block at a time.
+fn write_values<W: borsh::io::Write>(writer: &mut W, values: &[i32]) -> borsh::io::Result<()> {
+    let mut block = [0u8; 4 * BLOCK];
+    for values in values.chunks(BLOCK) {
+        for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
+            *bytes = value.to_le_bytes();
+        }
+        writer.write_all(&block[..4 * values.len()])?;
+    }
+    Ok(())
+}
+
+/// `len` as a borsh length prefix.
+fn prefix(len: usize) -> borsh::io::Result<[u8; 4]> {
+    u32::try_from(len).map(u32::to_le_bytes).map_err(|_| {
+        borsh::io::Error::new(
+            borsh::io::ErrorKind::InvalidData,
+            "a length exceeds u32::MAX",
+        )
+    })
+}
 
 impl BorshSerialize for OutputTensor {
     fn serialize<W: borsh::io::Write>(&self, writer: &mut W) -> borsh::io::Result<()> {
         self.shape.serialize(writer)?;
         self.precision.serialize(writer)?;
-        let count = u32::try_from(self.data.len()).map_err(|_| {
-            borsh::io::Error::new(
-                borsh::io::ErrorKind::InvalidData,
-                "more than u32::MAX output values",
-            )
-        })?;
-        writer.write_all(&count.to_le_bytes())?;
-        let mut block = [0u8; 4 * BLOCK];
-        for values in self.data.chunks(BLOCK) {
-            for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
-                *bytes = value.to_le_bytes();
-            }
-            writer.write_all(&block[..4 * values.len()])?;
-        }
-        Ok(())
+        writer.write_all(&prefix(self.data.len())?)?;
+        write_values(writer, &self.data)
     }
+}
+
+/// One output of a successful run where the executor holds it: name, type and values.
+pub(crate) type OutputView<'a> = (&'a str, &'a TensorType, &'a [i32]);
+
+/// The borsh encoding of [`Report::success`] for `outputs` and `gas_used`, written from the
+/// values where they lie: byte for byte `borsh::to_vec(&Report::success(..))`, without first
+/// copying the values into tensors. The length is computed first and reserved once.
+///
+/// # Errors
+/// A message when a length exceeds borsh's `u32` prefixes or the bytes cannot be allocated.
+pub(crate) fn success_bytes(
+    outputs: &[OutputView<'_>],
+    gas_used: u64,
+) -> core::result::Result<Vec<u8>, String> {
+    // version, status tag, outputs count; gas; names count; the absent failure.
+    let mut len: usize = 1 + 1 + 4 + 8 + 4 + 1;
+    for (name, ty, values) in outputs {
+        // shape (count and dimensions), precision, values (count and words); the name.
+        let tensor = 4 + 4 * ty.shape.0.len() + 1 + 4 + 4 * values.len();
+        len = len.saturating_add(tensor).saturating_add(4 + name.len());
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| alloc::format!("cannot allocate the reply of {len} bytes"))?;
+    let write = |bytes: &mut Vec<u8>| -> borsh::io::Result<()> {
+        bytes.push(OUTCOME_VERSION);
+        bytes.push(0); // Status::Ok
+        bytes.extend_from_slice(&prefix(outputs.len())?);
+        for (_, ty, values) in outputs {
+            bytes.extend_from_slice(&prefix(ty.shape.0.len())?);
+            for dim in &ty.shape.0 {
+                bytes.extend_from_slice(&dim.to_le_bytes());
+            }
+            bytes.push(ty.precision);
+            bytes.extend_from_slice(&prefix(values.len())?);
+            write_values(bytes, values)?;
+        }
+        bytes.extend_from_slice(&gas_used.to_le_bytes());
+        bytes.extend_from_slice(&prefix(outputs.len())?);
+        for (name, _, _) in outputs {
+            bytes.extend_from_slice(&prefix(name.len())?);
+            bytes.extend_from_slice(name.as_bytes());
+        }
+        bytes.push(0); // no failure
+        Ok(())
+    };
+    write(&mut bytes).map_err(|err| alloc::format!("encoding the reply: {err}"))?;
+    Ok(bytes)
 }
 
 impl BorshDeserialize for OutputTensor {

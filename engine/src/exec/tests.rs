@@ -1,4 +1,5 @@
-//! Tests of the executor: where the arena starts, metering, and values sharing arena elements.
+//! Tests of the executor: where the arena starts, metering, values sharing arena elements, and
+//! the reply encoded from where a run left its outputs.
 
 use alloc::vec;
 
@@ -371,7 +372,7 @@ fn the_block_scan_finds_the_first_value_beyond_the_bound_as_a_plain_search() {
             .map(|(index, &v)| (index, v))
     };
     let mut state: u32 = 0x9E37_79B9;
-    for len in [0usize, 1, 5, 1023, 1024, 1025, 3000] {
+    for len in [0usize, 1, 5, 63, 64, 65, 130, 1023, 1024, 1025, 3000] {
         for precision in [1u8, 2, 8, 16, 31, 32] {
             let bound = precision_bound(precision);
             for offender in [None, Some(0), Some(len / 2), Some(len.saturating_sub(1))] {
@@ -399,4 +400,57 @@ fn the_block_scan_finds_the_first_value_beyond_the_bound_as_a_plain_search() {
             }
         }
     }
+}
+
+#[test]
+fn the_reply_is_the_encoding_of_the_report() {
+    let same = |model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64| {
+        let report = run(model, inputs.clone(), gas_limit);
+        assert_eq!(
+            run_reply(model, inputs, gas_limit),
+            borsh::to_vec(&report).unwrap(),
+            "{report:?}"
+        );
+        report
+    };
+    // Outputs in the arena, listed inputs (twice: a copy, then the caller's tensor) and a
+    // parameter, over random graphs.
+    for seed in 0..100 {
+        let (mut model, inputs) = random_model(seed);
+        model.outputs.push(OutputDecl {
+            name: "x again".into(),
+            value: ValueRef::Input(0),
+        });
+        let model = ValidatedModel::from_bytes(&model.encode(), &cvm_gas::Schedule::V1).unwrap();
+        let report = same(&model, inputs, u64::MAX);
+        assert!(matches!(report.outcome.status, Status::Ok { .. }), "{seed}");
+    }
+    // Failures: out of gas before and at a node, inputs of the wrong count, shape and
+    // precision.
+    let model = two_relus();
+    same(&model, input(), model.run_gas - 1);
+    same(&model, input(), model.run_gas + model.nodes[0].gas);
+    same(&model, vec![], u64::MAX);
+    let mut wrong = input();
+    wrong[0].shape = vec![2, 2];
+    same(&model, wrong, u64::MAX);
+    let mut wrong = input();
+    wrong[0].data[3] = 128;
+    let report = same(&model, wrong, u64::MAX);
+    assert_eq!(report.error_code(), Some(crate::ErrorCode::InputPrecision));
+    // An output of several blocks of values, and a partial one.
+    let mut model = model_over_x(
+        &[("r", "relu", vec![ValueRef::Input(0)])],
+        &[("y", ValueRef::Node { node: 0, output: 0 })],
+    );
+    let len = 3 * 4096 + 17;
+    model.inputs[0].shape = vec![len];
+    let model = ValidatedModel::from_bytes(&model.encode(), &cvm_gas::Schedule::V1).unwrap();
+    let data = (0..len as i32).map(|i| i % 255 - 127).collect();
+    let inputs = vec![InputTensor {
+        shape: vec![len],
+        data,
+    }];
+    let report = same(&model, inputs, u64::MAX);
+    assert!(matches!(report.outcome.status, Status::Ok { .. }));
 }
