@@ -10,9 +10,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::padded::{copy_fits, scatter_row};
-use super::simd::Simd;
 
-/// Lanes of one output vector.
+/// Phase rows hold a whole number of runs of this many outputs (the layout the operator's
+/// planned scratch memory counts).
 const LANES: usize = 4;
 
 /// Geometry of one pooling (NCHW), validated by the operator.
@@ -81,9 +81,9 @@ impl PoolShape {
 }
 
 /// Writes the maximum of every window into `out` (N, C, OH, OW).
-pub fn max_pool2d<S: Simd>(shape: &PoolShape, data: &[i32], out: &mut [i32]) {
+pub fn max_pool2d(shape: &PoolShape, data: &[i32], out: &mut [i32]) {
     if shape.vectorised() {
-        vectorised::<S>(shape, data, out);
+        vectorised(shape, data, out);
     } else {
         plain(shape, data, out);
     }
@@ -121,7 +121,7 @@ fn plain(s: &PoolShape, data: &[i32], out: &mut [i32]) {
 
 /// Padded column x goes to phase x % SW at position x / SW, so the taps of four consecutive
 /// outputs are one contiguous vector.
-fn vectorised<S: Simd>(s: &PoolShape, data: &[i32], out: &mut [i32]) {
+fn vectorised(s: &PoolShape, data: &[i32], out: &mut [i32]) {
     let [stride_h, stride_w] = s.strides;
     let [pad_h, pad_w] = s.padding;
     let row_len = s.phase_row_len();
@@ -151,22 +151,35 @@ fn vectorised<S: Simd>(s: &PoolShape, data: &[i32], out: &mut [i32]) {
                 |line, target| target.copy_from_slice(line),
             );
         }
-        let output = &mut out[index * pixels..(index + 1) * pixels];
-        for (p, out_row) in output.chunks_exact_mut(s.out_w.max(1)).enumerate() {
-            let row = p * stride_h * row_len;
-            for q0 in (0..s.out_w).step_by(LANES) {
-                let mut best = S::splat32(i32::MIN);
-                for &offset in &taps {
-                    let start = row + q0 + offset;
-                    let Ok(lanes) = <&[i32; LANES]>::try_from(&phases[start..start + LANES]) else {
-                        continue; // a slice of LANES elements always converts
-                    };
-                    best = S::max32(best, S::load32(lanes));
-                }
-                let mut lanes = [0i32; LANES];
-                S::store32(&mut lanes, best);
-                let valid = LANES.min(s.out_w - q0);
-                out_row[q0..q0 + valid].copy_from_slice(&lanes[..valid]);
+        pool_plane(
+            &phases,
+            &taps,
+            stride_h * row_len,
+            s.out_w,
+            &mut out[index * pixels..(index + 1) * pixels],
+        );
+    }
+}
+
+/// One plane's outputs from its phases: each output row starts at `row_step` × its index in
+/// the phases, and is the element-wise maximum of one contiguous run of `out_w` phase elements
+/// per tap (at the row's start plus the tap's offset). Runs of plain element-wise maxima, which
+/// the compiler vectorises; a function of its own, so that its pointers stay in registers in
+/// `engine.wasm`.
+#[inline(never)]
+fn pool_plane(phases: &[i32], taps: &[usize], row_step: usize, out_w: usize, output: &mut [i32]) {
+    if out_w == 0 {
+        return;
+    }
+    for (p, out_row) in output.chunks_exact_mut(out_w).enumerate() {
+        out_row.fill(i32::MIN);
+        for &offset in taps {
+            let start = p * row_step + offset;
+            let Some(run) = phases.get(start..start + out_w) else {
+                continue; // callers size the phases for every tap of every row; never reached
+            };
+            for (best, &value) in out_row.iter_mut().zip(run) {
+                *best = (*best).max(value);
             }
         }
     }

@@ -9,7 +9,6 @@ use crate::attrs::{AttrKind, Attrs, in_range, pair_in_range, spec};
 use crate::error::Result;
 use crate::fail;
 use crate::kernels::pool::{self, PoolShape};
-use crate::kernels::simd::Native;
 use crate::ops::common::{count, expect_rank, io_usage};
 use crate::ops::{Arity, Family, OpDef, Operator, Usage};
 use crate::tensor::{TensorMut, TensorRef, TensorType};
@@ -194,7 +193,7 @@ impl Operator for MaxPool2d {
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<()> {
         let shape = self.shape(inputs[0].dims, [outputs[0].dims[2], outputs[0].dims[3]]);
-        pool::max_pool2d::<Native>(&shape, inputs[0].data, outputs[0].data);
+        pool::max_pool2d(&shape, inputs[0].data, outputs[0].data);
         Ok(())
     }
 }
