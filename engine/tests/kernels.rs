@@ -905,3 +905,52 @@ fn wide_dots_equal_the_i128_sum() {
         4096 * i128::from(i32::MIN) * i128::from(i32::MAX)
     );
 }
+
+#[test]
+fn pointwise_tiles_over_many_channel_pairs_equal_the_formula() {
+    // The pointwise tile walks channel pairs in straight runs of sixteen: channels per group
+    // around one and two whole runs (32 and 64), several runs with a cut-short last one, and
+    // pairs past the last group of four; with whole and partial tiles of channels and pixels.
+    let mut rng = Rng(0x9017_5EED);
+    let mut cases = 0;
+    for group_in in [31, 32, 33, 63, 64, 65, 72, 130] {
+        for (group_out, groups) in [(1, 1), (4, 1), (5, 2)] {
+            for (height, width) in [(1, 7), (2, 4), (3, 7)] {
+                let shape = sized(ConvShape {
+                    batch: 1,
+                    in_channels: group_in * groups,
+                    height,
+                    width,
+                    out_channels: group_out * groups,
+                    groups,
+                    kernel_h: 1,
+                    kernel_w: 1,
+                    out_h: 0,
+                    out_w: 0,
+                    strides: [1, 1],
+                    padding: [0, 0],
+                    dilation: [1, 1],
+                })
+                .expect("a 1 × 1 kernel fits every plane");
+                assert!(shape.uses_pointwise(), "{shape:?}");
+                let data = rng.int8s(shape.in_channels * height * width);
+                let weights = rng.int8s(shape.out_channels * shape.depth());
+                let expected = plain_conv2d(&shape, &data, &weights);
+                for prepared in [false, true] {
+                    assert_eq!(
+                        run_conv::<Native>(&shape, &data, &weights, prepared, None),
+                        expected,
+                        "native, {shape:?}"
+                    );
+                    assert_eq!(
+                        run_conv::<Portable>(&shape, &data, &weights, prepared, None),
+                        expected,
+                        "portable, {shape:?}"
+                    );
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 72);
+}

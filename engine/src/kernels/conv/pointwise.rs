@@ -206,28 +206,55 @@ fn tile<S: Simd, const R: usize>(
     // Four channel pairs at a time: one load of each row's four weight pairs, each pair then
     // repeated over the lanes by a shuffle ([`Simd::pair_lane`]; a load-and-splat per pair is a
     // scalar load and two shuffles in wasmtime's code), then the pairs past the last four.
+    //
+    // The pairs run in straight runs of sixteen with an exit test before each pair. The tests
+    // keep the compiler from loading the data of four pairs at once: that would hold eight data
+    // vectors next to the eight sums and four weight vectors, more than the sixteen vector
+    // registers, and Cranelift (which compiles the wasm as ordered) would keep the sums on the
+    // stack.
     let (groups, _) = block.as_chunks::<4>();
     let quads = rows.map(|row| row.as_flattened().as_chunks::<{ 2 * 4 }>().0);
     let whole = quads.iter().map(|q| q.len()).fold(groups.len(), usize::min);
     let (groups, quads) = (&groups[..whole], quads.map(|q| &q[..whole]));
-    macro_rules! pair {
-        ($group:expr, $weights:expr, $k:literal) => {{
-            let (lo, hi) = S::load16x2(&$group[$k]);
-            for r in 0..R {
-                let weights = S::pair_lane::<$k>($weights[r]);
-                sums[r][0] = S::dot_add(sums[r][0], lo, weights);
-                sums[r][1] = S::dot_add(sums[r][1], hi, weights);
-            }
-        }};
+    let grouped = 4 * whole;
+    let mut weights = [S::splat16(0); R];
+    let mut start = 0;
+    'runs: loop {
+        macro_rules! pair {
+            ($i:literal) => {{
+                let t = start + $i;
+                if t >= grouped {
+                    break 'runs;
+                }
+                if $i % 4 == 0 {
+                    weights = core::array::from_fn(|r| S::load16(&quads[r][t / 4]));
+                }
+                let (lo, hi) = S::load16x2(&groups[t / 4][$i % 4]);
+                for r in 0..R {
+                    let weights = S::pair_lane::<{ $i % 4 }>(weights[r]);
+                    sums[r][0] = S::dot_add(sums[r][0], lo, weights);
+                    sums[r][1] = S::dot_add(sums[r][1], hi, weights);
+                }
+            }};
+        }
+        pair!(0);
+        pair!(1);
+        pair!(2);
+        pair!(3);
+        pair!(4);
+        pair!(5);
+        pair!(6);
+        pair!(7);
+        pair!(8);
+        pair!(9);
+        pair!(10);
+        pair!(11);
+        pair!(12);
+        pair!(13);
+        pair!(14);
+        pair!(15);
+        start += 16;
     }
-    straight_runs!(16, whole, |g| {
-        let weights: [S::I16x8; R] = core::array::from_fn(|r| S::load16(&quads[r][g]));
-        let group = &groups[g];
-        pair!(group, weights, 0);
-        pair!(group, weights, 1);
-        pair!(group, weights, 2);
-        pair!(group, weights, 3);
-    });
     let done = 4 * whole;
     straight_runs!(16, len - done, |j| {
         let t = done + j;
