@@ -19,9 +19,11 @@
 //!    how far a run may grow the memory.
 //!
 //! Memory of a run: the request's bytes are freed once the inputs are decoded, before the run,
-//! and the previous reply before the run; the reply is reserved at its exact length once the
-//! run's arena is gone. So a run adds to the loaded model the request, then the buffers of its
-//! plan, then the reply, and the freed space of each step serves the next.
+//! and the previous reply before the run; the reply is reserved at its exact length and written
+//! straight from where the run left the outputs ([`crate::exec::run_reply`]), before the arena is
+//! freed. So a run adds to the loaded model the request, then the buffers of its plan and the
+//! reply (the outputs once, never a second copy), and the freed space of each step serves the
+//! next.
 //!
 //! Safety rests on two facts: wasm32 here has no threads (the module is instantiated without
 //! shared memory), so the global state is never accessed concurrently; and the host passes back
@@ -83,16 +85,22 @@ fn forget_reply() {
     STATE.0.borrow_mut().reply = Vec::new();
 }
 
-/// Encodes `report` as the reply, in a buffer of exactly its length.
-fn reply(report: &Report) {
-    let mut reply = Vec::new();
+/// The encoding of `report`, in a buffer of exactly its length.
+fn encoded(report: &Report) -> Vec<u8> {
+    let mut bytes = Vec::new();
     if let Ok(len) = borsh::object_length(report) {
         // Without the room, writing grows the vector as usual.
-        let _ = reply.try_reserve_exact(len);
+        let _ = bytes.try_reserve_exact(len);
     }
     // Writing into a Vec cannot fail.
-    let _ = borsh::to_writer(&mut reply, report);
-    STATE.0.borrow_mut().reply = reply;
+    let _ = borsh::to_writer(&mut bytes, report);
+    bytes
+}
+
+/// Encodes `report` as the reply.
+fn reply(report: &Report) {
+    let bytes = encoded(report);
+    STATE.0.borrow_mut().reply = bytes;
 }
 
 /// The export protocol's version.
@@ -179,10 +187,8 @@ pub unsafe extern "C" fn cvm_run(ptr: u32, len: u32, gas_limit: u64) -> u32 {
         match inputs {
             // The report's encoding, written from where the run left the outputs.
             Ok(inputs) => crate::exec::run_reply(model, inputs, gas_limit),
-            Err(error) => {
-                reply(&Report::failure(error, 0));
-                return 0;
-            }
+            // Encoded here and stored below, once the model is no longer borrowed.
+            Err(error) => encoded(&Report::failure(error, 0)),
         }
     };
     STATE.0.borrow_mut().reply = reply_bytes;

@@ -139,9 +139,10 @@ pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> 
 }
 
 /// Runs `model` as [`run`] does and returns the borsh encoding of its report, byte for byte
-/// `borsh::to_vec(&run(model, inputs, gas_limit))`: what `engine.wasm` replies to a run. A
-/// successful run's outputs are encoded from where the run left them, without the copy into
-/// tensors [`run`] makes.
+/// `borsh::to_vec(&run(model, inputs, gas_limit))` whenever memory suffices for both: what
+/// `engine.wasm` replies to a run. A successful run's outputs are encoded from where the run
+/// left them, without the copy into tensors [`run`] makes; failing to allocate the reply is a
+/// `MemoryLimit` failure, as failing to allocate that copy is in [`run`].
 pub fn run_reply(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Vec<u8> {
     let mut meter = GasMeter::new(gas_limit);
     let encoded = execute(model, inputs, &mut meter, |done| {

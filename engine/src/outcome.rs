@@ -271,7 +271,19 @@ mod tests {
     fn output_tensors_encode_as_the_derived_layout() {
         // The derived encoding of the same fields, for comparison: a tuple encodes as a struct.
         let mut state: u32 = 0x2545_F491;
-        for len in [0usize, 1, 3, 255, 256, 257, 1000, 4096] {
+        for len in [
+            0usize,
+            1,
+            3,
+            255,
+            256,
+            257,
+            1000,
+            4095,
+            4096,
+            4097,
+            3 * 4096 + 17,
+        ] {
             let data: Vec<i32> = (0..len)
                 .map(|_| {
                     state ^= state << 13;

@@ -1,4 +1,4 @@
-//! `max_pool2d`: a direct vector kernel over a padded, phase-split copy of each plane.
+//! `max_pool2d`: runs of element-wise maxima over a padded, phase-split copy of each plane.
 //!
 //! Padding is filled with `i32::MIN`, which never wins a maximum against an input element, and
 //! every window holds at least one input element (validation guarantees it), so the result is
@@ -119,8 +119,8 @@ fn plain(s: &PoolShape, data: &[i32], out: &mut [i32]) {
     }
 }
 
-/// Padded column x goes to phase x % SW at position x / SW, so the taps of four consecutive
-/// outputs are one contiguous vector.
+/// Padded column x goes to phase x % SW at position x / SW, so one tap of every output of a row
+/// is one contiguous run of the phases.
 fn vectorised(s: &PoolShape, data: &[i32], out: &mut [i32]) {
     let [stride_h, stride_w] = s.strides;
     let [pad_h, pad_w] = s.padding;
@@ -129,7 +129,7 @@ fn vectorised(s: &PoolShape, data: &[i32], out: &mut [i32]) {
     let plane = s.height * s.width;
     let pixels = s.out_h * s.out_w;
     let mut phases: Vec<i32> = vec![i32::MIN; phase_len * stride_w];
-    // Each tap's position relative to an output vector's first element.
+    // Each tap's position relative to an output row's first element.
     let mut taps = Vec::with_capacity(s.window[0] * s.window[1]);
     for ki in 0..s.window[0] {
         for kj in 0..s.window[1] {

@@ -59,6 +59,21 @@ fn a_loaded_model_serves_many_runs() {
     }];
     let report = session.run(&encode_inputs(&wrong), u64::MAX).expect("run");
     assert_eq!(report.error_code(), Some(ErrorCode::InputShape));
+    // Request bytes that encode no inputs (one byte too many, one too few): the report the
+    // native engine gives, not a trap.
+    let validated = cvm_engine::load(&model, SCHEDULE).expect("loads natively");
+    let encoded = encode_inputs(&[image(0)]);
+    for malformed in [[encoded.as_slice(), &[0]].concat(), encoded[1..].to_vec()] {
+        let report = session
+            .run(&malformed, u64::MAX)
+            .expect("a report, not a trap");
+        assert_eq!(report.error_code(), Some(ErrorCode::MalformedInput));
+        assert_eq!(report.outcome.gas_used, 0);
+        assert_eq!(
+            report,
+            cvm_engine::run_encoded(&validated, &malformed, u64::MAX)
+        );
+    }
     let again = session
         .run(&encode_inputs(&[image(0)]), u64::MAX)
         .expect("run");
