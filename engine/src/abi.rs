@@ -21,9 +21,9 @@
 //! Memory of a run: the request's bytes are freed once the inputs are decoded, before the run,
 //! and the previous reply before the run; the reply is reserved at its exact length and written
 //! straight from where the run left the outputs ([`crate::exec::run_reply`]), before the arena is
-//! freed. So a run adds to the loaded model the request, then the buffers of its plan and the
-//! reply (the outputs once, never a second copy), and the freed space of each step serves the
-//! next.
+//! freed but after the inputs no output lists. So a run adds to the loaded model the request,
+//! then the buffers of its plan, then the reply (the outputs once, never a second copy) in the
+//! place of the request and the freed inputs: the freed space of each step serves the next.
 //!
 //! Safety rests on two facts: wasm32 here has no threads (the module is instantiated without
 //! shared memory), so the global state is never accessed concurrently; and the host passes back

@@ -145,7 +145,8 @@ pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> 
 /// `MemoryLimit` failure, as failing to allocate that copy is in [`run`].
 pub fn run_reply(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Vec<u8> {
     let mut meter = GasMeter::new(gas_limit);
-    let encoded = execute(model, inputs, &mut meter, |done| {
+    let encoded = execute(model, inputs, &mut meter, |mut done| {
+        done.release_unlisted_inputs();
         let outputs = done.views()?;
         crate::outcome::success_bytes(&outputs, done.gas_used)
             .map_err(|message| fail!(MemoryLimit, "{message}"))
@@ -594,6 +595,18 @@ impl Finished<'_> {
         } else {
             let (start, len) = arena_region(self.model, id)?.ok_or_else(unavailable)?;
             self.arena.get(start..start + len).ok_or_else(unavailable)
+        }
+    }
+
+    /// Frees the inputs no model output lists: the reply then takes their place (and the
+    /// request's, freed before the run, which lies next to them in `engine.wasm`), so a run
+    /// that encodes its reply grows no further than one that copies its outputs out.
+    fn release_unlisted_inputs(&mut self) {
+        let listings = &self.model.outputs;
+        for (id, input) in self.inputs.iter_mut().enumerate() {
+            if !listings.iter().any(|&(_, listed)| listed == id) {
+                input.data = Vec::new();
+            }
         }
     }
 
