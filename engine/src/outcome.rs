@@ -117,26 +117,21 @@ pub(crate) fn success_bytes(
         .try_reserve_exact(len)
         .map_err(|_| alloc::format!("cannot allocate the reply of {len} bytes"))?;
     let write = |bytes: &mut Vec<u8>| -> borsh::io::Result<()> {
-        bytes.push(OUTCOME_VERSION);
-        bytes.push(0); // Status::Ok
+        OUTCOME_VERSION.serialize(bytes)?;
+        0u8.serialize(bytes)?; // Status::Ok
         bytes.extend_from_slice(&prefix(outputs.len())?);
         for (_, ty, values) in outputs {
-            bytes.extend_from_slice(&prefix(ty.shape.0.len())?);
-            for dim in &ty.shape.0 {
-                bytes.extend_from_slice(&dim.to_le_bytes());
-            }
-            bytes.push(ty.precision);
+            ty.shape.0.serialize(bytes)?;
+            ty.precision.serialize(bytes)?;
             bytes.extend_from_slice(&prefix(values.len())?);
             write_values(bytes, values)?;
         }
-        bytes.extend_from_slice(&gas_used.to_le_bytes());
+        gas_used.serialize(bytes)?;
         bytes.extend_from_slice(&prefix(outputs.len())?);
         for (name, _, _) in outputs {
-            bytes.extend_from_slice(&prefix(name.len())?);
-            bytes.extend_from_slice(name.as_bytes());
+            name.serialize(bytes)?;
         }
-        bytes.push(0); // no failure
-        Ok(())
+        None::<FailureDetail>.serialize(bytes)
     };
     write(&mut bytes).map_err(|err| alloc::format!("encoding the reply: {err}"))?;
     Ok(bytes)
