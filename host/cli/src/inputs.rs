@@ -6,7 +6,7 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::validate::ValidatedInput;
 
 use crate::error::HostError;
-use cvm_formats::npy::{NpyError, read_npy_f32};
+use cvm_formats::npy::{NpyError, read_npy, read_npy_f32};
 use cvm_formats::text::read_npy_file;
 use cvm_formats::{FileLimit, read_file};
 use cvm_onnx::import::Quantization;
@@ -111,10 +111,18 @@ pub fn read_input_quantized(
     path: &Path,
     quantization: Option<&Quantization>,
 ) -> Result<InputTensor, HostError> {
+    // Read once: the path may be a pipe, which a second open would find empty.
     let bytes = read_file(path, FileLimit::TENSOR)?;
     let array = match read_npy_f32(&bytes) {
         Ok(array) => array,
-        Err(NpyError::NotFloat32(_)) => return read_input(path),
+        Err(NpyError::NotFloat32(_)) => {
+            let array = read_npy(&bytes)
+                .map_err(|error| HostError::input(format!("{}: {error}", path.display())))?;
+            return Ok(InputTensor {
+                shape: array.shape,
+                data: array.data,
+            });
+        }
         Err(error) => return Err(HostError::input(format!("{}: {error}", path.display()))),
     };
     let Some(quantization) = quantization else {

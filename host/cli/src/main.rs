@@ -239,7 +239,7 @@ struct ScheduleArg {
 #[derive(Args)]
 struct ModelArgs {
     /// Model: a canonical binary, a text model (.json), or a directory holding a CVM model's
-    /// `symbol` and `params`.
+    /// `symbol` and `params`; for `import`, a CVM model directory or an ONNX model (.onnx).
     #[arg(required_unless_present = "cvm_symbol")]
     model: Option<PathBuf>,
     /// CVM graph JSON (with `--cvm-params`), instead of MODEL.
@@ -368,6 +368,13 @@ fn main() -> ExitCode {
             schedule,
             cache,
         } => {
+            if dequantize && output_format == Format::Cvm {
+                errln!(
+                    "cvm: error: --dequantize writes float32 .npy; it does not apply to \
+                     --output-format cvm"
+                );
+                return ExitCode::from(2);
+            }
             let quantization = match read_quantization(&model, quantization.as_deref(), dequantize) {
                 Ok(quantization) => quantization,
                 Err(error) => {

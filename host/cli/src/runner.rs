@@ -321,7 +321,8 @@ pub fn load_model(source: &ModelSource) -> Result<LoadedModel, HostError> {
     }
 }
 
-/// Reads a model file: canonical binary (starts with the magic) or text model (JSON).
+/// Reads a model file: canonical binary (starts with the magic) or text model (JSON, or any
+/// file named `.json`).
 ///
 /// # Errors
 /// I/O errors and text model errors. Canonical bytes that do not decode are *not* an error
@@ -333,7 +334,11 @@ pub fn load_model_file(path: &Path) -> Result<LoadedModel, HostError> {
     if bytes.starts_with(UTF8_BOM) && looks_like_json(&bytes[UTF8_BOM.len()..]) {
         bytes.drain(..UTF8_BOM.len());
     }
-    if bytes.starts_with(&cvm_engine::MAGIC) || !looks_like_json(&bytes) {
+    // A `.json` file is a text model whatever it holds, so that a malformed one is told so.
+    let named_json = path
+        .extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("json"));
+    if bytes.starts_with(&cvm_engine::MAGIC) || !(named_json || looks_like_json(&bytes)) {
         let model = Model::decode(&bytes).ok();
         return Ok(LoadedModel {
             bytes,

@@ -1063,3 +1063,102 @@ fn a_model_dearer_than_one_run_may_cost_is_refused_before_it_runs() {
     let help = expect_status(&["run", "--help"], 0);
     assert!(help.contains("[default: 8589934592]"), "{help}");
 }
+
+/// An integer `.npy` input read from a pipe (`--input /dev/stdin`) runs as the same file does:
+/// the file is read once, so nothing depends on opening it twice.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_integer_input_from_a_pipe_runs_as_the_file_does() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let model = cnn_model();
+    let from_file = run_on_cnn_input(&model, &["--engine", "native"], 0);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args([
+            "run",
+            path_str(&model),
+            "--input",
+            "/dev/stdin",
+            "--json",
+            "--engine",
+            "native",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cvm starts");
+    let bytes = std::fs::read(cnn_input()).expect("input");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&bytes)
+        .expect("written");
+    let output = child.wait_with_output().expect("cvm ends");
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let from_pipe: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(from_pipe, from_file);
+}
+
+/// `--output` arguments that would write somewhere other than asked, or nothing, are usage
+/// errors before any work: a directory (with or without a trailing separator, where several
+/// outputs would land beside it), `--output-format cvm` without `--output`, and `--dequantize`
+/// with `--output-format cvm`.
+#[test]
+fn output_arguments_that_would_write_elsewhere_or_nothing_are_usage_errors() {
+    let model = cnn_model();
+    let input = cnn_input();
+    let dir = scratch("output-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", path_str(&model), "--input", path_str(&input)];
+        args.extend_from_slice(extra);
+        expect_status(&args, 2)
+    };
+    let with_separator = format!("{}/", path_str(&dir));
+    for output in [path_str(&dir), with_separator.as_str()] {
+        let said = run(&["--output", output]);
+        assert!(said.contains("is a directory"), "{said}");
+    }
+    assert!(
+        std::fs::read_dir(dir.parent().unwrap())
+            .unwrap()
+            .all(|entry| !entry
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("_0.npy")),
+        "nothing written beside the directory"
+    );
+    let said = run(&["--output-format", "cvm"]);
+    assert!(said.contains("give --output FILE"), "{said}");
+    let file = scratch("out.bin");
+    let said = run(&[
+        "--output-format",
+        "cvm",
+        "--output",
+        path_str(&file),
+        "--dequantize",
+    ]);
+    assert!(
+        said.contains("does not apply to --output-format cvm"),
+        "{said}"
+    );
+}
+
+/// A file named `.json` is a text model whatever it holds: one that is not a JSON object, or
+/// empty, is a malformed text model (exit status 2), not canonical bytes the engine rejects.
+#[test]
+fn a_json_file_that_is_no_object_is_a_malformed_text_model() {
+    for (name, bytes) in [("list.json", &b"[1, 2]"[..]), ("empty.json", b"")] {
+        let path = scratch(name);
+        std::fs::write(&path, bytes).unwrap();
+        let said = expect_status(&["run", path_str(&path)], 2);
+        assert!(
+            said.contains(name) && !said.contains("MalformedModel"),
+            "{said}"
+        );
+    }
+}

@@ -244,3 +244,37 @@ fn refusals_exit_2_with_the_node_and_the_reason() {
     assert!(!Path::new(&out).exists(), "nothing written on a refusal");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mistakes in the arguments are told before the model is read or calibrated: `--labels`
+/// without `--validate`, `-o` naming a file, an undefined schedule (the engine's
+/// `UnsupportedVersion` outcome, as for any model); a missing model file is named once.
+#[test]
+fn argument_mistakes_are_told_before_calibration() {
+    let dir = scratch("arguments");
+    let model = onnx("digits/model.onnx");
+    let calibrate = onnx("digits/calibration.npy");
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let labels = onnx("digits/labels.npy");
+    let import = |extra: &[&str], status: i32| {
+        let mut args = vec!["import", &model, "--calibrate", &calibrate];
+        args.extend_from_slice(extra);
+        expect_status(&args, status)
+    };
+    let said = import(&["-o", out, "--labels", &labels], 2);
+    assert!(said.contains("--labels needs --validate"), "{said}");
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let said = import(&["-o", file.to_str().unwrap()], 2);
+    assert!(said.contains("exists and is not a directory"), "{said}");
+    let said = import(&["-o", out, "--schedule", "4000000"], 1);
+    assert!(said.contains("UnsupportedVersion (101)"), "{said}");
+    assert!(!Path::new(out).exists(), "nothing written");
+    let missing = dir.join("missing.onnx");
+    let missing = missing.to_str().unwrap();
+    let said = expect_status(
+        &["import", missing, "--calibrate", &calibrate, "-o", out],
+        2,
+    );
+    assert_eq!(said.matches("missing.onnx").count(), 1, "{said}");
+}

@@ -6,6 +6,8 @@ use std::io::IsTerminal;
 use cvm_formats::npy::{NpyF32Array, read_npy, read_npy_f32};
 use cvm_onnx::import::{Agreement, Imported, Importer, Options, RangeReport};
 
+use super::run::print_report;
+
 use crate::*;
 
 /// What `cvm import` was given for an ONNX model.
@@ -72,8 +74,36 @@ impl Progress {
     }
 }
 
+/// The checks that need no model: made before the model is read and calibrated, so a mistake
+/// in the arguments is told at once.
+fn check_arguments(args: &OnnxImport<'_>) -> Result<(), Failure> {
+    if args.labels.is_some() && args.validate.is_none() {
+        return Err(HostError::Usage("--labels needs --validate".into()).into());
+    }
+    if args.output.exists() && !args.output.is_dir() {
+        return Err(HostError::Usage(format!(
+            "-o {}: exists and is not a directory; for an ONNX model, -o names the directory \
+             the imported model is written into",
+            args.output.display()
+        ))
+        .into());
+    }
+    if let Err(error) = cvm_engine::schedule_by_version(args.schedule) {
+        // As for any model: the engine's outcome for an undefined schedule.
+        print_report(
+            &cvm_engine::Report::failure(error, 0),
+            HashAlgorithm::default(),
+            args.json,
+        )?;
+        return Err(Failure::Deterministic);
+    }
+    Ok(())
+}
+
 pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
-    let model = cvm_onnx::read_file(args.model).map_err(|e| failed(args.model, e))?;
+    check_arguments(args)?;
+    // The reader's errors name the file already.
+    let model = cvm_onnx::read_file(args.model).map_err(|e| HostError::Import(e.to_string()))?;
     let importer = Importer::new(&model).map_err(|e| failed(args.model, e))?;
     let calibration_set = read_samples(args.calibrate)?;
     let progress = Progress::new("calibrating");
@@ -114,9 +144,6 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
                     })
                     .map_err(|e| failed(path, e))?,
             )
-        }
-        None if args.labels.is_some() => {
-            return Err(HostError::Usage("--labels needs --validate".into()).into());
         }
         None => None,
     };
@@ -167,15 +194,22 @@ fn write(dir: &Path, imported: &Imported) -> Result<Vec<(PathBuf, usize)>, HostE
     Ok(written)
 }
 
-/// 100 · part / whole with two decimals (truncated), in integer arithmetic.
-fn hundredths(part: i64, whole: usize) -> String {
-    let scaled = part * 10_000 / whole.max(1) as i64;
-    let sign = if scaled < 0 { "-" } else { "" };
-    format!("{sign}{}.{:02}", scaled.abs() / 100, scaled.abs() % 100)
+/// 100 · part / whole in hundredths, rounded half up, in integer arithmetic.
+fn hundredths(part: usize, whole: usize) -> i64 {
+    let whole = whole.max(1) as i128;
+    let rounded = (part as i128 * 20_000 + whole) / (2 * whole);
+    i64::try_from(rounded).unwrap_or(i64::MAX)
+}
+
+/// Hundredths with two decimals: `-0.17`.
+fn two_decimals(hundredths: i64) -> String {
+    let sign = if hundredths < 0 { "-" } else { "" };
+    let magnitude = hundredths.unsigned_abs();
+    format!("{sign}{}.{:02}", magnitude / 100, magnitude % 100)
 }
 
 fn percent(part: usize, whole: usize) -> String {
-    format!("{} %", hundredths(part as i64, whole))
+    format!("{} %", two_decimals(hundredths(part, whole)))
 }
 
 fn range(r: &RangeReport) -> String {
@@ -203,7 +237,8 @@ fn agreement_text(what: &str, a: &Agreement) -> String {
             percent(f, a.samples),
             a.samples,
             percent(i, a.samples),
-            hundredths(i as i64 - f as i64, a.samples)
+            // The difference of the two percentages as printed.
+            two_decimals(hundredths(i, a.samples) - hundredths(f, a.samples))
         ));
     }
     line.push('\n');

@@ -45,6 +45,7 @@ pub(crate) fn run(
     output: Option<&Path>,
     timings: &mut Timings,
 ) -> Result<(), Failure> {
+    check_output_arguments(options, output)?;
     let LoadedModel {
         bytes,
         model,
@@ -157,6 +158,30 @@ pub(crate) fn run(
         }
     }
     Ok(())
+}
+
+/// Refuses output arguments that would write nothing or somewhere else than asked, before any
+/// work is done.
+fn check_output_arguments(options: &RunOptions, output: Option<&Path>) -> Result<(), HostError> {
+    match output {
+        None if options.output_format == Format::Cvm => Err(HostError::Usage(
+            "--output-format cvm says how --output is written; give --output FILE".into(),
+        )),
+        Some(path)
+            if path.is_dir()
+                || path
+                    .as_os_str()
+                    .to_string_lossy()
+                    .ends_with(std::path::MAIN_SEPARATOR) =>
+        {
+            Err(HostError::Usage(format!(
+                "--output {}: is a directory; --output names a file (with several outputs, \
+                 the file's stem followed by _<index>.npy for each)",
+                path.display()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The single output of an imported model, as float32 through its quantization.
