@@ -200,6 +200,23 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
     })
 }
 
+/// How many values the file's header declares (the product of its shape), read from the
+/// header alone: a caller can refuse a tensor before its values are decoded.
+///
+/// # Errors
+/// As [`read_npy`] for the preamble and header; [`NpyError::SizeOverflow`] when the product
+/// does not fit in `u64`.
+pub fn element_count(bytes: &[u8]) -> Result<u64, NpyError> {
+    let (header, _) = header_and_data(bytes)?;
+    header
+        .shape
+        .iter()
+        .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
+        .ok_or(NpyError::SizeOverflow {
+            shape: header.shape,
+        })
+}
+
 /// A float32 tensor: its shape and its values in C (row-major) order, every one finite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NpyF32Array {

@@ -83,6 +83,8 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
     }
 
     let mut params = Vec::new();
+    // Values of every parameter so far, inline and from files, against PARAM_VALUES_LIMIT.
+    let mut param_values: u64 = 0;
     for (index, entry) in optional_list(top, "params", "the model")?
         .iter()
         .enumerate()
@@ -105,8 +107,8 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
             ),
             (None, Some(Value::String(file))) => {
                 let path = base_dir.join(file);
-                let array =
-                    read_npy_file(&path).map_err(|err| format!("{what}, field \"file\": {err}"))?;
+                let array = read_param_file(&path, param_values)
+                    .map_err(|err| format!("{what}, field \"file\": {err}"))?;
                 if fields.contains_key("shape") {
                     let declared = shape(fields, "shape", &what)?;
                     if declared != array.shape {
@@ -129,6 +131,10 @@ pub fn from_json(value: &Value, base_dir: &Path) -> Result<Model, String> {
             }
             (None, None) => return Err(format!("{what}: field \"data\" (or \"file\") is missing")),
         };
+        param_values = param_values.saturating_add(values.len() as u64);
+        if param_values > PARAM_VALUES_LIMIT {
+            return Err(format!("{what}: {}", param_values_refusal(param_values)));
+        }
         params.push(ParamDecl {
             name,
             shape,
@@ -464,6 +470,48 @@ pub fn read_npy_file(path: &Path) -> Result<npy::NpyArray, String> {
     npy::read_npy(&bytes).map_err(|err| format!("{}: {err}", path.display()))
 }
 
+/// Most values a text model's parameters may hold in all, inline and from files: 2^28, the
+/// int32 values that fit in the most memory a model may plan for
+/// (`cvm_engine::limits::MAX_PEAK_MEMORY_BYTES`, which counts the parameters). Checked before a
+/// parameter file's values are decoded, so that a model naming one large file many times is
+/// refused in bounded memory.
+pub const PARAM_VALUES_LIMIT: u64 = cvm_engine::limits::MAX_PEAK_MEMORY_BYTES / 4;
+
+fn param_values_refusal(values: u64) -> String {
+    format!(
+        "the parameters hold {values} values so far, more than the {PARAM_VALUES_LIMIT} a \
+         model may hold in all (int32 values within the 1 GiB a model may plan for)"
+    )
+}
+
+/// A parameter's `.npy` file, refused before its values are decoded when it holds more values
+/// than one tensor may (`cvm_engine::limits::MAX_TENSOR_ELEMENTS`) or than the parameters
+/// before it (`values_before`) leave of [`PARAM_VALUES_LIMIT`].
+fn read_param_file(path: &Path, values_before: u64) -> Result<npy::NpyArray, String> {
+    let bytes = read_file(path, FileLimit::TENSOR).map_err(|err| match err {
+        ReadError::Io { source, .. } => format!("cannot read {}: {source}", path.display()),
+        other => other.to_string(),
+    })?;
+    let declared =
+        npy::element_count(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
+    let tensor_limit = cvm_engine::limits::MAX_TENSOR_ELEMENTS;
+    if declared > tensor_limit {
+        return Err(format!(
+            "{} holds {declared} values, more than the {tensor_limit} one tensor may hold",
+            path.display()
+        ));
+    }
+    let total = values_before.saturating_add(declared);
+    if total > PARAM_VALUES_LIMIT {
+        return Err(format!(
+            "{}: {}",
+            path.display(),
+            param_values_refusal(total)
+        ));
+    }
+    npy::read_npy(&bytes).map_err(|err| format!("{}: {err}", path.display()))
+}
+
 /// The directory relative file references of a model at `path` resolve against.
 pub fn base_dir_of(path: &Path) -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
@@ -476,6 +524,71 @@ mod tests {
 
     fn parse(value: Value) -> Result<Model, String> {
         from_json(&value, Path::new("."))
+    }
+
+    /// A scratch directory of this test process.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cvm-text-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn parameter_files_are_refused_past_the_limits_before_their_values_are_decoded() {
+        let dir = scratch("limits");
+        // A header declaring one value more than a tensor may hold, and no data: refused on
+        // the declared count, not on the missing data.
+        let mut header = npy::write_npy(&npy::NpyArray {
+            shape: vec![1],
+            data: vec![0],
+        });
+        let at = header.windows(4).position(|w| w == b"(1,)").unwrap();
+        let declared = format!("({},)", cvm_engine::limits::MAX_TENSOR_ELEMENTS + 1);
+        header.splice(at..at + 4, declared.bytes());
+        // Keep the header's length: take as many of its padding spaces as were added.
+        let added = declared.len() - 4;
+        let end = header.iter().rposition(|&byte| byte == b'\n').unwrap();
+        header.drain(end - added..end);
+        header.truncate(end - added + 1);
+        let huge = dir.join("huge.npy");
+        std::fs::write(&huge, &header).unwrap();
+        let err = read_param_file(&huge, 0).unwrap_err();
+        assert!(
+            err.contains("holds 67108865 values, more than the 67108864"),
+            "{err}"
+        );
+        let model = json!({
+            "format": "cvm-text/1",
+            "inputs": [{"name": "x", "shape": [1], "precision": 8}],
+            "params": [{"name": "p", "precision": 8, "file": "huge.npy"}],
+            "nodes": [],
+            "outputs": ["x"]
+        });
+        let err = from_json(&model, &dir).unwrap_err();
+        assert!(err.starts_with("parameter \"p\", field \"file\":"), "{err}");
+
+        // Ten values fit in what ten values leave of the total; eleven do not.
+        let ten = dir.join("ten.npy");
+        std::fs::write(
+            &ten,
+            npy::write_npy(&npy::NpyArray {
+                shape: vec![10],
+                data: vec![3; 10],
+            }),
+        )
+        .unwrap();
+        assert_eq!(
+            read_param_file(&ten, PARAM_VALUES_LIMIT - 10)
+                .unwrap()
+                .data
+                .len(),
+            10
+        );
+        let err = read_param_file(&ten, PARAM_VALUES_LIMIT - 9).unwrap_err();
+        assert!(
+            err.contains("more than the 268435456 a model may hold in all"),
+            "{err}"
+        );
     }
 
     fn example() -> Value {
