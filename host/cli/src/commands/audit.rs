@@ -20,6 +20,13 @@ pub(crate) fn audit(
     }
 
     let root = dir.map_or_else(cvm_fixtures::root, Path::to_path_buf);
+    if !root.is_dir() {
+        return Err(HostError::Usage(format!(
+            "{}: no such directory (audit reads fixture cases from a directory)",
+            root.display()
+        ))
+        .into());
+    }
     let cases = cvm_fixtures::cases_in(&root).map_err(|e| HostError::input(e.to_string()))?;
     if cases.is_empty() {
         return Err(HostError::Usage(format!("no fixture cases under {}", root.display())).into());

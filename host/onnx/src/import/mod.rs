@@ -479,7 +479,8 @@ impl Quantization {
     /// Reads [`Quantization::to_json`]'s text.
     ///
     /// # Errors
-    /// What is missing or malformed.
+    /// What is missing or malformed, and a `rounding` or `clip` other than those
+    /// [`Quantization::quantize_input`] applies.
     pub fn from_json(text: &str) -> Result<Quantization, String> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
@@ -502,6 +503,24 @@ impl Quantization {
                 .filter(|s| s.is_finite() && *s > 0.0)
                 .ok_or_else(|| format!("{what} is not a positive number"))
         };
+        // Descriptive fields: the quantization `quantize_input` applies, stated in the file. One
+        // that says otherwise would be silently ignored, so it is refused.
+        let input = &value["input"];
+        if let Some(rounding) = input.get("rounding")
+            && rounding != "half away from zero"
+        {
+            return Err(format!(
+                "input.rounding is {rounding}; inputs are quantized with halves rounded away \
+                 from zero (\"half away from zero\") only"
+            ));
+        }
+        if let Some(clip) = input.get("clip")
+            && clip.as_u64() != Some(127)
+        {
+            return Err(format!(
+                "input.clip is {clip}; inputs are quantized to int8 and clipped to ±127 only"
+            ));
+        }
         Ok(Quantization {
             input_shape: shape(&value["input"]["shape"], "input.shape")?,
             input_scale: scale(&value["input"]["scale"], "input.scale")?,
@@ -537,5 +556,42 @@ impl Imported {
                 .map(|f| f.message)
                 .unwrap_or_else(|| "the run failed".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Quantization;
+
+    #[test]
+    fn quantization_json_reads_back_and_refuses_a_rounding_or_clip_it_would_ignore() {
+        let quantization = Quantization {
+            input_shape: vec![1, 1, 8, 8],
+            input_scale: 0.015_625,
+            output_shape: vec![1, 10],
+            output_scale: 0.1,
+        };
+        let text = quantization.to_json();
+        let read = Quantization::from_json(&text).expect("reads back");
+        assert_eq!(
+            (
+                read.input_shape,
+                read.input_scale,
+                read.output_shape,
+                read.output_scale
+            ),
+            (vec![1, 1, 8, 8], 0.015_625, vec![1, 10], 0.1)
+        );
+        let refused = |from: &str, to: &str| {
+            assert!(text.contains(from), "{text}");
+            Quantization::from_json(&text.replace(from, to)).expect_err("refused")
+        };
+        let err = refused("\"half away from zero\"", "\"even\"");
+        assert!(err.starts_with("input.rounding is \"even\""), "{err}");
+        let err = refused("\"clip\": 127", "\"clip\": 100000");
+        assert!(err.starts_with("input.clip is 100000"), "{err}");
+        // Without the descriptive fields the file means what they say.
+        let bare = text.replace(", \"rounding\": \"half away from zero\", \"clip\": 127", "");
+        assert!(Quantization::from_json(&bare).is_ok(), "{bare}");
     }
 }
