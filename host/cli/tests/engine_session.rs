@@ -239,7 +239,7 @@ fn an_input_far_beyond_the_plan_is_an_outcome_not_a_memory_failure() {
         EngineKind::Native,
         None,
         &cnn(),
-        &[huge],
+        std::slice::from_ref(&huge),
         u64::MAX,
         SCHEDULE,
     )
@@ -252,4 +252,19 @@ fn an_input_far_beyond_the_plan_is_an_outcome_not_a_memory_failure() {
     assert_eq!(in_wasm, native);
     let after = session.run_inputs(&[image(3)], u64::MAX).unwrap();
     assert_eq!(after.error_code(), None, "{after:?}");
+    // The same input on a fresh instance after a correct run, which left the memory capped from
+    // the plan: the request is placed under a cap raised for it, so the outcome does not depend
+    // on what ran before (through either way of placing a request).
+    for encoded in [false, true] {
+        let mut session = wasm.session().unwrap();
+        assert!(session.load(&cnn(), SCHEDULE).unwrap().is_none());
+        let correct = session.run_inputs(&[image(3)], u64::MAX).unwrap();
+        assert_eq!(correct, after);
+        let again = if encoded {
+            session.run(&encode_inputs(std::slice::from_ref(&huge)), u64::MAX)
+        } else {
+            session.run_inputs(std::slice::from_ref(&huge), u64::MAX)
+        };
+        assert_eq!(again.expect("an outcome"), native);
+    }
 }

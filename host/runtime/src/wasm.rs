@@ -563,6 +563,7 @@ impl WasmSession {
         let len = cvm_engine::exec::encoded_inputs_len(inputs).ok_or_else(|| {
             NodeError::Request("encoding the inputs: a length exceeds u32::MAX".into())
         })?;
+        self.cap_memory_for_request(len);
         let request = self.alloc(len)?;
         // The buffer is exactly the encoding's length.
         if !cvm_engine::exec::encode_inputs_into(inputs, self.request_bytes(&request)?) {
@@ -599,6 +600,28 @@ impl WasmSession {
         borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
     }
 
+    /// Caps the engine's memory for placing a run request of `len` bytes: what it holds now,
+    /// plus the request's length twice (the request, and the inputs decoded from it), plus what
+    /// a run may add ([`WasmSession::cap_memory_for_run`]). The cap the previous run left is
+    /// derived from that run's request, and must not decide whether this one can be placed:
+    /// an input that does not match the model is a deterministic outcome whatever ran before.
+    fn cap_memory_for_request(&mut self, len: usize) {
+        let now = self.exports.memory.data_size(&self.store);
+        *self.store.data_mut() = limits(self.run_cap(now.saturating_add(len), len));
+    }
+
+    /// The memory cap of a run whose request of `request_len` bytes is placed, the engine then
+    /// holding `now` bytes.
+    fn run_cap(&self, now: usize, request_len: usize) -> usize {
+        let planned = usize::try_from(self.planned_bytes).unwrap_or(usize::MAX);
+        planned
+            .saturating_mul(RUN_MEMORY_PER_PLANNED_BYTE)
+            .saturating_add(RUN_MEMORY_SLACK_BYTES)
+            .saturating_add(request_len)
+            .saturating_add(now)
+            .min(MEMORY_CAP_BYTES)
+    }
+
     /// Caps the engine's memory for a run of `request`: what it holds now (the request
     /// included), plus the request's length once more (the inputs decoded from it, whatever
     /// their shapes: inputs that do not match the model are a deterministic outcome, which a cap
@@ -607,13 +630,7 @@ impl WasmSession {
     /// cap.
     fn cap_memory_for_run(&mut self, request: &Request) -> usize {
         let now = self.exports.memory.data_size(&self.store);
-        let planned = usize::try_from(self.planned_bytes).unwrap_or(usize::MAX);
-        let cap = planned
-            .saturating_mul(RUN_MEMORY_PER_PLANNED_BYTE)
-            .saturating_add(RUN_MEMORY_SLACK_BYTES)
-            .saturating_add(request.len as usize)
-            .saturating_add(now)
-            .min(MEMORY_CAP_BYTES);
+        let cap = self.run_cap(now, request.len as usize);
         *self.store.data_mut() = limits(cap);
         cap
     }
@@ -676,6 +693,7 @@ impl WasmSession {
     /// [`NodeError::Wasm`] on a trap, fuel exhaustion, memory growth past the run's cap, or
     /// when no model is loaded.
     pub fn run(&mut self, inputs: &[u8], gas_limit: u64) -> Result<Report, NodeError> {
+        self.cap_memory_for_request(inputs.len());
         let request = self.put(inputs)?;
         self.run_request(request, gas_limit)?;
         self.report()
