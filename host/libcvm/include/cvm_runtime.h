@@ -33,9 +33,12 @@ int CVMAPIFreeModel(void *net);
  * endian) and writes exactly CVMAPIGetOutputLength bytes to output_data. */
 int CVMAPIInference(void *net, char *input_data, int input_len, char *output_data);
 
-/* Write a NUL-terminated string of at most 9 characters (the buffer needs 10 bytes):
- * "cvm_1.0.0" or "cvm_1.1.0"; "", "argmax" or "detection". */
+/* Writes a NUL-terminated string of 9 characters (the buffer needs 10 bytes): "cvm_1.0.0" or
+ * "cvm_1.1.0". */
 int CVMAPIGetVersion(void *net, char *version);
+/* Writes the graph's `postprocess` as the deployed runtime keeps it, NUL-terminated: "",
+ * "argmax", "detection", or any other string of at most 31 characters the graph names (the
+ * buffer needs 32 bytes; the Cortex node passes 34). */
 int CVMAPIGetPreprocessMethod(void *net, char *method);
 
 int CVMAPIGetInputLength(void *net, unsigned long long *size);
@@ -43,7 +46,8 @@ int CVMAPIGetOutputLength(void *net, unsigned long long *size);
 int CVMAPIGetInputTypeSize(void *net, unsigned long long *size);
 int CVMAPIGetOutputTypeSize(void *net, unsigned long long *size);
 
-/* The deployed runtime's storage size in bytes, and the legacy gas of the model's graph. */
+/* The deployed runtime's storage size in bytes, and the legacy gas of the model's graph
+ * (ERROR_LOGIC when it exceeds the deployed limits, as for CVMAPIGetGasFromGraphFile). */
 int CVMAPIGetStorageSize(void *net, unsigned long long *gas);
 int CVMAPIGetGasFromModel(void *net, unsigned long long *gas);
 

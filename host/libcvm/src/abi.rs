@@ -191,10 +191,11 @@ pub unsafe extern "C" fn CVMAPIGetVersion(net: *mut c_void, version: *mut c_char
     })
 }
 
-/// Writes the post-processing method (``, `argmax` or `detection`) and a NUL.
+/// Writes the graph's `postprocess` as the deployed runtime keeps it (``, `argmax`,
+/// `detection`, or any other string of at most 31 bytes) and a NUL.
 ///
 /// # Safety
-/// `net` is a live handle; `method` has room for 10 bytes.
+/// `net` is a live handle; `method` has room for 32 bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn CVMAPIGetPreprocessMethod(net: *mut c_void, method: *mut c_char) -> c_int {
     guarded(|| {

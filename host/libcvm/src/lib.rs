@@ -14,7 +14,7 @@
 
 mod abi;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, PoisonError};
 
 use cvm_engine::limits::MAX_GAS_PER_RUN;
 use cvm_formats::cvm::{self, CvmMeta, CvmModel};
@@ -75,19 +75,23 @@ pub fn class(verdict: &Verdict) -> Status {
     }
 }
 
-/// The process's runtime, compiled (or read from the module cache) by the first load.
-fn shared_runtime() -> Result<&'static Runtime, Status> {
-    static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            let config = match runtime::wasm::default_cache_dir() {
-                Some(dir) => RuntimeConfig::with_cache_dir(dir),
-                None => RuntimeConfig::compile_in_process(),
-            };
-            Runtime::new(&config).ok()
-        })
-        .as_ref()
-        .ok_or(Status::Runtime)
+/// The process's runtime, compiled (or read from the module cache) by the first load that
+/// succeeds in making it: a failure (memory pressure, say) is this node's runtime error for
+/// that load, and the next load tries again. Clones share the compiled module.
+fn shared_runtime() -> Result<Runtime, Status> {
+    static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
+    // A panic while the lock was held (caught at the boundary) leaves the state as it was.
+    let mut shared = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(runtime) = shared.as_ref() {
+        return Ok(runtime.clone());
+    }
+    let config = match runtime::wasm::default_cache_dir() {
+        Some(dir) => RuntimeConfig::with_cache_dir(dir),
+        None => RuntimeConfig::compile_in_process(),
+    };
+    let runtime = Runtime::new(&config).map_err(|_| Status::Runtime)?;
+    *shared = Some(runtime.clone());
+    Ok(runtime)
 }
 
 /// A model loaded through `CVMAPILoadModel`: what `CVMAPIInference` runs and the getters report.
@@ -95,6 +99,13 @@ pub struct Net {
     model: runtime::Model,
     meta: CvmMeta,
 }
+
+// The C contract lets several threads call on one handle at once (`abi.rs` shares `&Net`
+// across them): a field that is not `Sync` must fail the build, not the node.
+const _: () = {
+    const fn shared_across_threads<T: Send + Sync>() {}
+    shared_across_threads::<Net>();
+};
 
 /// Device types `c_api.cc` accepts: 0 (CPU), 1 (GPU), 2 (FORMAL). All run the same engine.
 const DEVICE_TYPES: [i32; 3] = [0, 1, 2];
