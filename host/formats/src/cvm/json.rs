@@ -25,7 +25,11 @@ use serde_json::{Map, Number, Value};
 /// # Errors
 /// A message naming the byte offset and what the reader expected.
 pub fn parse(text: &[u8]) -> Result<Value, String> {
-    let mut reader = Reader { text, at: 0 };
+    let mut reader = Reader {
+        text,
+        at: 0,
+        values: 0,
+    };
     reader.value(0)
 }
 
@@ -33,9 +37,19 @@ pub fn parse(text: &[u8]) -> Result<Value, String> {
 /// deeper than 5, and this bound keeps a crafted file from exhausting the stack here.
 const MAX_DEPTH: usize = 64;
 
+/// Most values (numbers, strings, lists, objects and other tokens, at any depth) accepted:
+/// 2^22, 64 for each node of a graph at the engine's node limit (a graph describes a node in
+/// about 20, plus four per input). A parsed value takes about 100 bytes where its text may
+/// take 2 (`0,`), so without a bound a crafted graph of a few hundred megabytes would take
+/// tens of gigabytes before any check; with it the tree stays under about 0.5 GB. The deployed
+/// reader has no such bound; a graph past it fails as its failed `CHECK`s do.
+pub const MAX_VALUES: usize = 1 << 22;
+
 struct Reader<'a> {
     text: &'a [u8],
     at: usize,
+    /// Values read so far, against [`MAX_VALUES`].
+    values: usize,
 }
 
 /// `isspace` in the C locale.
@@ -73,6 +87,13 @@ impl Reader<'_> {
     fn value(&mut self, depth: usize) -> Result<Value, String> {
         if depth > MAX_DEPTH {
             return Err(self.error(&format!("more than {MAX_DEPTH} levels of nesting")));
+        }
+        self.values += 1;
+        if self.values > MAX_VALUES {
+            return Err(self.error(&format!(
+                "more than {MAX_VALUES} values (numbers, strings, lists and objects), more than \
+                 a graph within the engine's limits holds"
+            )));
         }
         match self.peek_non_space() {
             Some(b'{') => self.object(depth),
@@ -357,5 +378,22 @@ mod tests {
         }
         let deep = "[".repeat(MAX_DEPTH + 2);
         assert!(read(&deep).unwrap_err().contains("levels of nesting"));
+    }
+
+    #[test]
+    fn values_past_the_bound_are_refused_where_they_start() {
+        // The list itself and MAX_VALUES − 1 numbers: at the bound.
+        let at_bound = format!("[{}0]", "0,".repeat(MAX_VALUES - 2));
+        let Ok(Value::Array(items)) = read(&at_bound) else {
+            panic!("at the bound");
+        };
+        assert_eq!(items.len(), MAX_VALUES - 1);
+        let past = format!("[{}0]", "0,".repeat(MAX_VALUES - 1));
+        let error = read(&past).unwrap_err();
+        let offset = 1 + 2 * (MAX_VALUES - 1);
+        assert!(
+            error.starts_with(&format!("at byte {offset}: more than {MAX_VALUES} values")),
+            "{error}"
+        );
     }
 }
