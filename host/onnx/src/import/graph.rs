@@ -156,6 +156,9 @@ impl Graph {
 /// Most elements of any value the importer computes: the engine's tensor limit.
 const MAX_ELEMENTS: usize = 1 << 26;
 
+/// Most dimensions a CVM tensor may have (a graph's `attrs.shape` entries hold 1 to 6).
+const MAX_RANK: usize = 6;
+
 /// A name reduced to letters, digits and `_`, at most 48 bytes.
 fn clean_name(name: &str) -> String {
     let mut out: String = name
@@ -187,6 +190,9 @@ struct Lowering<'a> {
     slots: HashMap<&'a str, Slot<'a>>,
     /// How many node inputs and graph outputs name each value.
     uses: HashMap<&'a str, usize>,
+    /// Per value id: the names bound to it so far (its own, then one per `Identity` or
+    /// `Dropout` that forwards it) and the sum of their `uses` ([`Lowering::readers`]).
+    bindings: HashMap<usize, (usize, usize)>,
     values: Vec<Value>,
     notes: Vec<String>,
     /// Node index and label of the node being lowered.
@@ -222,6 +228,13 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
             cvm_formats::quote(&input.name)
         )));
     }
+    if shape.contains(&0) {
+        return Err(ImportError::Graph(format!(
+            "input {}: shape {shape:?} holds no value; the importer needs every dimension \
+             above 0",
+            cvm_formats::quote(&input.name)
+        )));
+    }
     let [output] = model.outputs.as_slice() else {
         return Err(ImportError::Graph(format!(
             "the model has {} outputs; the importer takes models of one output",
@@ -232,6 +245,7 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
         model,
         slots: HashMap::new(),
         uses: HashMap::new(),
+        bindings: HashMap::new(),
         values: vec![Value {
             op: Op::Input,
             inputs: Vec::new(),
@@ -247,13 +261,13 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
             .slots
             .insert(tensor.name.as_str(), Slot::Const(tensor));
     }
-    lowering.slots.insert(input.name.as_str(), Slot::Value(0));
     for node in &model.nodes {
         for name in node.inputs.iter().filter(|name| !name.is_empty()) {
             *lowering.uses.entry(name.as_str()).or_default() += 1;
         }
     }
     *lowering.uses.entry(output.name.as_str()).or_default() += 1;
+    lowering.bind_name(input.name.as_str(), 0);
     for (index, node) in model.nodes.iter().enumerate() {
         lowering.label = node.label(index);
         lowering.node(node)?;
@@ -291,6 +305,25 @@ impl<'a> Lowering<'a> {
 
     fn uses(&self, name: &str) -> usize {
         self.uses.get(name).copied().unwrap_or(0)
+    }
+
+    /// Binds `name` to value `id`.
+    fn bind_name(&mut self, name: &'a str, id: usize) {
+        self.slots.insert(name, Slot::Value(id));
+        let uses = self.uses(name);
+        let (names, sum) = self.bindings.entry(id).or_default();
+        *names += 1;
+        *sum += uses;
+    }
+
+    /// How many nodes (and graph outputs) read value `id` under any of its names, not counting
+    /// the `Identity` and `Dropout` nodes that forwarded it under another name (each bound name
+    /// after the first is one). An alias not yet bound counts as a reader of the name it reads,
+    /// so the count never falls short. A fold that rewrites a value in place needs exactly one.
+    fn readers(&self, id: usize) -> usize {
+        self.bindings
+            .get(&id)
+            .map_or(0, |&(names, sum)| sum.saturating_sub(names - 1))
     }
 
     /// The value an input names; a constant there is an error.
@@ -519,6 +552,12 @@ impl<'a> Lowering<'a> {
         if shape.contains(&0) {
             return Err(self.error(format!("its output of shape {shape:?} is empty")));
         }
+        if shape.len() > MAX_RANK {
+            return Err(self.error(format!(
+                "its output has {} dimensions; a CVM tensor has at most {MAX_RANK}",
+                shape.len()
+            )));
+        }
         let name = node.outputs.first().map(String::as_str).unwrap_or("");
         let id = self.push(op, inputs, shape, name);
         self.bind(node, id)
@@ -535,7 +574,7 @@ impl<'a> Lowering<'a> {
             }
         }
         if let Some(name) = node.outputs.first() {
-            self.slots.insert(name.as_str(), Slot::Value(id));
+            self.bind_name(name.as_str(), id);
         }
         Ok(())
     }
@@ -559,11 +598,20 @@ impl<'a> Lowering<'a> {
 
     /// The data input of a convolution or pooling, with a `Pad` it reads folded away: the
     /// value to read and the padding to add (top, left, bottom, right).
-    fn through_pad(&self, node: &Node, x: usize) -> ([usize; 4], usize) {
-        let name = node.inputs.first().map(String::as_str).unwrap_or("");
+    fn through_pad(&self, x: usize) -> ([usize; 4], usize) {
         match &self.values[x].op {
-            Op::Pad(pads) if self.uses(name) == 1 => (*pads, self.values[x].inputs[0]),
+            Op::Pad(pads) if self.readers(x) == 1 => (*pads, self.values[x].inputs[0]),
             _ => ([0; 4], x),
+        }
+    }
+
+    /// Whether value `id` is the output of a Relu or of a Clip whose lower bound is at least
+    /// 0, so that no value of it is negative.
+    fn non_negative(&self, id: usize) -> bool {
+        match self.values[id].op {
+            Op::Relu => true,
+            Op::Clip { lo, .. } => lo >= 0.0,
+            _ => false,
         }
     }
 
@@ -644,7 +692,7 @@ impl<'a> Lowering<'a> {
             return Err(self.error("input 1 (the weights) is missing"));
         };
         let bias = self.float_constant(node, 2)?;
-        let (extra, x) = self.through_pad(node, x);
+        let (extra, x) = self.through_pad(x);
         let xs = self.values[x].shape.clone();
         let ws = weight.shape.clone();
         let [_, c, h, w] = <[usize; 4]>::try_from(xs.as_slice()).map_err(|_| {
@@ -714,6 +762,12 @@ impl<'a> Lowering<'a> {
             }
         }
         let epsilon = self.float(node, "epsilon", 1e-5)?;
+        if self.int(node, "training_mode", 0)? != 0 {
+            return Err(self.error(
+                "training_mode = 1 normalizes with the batch's own statistics; the importer \
+                 folds the running mean and variance of inference (training_mode = 0)",
+            ));
+        }
         let shape = self.values[x].shape.clone();
         let channels = shape.get(1).copied().unwrap_or(0);
         if shape.len() != 4 || params.iter().any(|p| p.len() != channels) {
@@ -735,9 +789,9 @@ impl<'a> Lowering<'a> {
             a.push(scale[c] / v.sqrt());
         }
         let b: Vec<f64> = (0..channels).map(|c| shift[c] - mean[c] * a[c]).collect();
-        let x_name = node.inputs.first().map(String::as_str).unwrap_or("");
+        let sole_reader = self.readers(x) == 1;
         if let Op::Conv(conv) = &mut self.values[x].op
-            && self.uses.get(x_name).copied() == Some(1)
+            && sole_reader
         {
             let per = conv.weight.data.len() / channels.max(1);
             for (c, row) in conv.weight.data.chunks_mut(per.max(1)).enumerate() {
@@ -874,7 +928,7 @@ impl<'a> Lowering<'a> {
                 continue;
             };
             let (id, tensor) = (*id, *tensor);
-            if self.uses(name) != 1 {
+            if self.readers(id) != 1 {
                 continue;
             }
             let Ok(c) = float_tensor(tensor) else {
@@ -949,7 +1003,17 @@ impl<'a> Lowering<'a> {
 
     fn pool(&mut self, node: &'a Node, max: bool) -> Result<(), ImportError> {
         let x = self.value(node, 0)?;
-        let (extra, x) = self.through_pad(node, x);
+        let (extra, x) = self.through_pad(x);
+        // A Pad's zeros are values MaxPool compares, where max_pool2d never samples its
+        // padding: the two agree only when no value is below zero.
+        if max && extra != [0; 4] && !self.non_negative(x) {
+            return Err(self.error(
+                "it reads a Pad of values that may be negative: the Pad's zeros take part in \
+                 the maximum, which a CVM max pooling (padding never sampled) cannot express; \
+                 the importer folds a Pad into MaxPool only after Relu (or a Clip at 0 or \
+                 above)",
+            ));
+        }
         let xs = self.values[x].shape.clone();
         let [n, c, h, w] = <[usize; 4]>::try_from(xs.as_slice())
             .map_err(|_| self.error(format!("data of shape {xs:?}: 2-D pooling needs rank 4")))?;
@@ -1050,6 +1114,12 @@ impl<'a> Lowering<'a> {
         if self.int(node, "allowzero", 0)? != 0 {
             return Err(self.error("allowzero = 1 is not supported"));
         }
+        if target.len() > MAX_RANK {
+            return Err(self.error(format!(
+                "the shape has {} entries; a CVM tensor has at most {MAX_RANK} dimensions",
+                target.len()
+            )));
+        }
         let xs = self.values[x].shape.clone();
         let total = product(&xs).unwrap_or(0);
         let mut shape = Vec::with_capacity(target.len());
@@ -1113,6 +1183,12 @@ impl<'a> Lowering<'a> {
             let Some(axes) = axes else {
                 return Err(self.error("axes are missing"));
             };
+            if xs.len() + axes.len() > MAX_RANK {
+                return Err(self.error(format!(
+                    "its output would have {} dimensions; a CVM tensor has at most {MAX_RANK}",
+                    xs.len() + axes.len()
+                )));
+            }
             let rank = (xs.len() + axes.len()) as i64;
             let axes: Vec<i64> = axes
                 .iter()
@@ -1216,6 +1292,10 @@ impl<'a> Lowering<'a> {
         {
             return Err(self.error("a non-zero padding value is not supported"));
         }
+        // Before opset 11 the value is an attribute.
+        if self.float(node, "value", 0.0)? != 0.0 {
+            return Err(self.error("a non-zero padding value is not supported"));
+        }
         if node.inputs.get(3).is_some_and(|n| !n.is_empty()) {
             return Err(self.error("the axes input is not supported"));
         }
@@ -1263,6 +1343,12 @@ impl<'a> Lowering<'a> {
 
     /// A scale input: positive and finite float32 values.
     fn scales(&self, node: &Node) -> Result<Vec<f64>, ImportError> {
+        if self.int(node, "block_size", 0)? != 0 {
+            return Err(self.error(
+                "blocked quantization (block_size) is not supported: the importer takes one \
+                 scale, or one per entry of axis 0",
+            ));
+        }
         let Some(scales) = self.float_constant(node, 1)? else {
             return Err(self.error("input 1 (the scale) is missing"));
         };
@@ -1357,6 +1443,21 @@ impl<'a> Lowering<'a> {
     fn softmax(&mut self, node: &'a Node) -> Result<(), ImportError> {
         let x = self.value(node, 0)?;
         self.no_pad(&[x])?;
+        // Dropping it keeps the argmax over the last axis only when it normalizes that axis
+        // (from opset 13 the default; before, the default 1 flattens the axes from it on).
+        let rank = self.values[x].shape.len() as i64;
+        let default = if self.model.opset_version >= 13 {
+            -1
+        } else {
+            1
+        };
+        let axis = self.int(node, "axis", default)?;
+        if (if axis < 0 { axis + rank } else { axis }) != rank - 1 {
+            return Err(self.error(format!(
+                "axis {axis} of data of rank {rank}: the importer drops a Softmax over the \
+                 last axis only (whose argmax it keeps)"
+            )));
+        }
         let output = node.outputs.first().map(String::as_str).unwrap_or("");
         let is_output = self.model.outputs.iter().any(|o| o.name == output);
         if !is_output || self.uses(output) != 1 {

@@ -67,6 +67,13 @@ pub fn raw_f32(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
     }
 }
 
+pub fn raw_i64(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
+    TensorProto {
+        raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        ..tensor(name, INT64, dims)
+    }
+}
+
 pub fn typed_f32(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
     TensorProto {
         float_data: values.to_vec(),
