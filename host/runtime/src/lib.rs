@@ -54,7 +54,7 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// Compile `engine.wasm` in the process (about 0.6 s with Cranelift), no files written.
+    /// Compile `engine.wasm` in the process (about 2 s with Cranelift), no files written.
     pub fn compile_in_process() -> RuntimeConfig {
         RuntimeConfig { cache_dir: None }
     }
