@@ -1,7 +1,7 @@
 //! A CVM graph under construction, and its two files: the `symbol` JSON (cvm-compat §1) and the
 //! `params` binary (§2), laid out as the deployed runtime reads them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use cvm_formats::cvm::params::{self, Array, ArrayData};
 
@@ -25,6 +25,8 @@ struct CvmNode {
 pub struct CvmGraph {
     nodes: Vec<CvmNode>,
     names: HashSet<String>,
+    /// Per name asked for, the first suffix [`CvmGraph::unique`] has not yet found taken.
+    next_suffix: HashMap<String, usize>,
 }
 
 /// bits(n): the number of significant bits of n.
@@ -50,14 +52,21 @@ pub fn tuple(values: &[usize]) -> String {
 }
 
 impl CvmGraph {
+    /// `name`, or if it is taken `name_k` for the least k ≥ 1 not taken. Names are never given
+    /// back, so the search for a name resumes where it last stopped: linear in the names made,
+    /// not quadratic when many values share a name.
     fn unique(&mut self, name: &str) -> String {
-        let mut candidate = name.to_string();
-        let mut k = 1;
-        while !self.names.insert(candidate.clone()) {
-            candidate = format!("{name}_{k}");
-            k += 1;
+        if self.names.insert(name.to_string()) {
+            return name.to_string();
         }
-        candidate
+        let k = self.next_suffix.entry(name.to_string()).or_insert(1);
+        loop {
+            let candidate = format!("{name}_{k}");
+            *k += 1;
+            if self.names.insert(candidate.clone()) {
+                return candidate;
+            }
+        }
     }
 
     /// The model input, `data`, of precision 8.

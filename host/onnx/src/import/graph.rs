@@ -145,11 +145,20 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// The values that read value `id`.
-    pub fn consumers(&self, id: usize) -> Vec<usize> {
-        (0..self.values.len())
-            .filter(|&v| self.values[v].inputs.contains(&id))
-            .collect()
+    /// For every value, the values that read it, in order (a value reading another twice is
+    /// listed once), computed in one pass over the edges.
+    pub fn consumers(&self) -> Vec<Vec<usize>> {
+        let mut consumers = vec![Vec::new(); self.values.len()];
+        for (v, value) in self.values.iter().enumerate() {
+            for &input in &value.inputs {
+                if let Some(list) = consumers.get_mut(input)
+                    && list.last() != Some(&v)
+                {
+                    list.push(v);
+                }
+            }
+        }
+        consumers
     }
 }
 

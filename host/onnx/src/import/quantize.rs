@@ -96,6 +96,7 @@ pub fn quantize(
 ) -> Result<Quantized, ImportError> {
     let mut q = Quantizer {
         graph,
+        consumers: graph.consumers(),
         stats,
         per_channel,
         cvm: CvmGraph::default(),
@@ -214,6 +215,8 @@ struct Layer<'a> {
 
 struct Quantizer<'a> {
     graph: &'a Graph,
+    /// [`Graph::consumers`], computed once.
+    consumers: Vec<Vec<usize>>,
     stats: &'a [Stats],
     per_channel: bool,
     cvm: CvmGraph,
@@ -253,7 +256,7 @@ impl Quantizer<'_> {
     /// The scale value `id` is requantized to: its range, or for a value read only by relu or
     /// a clip at or above 0 (and not the output), the largest value they let through.
     fn target_scale(&self, id: usize) -> f64 {
-        let consumers = self.graph.consumers(id);
+        let consumers = &self.consumers[id];
         // A model quantized already (QDQ) gives the scale itself.
         let fixed: Vec<f64> = consumers
             .iter()
