@@ -34,11 +34,41 @@ pub fn work(graph: &Graph) -> u64 {
     total
 }
 
-/// Evaluates `graph` on one input (row-major, of the input's shape): every value, in order.
-pub fn run(graph: &Graph, input: &[f64]) -> Vec<FTensor> {
-    let mut values: Vec<FTensor> = Vec::with_capacity(graph.values.len());
-    for value in &graph.values {
-        let arg = |k: usize| &values[value.inputs[k]];
+/// Stands for a value already dropped; never read, since a value is dropped only after its last
+/// reader.
+const DROPPED: &FTensor = &FTensor {
+    shape: Vec::new(),
+    data: Vec::new(),
+};
+
+/// Evaluates `graph` on one input (row-major, of the input's shape) and returns its output.
+/// `visit(id, value)` sees every value, in order. A value is dropped once the last value that
+/// reads it has been computed, so the memory held is that of the values alive at one time, not
+/// of the whole graph.
+pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor)) -> FTensor {
+    let count = graph.values.len();
+    // The last reader of each value; the output is kept to the end.
+    let mut last_reader: Vec<usize> = (0..count).collect();
+    for (v, value) in graph.values.iter().enumerate() {
+        for &input in &value.inputs {
+            if let Some(last) = last_reader.get_mut(input) {
+                *last = v;
+            }
+        }
+    }
+    if let Some(last) = last_reader.get_mut(graph.output) {
+        *last = usize::MAX;
+    }
+    let mut values: Vec<Option<FTensor>> = Vec::with_capacity(count);
+    for (id, value) in graph.values.iter().enumerate() {
+        let arg = |k: usize| {
+            value
+                .inputs
+                .get(k)
+                .and_then(|&i| values.get(i))
+                .and_then(Option::as_ref)
+                .unwrap_or(DROPPED)
+        };
         let shape = value.shape.clone();
         let data = match &value.op {
             Op::Input => input.to_vec(),
@@ -62,7 +92,7 @@ pub fn run(graph: &Graph, input: &[f64]) -> Vec<FTensor> {
             Op::Flatten | Op::Reshape => arg(0).data.clone(),
             Op::Transpose(perm) => transpose(arg(0), perm, &shape),
             Op::Concat(axis) => {
-                let parts: Vec<&FTensor> = value.inputs.iter().map(|&i| &values[i]).collect();
+                let parts: Vec<&FTensor> = (0..value.inputs.len()).map(arg).collect();
                 concat(&parts, *axis, &shape)
             }
             Op::Sigmoid => arg(0).data.iter().map(|&x| sigmoid(x)).collect(),
@@ -74,9 +104,19 @@ pub fn run(graph: &Graph, input: &[f64]) -> Vec<FTensor> {
                 .map(|&x| (x / scale).round_ties_even().clamp(-128.0, 127.0) * scale)
                 .collect(),
         };
-        values.push(FTensor { shape, data });
+        let tensor = FTensor { shape, data };
+        visit(id, &tensor);
+        values.push((last_reader[id] != id).then_some(tensor));
+        for &input in &value.inputs {
+            if last_reader[input] == id {
+                values[input] = None;
+            }
+        }
     }
     values
+        .get_mut(graph.output)
+        .and_then(Option::take)
+        .unwrap_or_else(|| DROPPED.clone())
 }
 
 fn conv2d(x: &FTensor, conv: &Conv, shape: &[usize]) -> Vec<f64> {

@@ -293,8 +293,7 @@ impl Importer {
     /// The float output of one sample (of the input's size).
     pub fn float_output(&self, sample: &[f32]) -> Vec<f64> {
         let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-        let mut values = float::run(&self.graph, &input);
-        values.swap_remove(self.graph.output).data
+        float::run(&self.graph, &input, &mut |_, _| {}).data
     }
 
     /// Evaluates the float graph on every sample of `batch` and records the ranges;
@@ -313,10 +312,10 @@ impl Importer {
         let mut mins = vec![0.0f64; self.graph.values.len()];
         for (i, sample) in batch.data.chunks(size).enumerate() {
             let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-            for (id, value) in float::run(&self.graph, &input).iter().enumerate() {
+            float::run(&self.graph, &input, &mut |id, value| {
                 stats[id].add(value);
                 mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
-            }
+            });
             progress(i + 1, count);
         }
         Ok(Calibration {
