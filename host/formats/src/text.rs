@@ -29,6 +29,15 @@ pub const TEXT_FORMAT: &str = "cvm-text/1";
 /// [`ReadError::TextModel`] naming the node (or input, parameter) and field; I/O errors of
 /// parameter files.
 pub fn parse_text_model(text: &str, base_dir: &Path, origin: &str) -> Result<Model, ReadError> {
+    if let Some(offset) = past_json_value_limit(text.as_bytes()) {
+        return Err(ReadError::TextModel {
+            path: origin.to_string(),
+            message: format!(
+                "more than {MAX_JSON_VALUES} JSON values (the limit is passed at byte {offset}); \
+                 a text model keeps large tensors in .npy files (a parameter's \"file\")"
+            ),
+        });
+    }
     let value: Value = serde_json::from_str(text).map_err(|err| ReadError::TextModel {
         path: origin.to_string(),
         message: format!("not valid JSON: {err}"),
@@ -37,6 +46,39 @@ pub fn parse_text_model(text: &str, base_dir: &Path, origin: &str) -> Result<Mod
         path: origin.to_string(),
         message,
     })
+}
+
+/// Most JSON values a text model may hold, counted as its structural characters (`[`, `{`, `,`
+/// and `:` outside strings), a little above the count of its values: 2^22. A parsed value takes
+/// about 50 to 100 bytes where its text may take 2, so the bound keeps the parsed tree under
+/// about 0.5 GB; parameters larger than a few million values belong in `.npy` files, which are
+/// read at 4 bytes a value.
+pub const MAX_JSON_VALUES: usize = 1 << 22;
+
+/// The byte offset at which `text` passes [`MAX_JSON_VALUES`] structural characters, if it does:
+/// one pass over the bytes, nothing built.
+fn past_json_value_limit(text: &[u8]) -> Option<usize> {
+    let mut count = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (offset, &byte) in text.iter().enumerate() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if byte == b'"' {
+            in_string = true;
+        } else if matches!(byte, b'[' | b'{' | b',' | b':') {
+            count += 1;
+            if count > MAX_JSON_VALUES {
+                return Some(offset);
+            }
+        }
+    }
+    None
 }
 
 /// Converts an already parsed text model.
@@ -531,6 +573,25 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cvm-text-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn json_values_are_counted_outside_strings_and_refused_past_the_limit() {
+        // Structural characters inside strings (escaped quotes included) do not count.
+        let quoted = format!("{{\"a\": \"{}\\\",[\"}}", "[,:{".repeat(MAX_JSON_VALUES));
+        assert_eq!(past_json_value_limit(quoted.as_bytes()), None);
+        let at_limit = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES - 1));
+        assert_eq!(past_json_value_limit(at_limit.as_bytes()), None);
+        let past = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        assert_eq!(
+            past_json_value_limit(past.as_bytes()),
+            Some(2 * MAX_JSON_VALUES)
+        );
+        let err = parse_text_model(&past, Path::new("."), "big.json").unwrap_err();
+        assert!(
+            err.to_string().contains("more than 4194304 JSON values"),
+            "{err}"
+        );
     }
 
     #[test]
