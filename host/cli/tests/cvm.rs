@@ -436,6 +436,12 @@ fn every_symbol_check_rejects_a_malformed_graph() {
             Class::Logic,
         ),
         (
+            Box::new(|s| s["attrs"]["precision"][1][0] = json!(1e10)),
+            MalformedModel,
+            "attrs.precision[0] is not an integer",
+            Class::Runtime,
+        ),
+        (
             Box::new(|s| s["attrs"]["precision"][1][1] = json!(-1)),
             InvalidPrecision,
             "variable \"dense0_weight\" must declare a precision",

@@ -550,6 +550,11 @@ pub fn parse(text: &[u8]) -> Result<Symbol, Rejection> {
                 "symbol: attrs.precision[{entry_id}] = {p} is not −1 or 1..=32"
             )
             .into()),
+            // The reader reads a token that is no integer of 64 bits as null.
+            _ if p.is_null() => Err(fatal(format!(
+                "attrs.precision[{entry_id}] is not an integer (the deployed reader takes \
+                 digits only, within 64 bits)"
+            ))),
             _ => Err(fatal(format!(
                 "attrs.precision[{entry_id}] = {p} is not a 32-bit integer"
             ))),
