@@ -1,8 +1,10 @@
 //! Reads ONNX model files into a typed, checked graph: the first step of importing an ONNX
 //! model into the CVM engine (the conversion to a CVM model comes after, elsewhere).
 //!
-//! [`read`] decodes the protobuf with [prost] and the message types of [`proto`], then
-//! converts it into an [`OnnxModel`]: the opset imports, the graph inputs with their static
+//! [`read`] sizes the decoded lists from the wire format first (`prescan.rs`: an element can
+//! take a hundred times its bytes), decodes the protobuf with [prost] and the message types of
+//! [`proto`], then converts it into an [`OnnxModel`]: the opset imports, the graph inputs with
+//! their static
 //! shapes, the outputs, the initializers and `Constant` values decoded into typed tensors
 //! ([`Tensor`]), and the nodes in order with typed attributes. On the way it checks what the
 //! importer relies on: every node reads only values defined before it, nothing is defined
@@ -22,6 +24,7 @@ pub mod error;
 pub mod import;
 pub mod limits;
 mod model;
+mod prescan;
 mod read;
 mod tensor;
 

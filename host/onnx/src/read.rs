@@ -31,8 +31,9 @@ use crate::tensor::{ElementType, decode_tensor, element_count, initializer_label
 /// nodes (an input not defined before, a value defined twice, an untyped attribute or a graph
 /// attribute, a domain not imported), then graph outputs; or a bound of [`crate::limits`].
 pub fn read(bytes: &[u8]) -> Result<OnnxModel, OnnxError> {
-    // prost's decoding is bounded by the input: it never allocates more than the bytes given
-    // can fill, and it stops at a nesting depth of 100.
+    // prost stops at a nesting depth of 100, but an element of a repeated field can take far
+    // more memory than its bytes: the lists are sized first (`prescan`).
+    crate::prescan::check(bytes)?;
     let model = ModelProto::decode(bytes)?;
     convert_model(model)
 }
