@@ -19,6 +19,13 @@ command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
 cargo build -p cvm-cli --locked
 wasm="$(pwd)/target/engine-wasm/wasm32-unknown-unknown/wasm/cvm_engine.wasm"
 CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-cli --test fuzz_regressions --locked -q
+# The ONNX targets start from the committed ONNX models (those under 1 MB).
+for target in onnx_read onnx_import; do
+  mkdir -p "host/fuzz/corpus/$target"
+  find fixtures/onnx -name '*.onnx' -size -1M | while read -r file; do
+    cp "$file" "host/fuzz/corpus/$target/$(echo "$file" | tr / _)"
+  done
+done
 
 for target in "${targets[@]}"; do
   echo "== fuzzing $target for $seconds s"
