@@ -6,8 +6,8 @@ use cvm_engine::exec::InputTensor;
 use cvm_engine::validate::ValidatedInput;
 
 use crate::error::HostError;
-use cvm_formats::npy::{NpyError, read_npy, read_npy_f32};
-use cvm_formats::text::read_npy_file;
+use cvm_formats::npy::{NpyArray, NpyError, read_npy_f32};
+use cvm_formats::text::{decode_npy, read_npy_file};
 use cvm_formats::{FileLimit, read_file};
 use cvm_onnx::import::Quantization;
 
@@ -94,7 +94,11 @@ pub fn assign(
 /// # Errors
 /// [`ReadError::Input`] naming the file.
 pub fn read_input(path: &Path) -> Result<InputTensor, HostError> {
-    let array = read_npy_file(path).map_err(HostError::input)?;
+    input_tensor(read_npy_file(path))
+}
+
+fn input_tensor(array: Result<NpyArray, String>) -> Result<InputTensor, HostError> {
+    let array = array.map_err(HostError::input)?;
     Ok(InputTensor {
         shape: array.shape,
         data: array.data,
@@ -115,14 +119,7 @@ pub fn read_input_quantized(
     let bytes = read_file(path, FileLimit::TENSOR)?;
     let array = match read_npy_f32(&bytes) {
         Ok(array) => array,
-        Err(NpyError::NotFloat32(_)) => {
-            let array = read_npy(&bytes)
-                .map_err(|error| HostError::input(format!("{}: {error}", path.display())))?;
-            return Ok(InputTensor {
-                shape: array.shape,
-                data: array.data,
-            });
-        }
+        Err(NpyError::NotFloat32(_)) => return input_tensor(decode_npy(path, &bytes)),
         Err(error) => return Err(HostError::input(format!("{}: {error}", path.display()))),
     };
     let Some(quantization) = quantization else {

@@ -208,12 +208,17 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, NpyError> {
 /// does not fit in `u64`.
 pub fn element_count(bytes: &[u8]) -> Result<u64, NpyError> {
     let (header, _) = header_and_data(bytes)?;
+    declared_elements(&header)
+}
+
+/// The product of the header's shape.
+fn declared_elements(header: &Header) -> Result<u64, NpyError> {
     header
         .shape
         .iter()
         .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
-        .ok_or(NpyError::SizeOverflow {
-            shape: header.shape,
+        .ok_or_else(|| NpyError::SizeOverflow {
+            shape: header.shape.clone(),
         })
 }
 
@@ -392,11 +397,8 @@ fn header_and_data(bytes: &[u8]) -> Result<(Header, &[u8]), NpyError> {
 /// Checked before any allocation, so the declared shape can never make a reader allocate more
 /// than the file itself holds.
 fn checked_data_len(header: &Header, data: &[u8]) -> Result<u64, NpyError> {
-    let expected = header
-        .shape
-        .iter()
-        .try_fold(1u64, |count, &dim| count.checked_mul(u64::from(dim)))
-        .and_then(|count| count.checked_mul(header.dtype.size_u64()))
+    let expected = declared_elements(header)?
+        .checked_mul(header.dtype.size_u64())
         .ok_or_else(|| NpyError::SizeOverflow {
             shape: header.shape.clone(),
         })?;

@@ -505,11 +505,23 @@ pub fn int32_list(value: &Value, what: &str) -> Result<Vec<i32>, String> {
 /// # Errors
 /// A message naming the file and the problem.
 pub fn read_npy_file(path: &Path) -> Result<npy::NpyArray, String> {
-    let bytes = read_file(path, FileLimit::TENSOR).map_err(|err| match err {
+    decode_npy(path, &read_npy_bytes(path)?)
+}
+
+/// The bytes of an `.npy` file, at most a tensor file's limit.
+fn read_npy_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    read_file(path, FileLimit::TENSOR).map_err(|err| match err {
         ReadError::Io { source, .. } => format!("cannot read {}: {source}", path.display()),
         other => other.to_string(),
-    })?;
-    npy::read_npy(&bytes).map_err(|err| format!("{}: {err}", path.display()))
+    })
+}
+
+/// Decodes the bytes of the `.npy` file at `path` (named in the message).
+///
+/// # Errors
+/// A message naming the file and the problem.
+pub fn decode_npy(path: &Path, bytes: &[u8]) -> Result<npy::NpyArray, String> {
+    npy::read_npy(bytes).map_err(|err| format!("{}: {err}", path.display()))
 }
 
 /// Most values a text model's parameters may hold in all, inline and from files: 2^28, the
@@ -530,10 +542,7 @@ fn param_values_refusal(values: u64) -> String {
 /// than one tensor may (`cvm_engine::limits::MAX_TENSOR_ELEMENTS`) or than the parameters
 /// before it (`values_before`) leave of [`PARAM_VALUES_LIMIT`].
 fn read_param_file(path: &Path, values_before: u64) -> Result<npy::NpyArray, String> {
-    let bytes = read_file(path, FileLimit::TENSOR).map_err(|err| match err {
-        ReadError::Io { source, .. } => format!("cannot read {}: {source}", path.display()),
-        other => other.to_string(),
-    })?;
+    let bytes = read_npy_bytes(path)?;
     let declared =
         npy::element_count(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
     let tensor_limit = cvm_engine::limits::MAX_TENSOR_ELEMENTS;
@@ -551,7 +560,7 @@ fn read_param_file(path: &Path, values_before: u64) -> Result<npy::NpyArray, Str
             param_values_refusal(total)
         ));
     }
-    npy::read_npy(&bytes).map_err(|err| format!("{}: {err}", path.display()))
+    decode_npy(path, &bytes)
 }
 
 /// The directory relative file references of a model at `path` resolve against.

@@ -47,15 +47,13 @@ const DROPPED: &FTensor = &FTensor {
 /// of the whole graph.
 pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor)) -> FTensor {
     let count = graph.values.len();
-    // The last reader of each value; the output is kept to the end.
-    let mut last_reader: Vec<usize> = (0..count).collect();
-    for (v, value) in graph.values.iter().enumerate() {
-        for &input in &value.inputs {
-            if let Some(last) = last_reader.get_mut(input) {
-                *last = v;
-            }
-        }
-    }
+    // The last reader of each value (itself when none reads it); the output is kept to the end.
+    let mut last_reader: Vec<usize> = graph
+        .consumers()
+        .iter()
+        .enumerate()
+        .map(|(id, readers)| readers.last().copied().unwrap_or(id))
+        .collect();
     if let Some(last) = last_reader.get_mut(graph.output) {
         *last = usize::MAX;
     }
