@@ -178,6 +178,10 @@ enum Command {
         /// ONNX models: one weight scale per layer instead of one per output channel.
         #[arg(long)]
         per_tensor: bool,
+        /// ONNX models: every dimension of an input whose shape the file leaves open beyond
+        /// its batch axis (an open batch axis is taken as 1 without it).
+        #[arg(long, value_name = "NAME=D0,D1,…")]
+        input_shape: Vec<cvm_onnx::import::InputShape>,
         /// ONNX models: print the report as one JSON object.
         #[arg(long)]
         json: bool,
@@ -375,7 +379,8 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(2);
             }
-            let quantization = match read_quantization(&model, quantization.as_deref(), dequantize) {
+            let quantization = match read_quantization(&model, quantization.as_deref(), dequantize)
+            {
                 Ok(quantization) => quantization,
                 Err(error) => {
                     errln!("cvm: error: {error}");
@@ -430,6 +435,7 @@ fn main() -> ExitCode {
             validate,
             labels,
             per_tensor,
+            input_shape,
             json,
             schedule,
         } => match (&model.model, &calibrate) {
@@ -440,6 +446,7 @@ fn main() -> ExitCode {
                 validate: validate.as_deref(),
                 labels: labels.as_deref(),
                 per_tensor,
+                input_shapes: &input_shape,
                 json,
                 schedule: schedule.version,
             }),
@@ -449,9 +456,17 @@ fn main() -> ExitCode {
                     .into(),
             )
             .into()),
-            _ if calibrate.is_some() || validate.is_some() || labels.is_some() || per_tensor || json => {
+            _ if calibrate.is_some()
+                || validate.is_some()
+                || labels.is_some()
+                || per_tensor
+                || json
+                || !input_shape.is_empty() =>
+            {
                 Err(HostError::Usage(
-                    "--calibrate, --validate, --labels, --per-tensor and --json are for ONNX models (MODEL.onnx)".into(),
+                    "--calibrate, --validate, --labels, --per-tensor, --input-shape and --json \
+                     are for ONNX models (MODEL.onnx)"
+                        .into(),
                 )
                 .into())
             }

@@ -43,19 +43,6 @@ pub enum OnnxError {
         /// The most accepted.
         limit: usize,
     },
-    /// A graph input's dimension that has no fixed value.
-    #[error(
-        "input {input}, axis {axis}: {dimension}; dynamic shapes are not supported, every \
-         dimension of a graph input needs a fixed value"
-    )]
-    DynamicDimension {
-        /// The input's name, quoted.
-        input: String,
-        /// The axis, outermost 0.
-        axis: usize,
-        /// What the file has there (a symbolic name, or nothing).
-        dimension: String,
-    },
     /// A shape the reader cannot carry: missing, negative, beyond the rank or element limits.
     #[error("{what}: {message}")]
     Shape {

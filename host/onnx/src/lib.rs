@@ -4,13 +4,12 @@
 //! [`read`] sizes the decoded lists from the wire format first (`prescan.rs`: an element can
 //! take a hundred times its bytes), decodes the protobuf with [prost] and the message types of
 //! [`proto`], then converts it into an [`OnnxModel`]: the opset imports, the graph inputs with
-//! their static
-//! shapes, the outputs, the initializers and `Constant` values decoded into typed tensors
-//! ([`Tensor`]), and the nodes in order with typed attributes. On the way it checks what the
-//! importer relies on: every node reads only values defined before it, nothing is defined
-//! twice, every shape is static and within the engine's bounds ([`limits`]). Dynamic shapes,
-//! external data, sparse initializers and graph attributes (control flow) are refused with an
-//! [`OnnxError`] naming what and where.
+//! their dimensions (fixed, or symbolic as an exporter's batch axis), the outputs, the
+//! initializers and `Constant` values decoded into typed tensors ([`Tensor`]), and the nodes in
+//! order with typed attributes. On the way it checks what the importer relies on: every node
+//! reads only values defined before it, nothing is defined twice, every fixed shape is within
+//! the engine's bounds ([`limits`]). External data, sparse initializers and graph attributes
+//! (control flow) are refused with an [`OnnxError`] naming what and where.
 //!
 //! Float values (`float32` tensors, `FLOAT` attributes) are carried as the file holds them and
 //! never computed on. Nothing here panics on input, and nothing is allocated from a length the
@@ -29,7 +28,9 @@ mod read;
 mod tensor;
 
 pub use error::OnnxError;
-pub use model::{Attribute, AttributeValue, GraphInput, GraphOutput, Node, OnnxModel, Opset};
+pub use model::{
+    Attribute, AttributeValue, Dimension, GraphInput, GraphOutput, Node, OnnxModel, Opset,
+};
 pub use read::{read, read_file};
 pub use tensor::{ElementType, Tensor, TensorData};
 

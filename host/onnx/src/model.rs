@@ -42,7 +42,7 @@ pub struct Opset {
     pub version: u64,
 }
 
-/// A graph input the caller feeds: a tensor of a static shape.
+/// A graph input the caller feeds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GraphInput {
     /// Its name, not empty.
@@ -50,8 +50,48 @@ pub struct GraphInput {
     /// Its element type.
     pub element_type: ElementType,
     /// Its dimensions, outermost first; at most [`MAX_RANK`](crate::limits::MAX_RANK) of them,
-    /// with at most [`MAX_TENSOR_ELEMENTS`](crate::limits::MAX_TENSOR_ELEMENTS) elements.
-    pub shape: Vec<u32>,
+    /// the fixed ones with at most [`MAX_TENSOR_ELEMENTS`](crate::limits::MAX_TENSOR_ELEMENTS)
+    /// elements in all.
+    pub shape: Vec<Dimension>,
+}
+
+impl GraphInput {
+    /// Its shape when every dimension is fixed.
+    pub fn static_shape(&self) -> Option<Vec<u32>> {
+        self.shape.iter().map(Dimension::size).collect()
+    }
+}
+
+/// One dimension of a graph input, as the file declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dimension {
+    /// A fixed size (`dim_value`).
+    Fixed(u32),
+    /// A named size left to the caller (`dim_param`), such as `"batch"`.
+    Symbolic(String),
+    /// A dimension with neither a value nor a name.
+    Unknown,
+}
+
+impl Dimension {
+    /// The size of a fixed dimension.
+    pub fn size(&self) -> Option<u32> {
+        match self {
+            Dimension::Fixed(size) => Some(*size),
+            Dimension::Symbolic(_) | Dimension::Unknown => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Dimension {
+    /// `8`, `"batch"`, or `?`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dimension::Fixed(size) => write!(f, "{size}"),
+            Dimension::Symbolic(name) => write!(f, "{}", cvm_formats::quote(name)),
+            Dimension::Unknown => write!(f, "?"),
+        }
+    }
 }
 
 /// A graph output: a value the model computes.

@@ -14,7 +14,8 @@ use crate::limits::{
     MAX_TENSOR_ELEMENTS,
 };
 use crate::model::{
-    Attribute, AttributeValue, GraphInput, GraphOutput, Node, OnnxModel, Opset, node_label,
+    Attribute, AttributeValue, Dimension, GraphInput, GraphOutput, Node, OnnxModel, Opset,
+    node_label,
 };
 use crate::proto::attribute_proto::AttributeType;
 use crate::proto::tensor_shape_proto::dimension::Value as DimensionValue;
@@ -27,7 +28,7 @@ use crate::tensor::{ElementType, decode_tensor, element_count, initializer_label
 /// # Errors
 /// [`OnnxError::Decode`] when the bytes are not a protobuf `ModelProto`; otherwise the
 /// [`OnnxError`] of the first problem found, in file order: the model's IR version and opsets,
-/// initializers, graph inputs (a dynamic or missing dimension, an unsupported element type),
+/// initializers, graph inputs (a missing shape, an unsupported element type),
 /// nodes (an input not defined before, a value defined twice, an untyped attribute or a graph
 /// attribute, a domain not imported), then graph outputs; or a bound of [`crate::limits`].
 pub fn read(bytes: &[u8]) -> Result<OnnxModel, OnnxError> {
@@ -356,9 +357,7 @@ fn convert_input(value: ValueInfoProto, name: String) -> Result<GraphInput, Onnx
         .shape
         .ok_or_else(|| {
             shape_error(
-                "it declares no shape; dynamic shapes are not supported, every graph input \
-                 needs a static shape"
-                    .into(),
+                "it declares no shape, not even its rank; every graph input needs one".into(),
             )
         })?
         .dim;
@@ -369,30 +368,34 @@ fn convert_input(value: ValueInfoProto, name: String) -> Result<GraphInput, Onnx
         )));
     }
     let mut shape = Vec::with_capacity(dims.len());
+    let mut fixed = Vec::with_capacity(dims.len());
     for (axis, dim) in dims.into_iter().enumerate() {
-        let dynamic = |dimension: String| OnnxError::DynamicDimension {
-            input: quote(&name),
-            axis,
-            dimension,
-        };
-        let size = match dim.value {
-            Some(DimensionValue::DimValue(size)) => size,
-            Some(DimensionValue::DimParam(param)) => {
-                return Err(dynamic(format!("the symbolic dimension {}", quote(&param))));
+        shape.push(match dim.value {
+            Some(DimensionValue::DimValue(size)) => {
+                let size = u32::try_from(size).map_err(|_| {
+                    shape_error(format!(
+                        "dimension {size} on axis {axis} is not a size (0 to {})",
+                        u32::MAX
+                    ))
+                })?;
+                fixed.push(size);
+                Dimension::Fixed(size)
             }
-            None => return Err(dynamic("a dimension with no value".into())),
-        };
-        let size = u32::try_from(size).map_err(|_| {
-            shape_error(format!(
-                "dimension {size} on axis {axis} is not a size (0 to {})",
-                u32::MAX
-            ))
-        })?;
-        shape.push(size);
+            Some(DimensionValue::DimParam(param)) if !param.is_empty() => {
+                check_name(&param, || format!("{what}, axis {axis}: dim_param"))?;
+                Dimension::Symbolic(param)
+            }
+            Some(DimensionValue::DimParam(_)) | None => Dimension::Unknown,
+        });
     }
-    if element_count(&shape).is_none() {
+    if element_count(&fixed).is_none() {
+        let dims = if fixed.len() == shape.len() {
+            format!("shape {fixed:?} has")
+        } else {
+            format!("its fixed dimensions {fixed:?} have")
+        };
         return Err(shape_error(format!(
-            "shape {shape:?} has more than the {MAX_TENSOR_ELEMENTS} elements the engine allows in a tensor"
+            "{dims} more than the {MAX_TENSOR_ELEMENTS} elements the engine allows in a tensor"
         )));
     }
     Ok(GraphInput {

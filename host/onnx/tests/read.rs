@@ -11,7 +11,7 @@ use cvm_onnx::proto::{
     AttributeProto, GraphProto, ModelProto, SparseTensorProto, StringStringEntryProto, TensorProto,
     TypeProto, ValueInfoProto,
 };
-use cvm_onnx::{AttributeValue, ElementType, GraphOutput, OnnxError, TensorData};
+use cvm_onnx::{AttributeValue, Dimension, ElementType, GraphOutput, OnnxError, TensorData};
 
 fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
@@ -36,7 +36,7 @@ fn a_tiny_mlp_reads_back() {
     assert_eq!(model.inputs.len(), 1);
     assert_eq!(model.inputs[0].name, "x");
     assert_eq!(model.inputs[0].element_type, ElementType::Float32);
-    assert_eq!(model.inputs[0].shape, vec![1, 4]);
+    assert_eq!(model.inputs[0].static_shape(), Some(vec![1, 4]));
     assert_eq!(
         model.outputs,
         vec![GraphOutput {
@@ -85,7 +85,7 @@ fn a_small_conv_net_reads_back() {
     assert_eq!(model.other_opsets[0].version, 1);
     // W_q is an initializer listed as an input too: a constant, not an input.
     assert_eq!(model.inputs.len(), 1);
-    assert_eq!(model.inputs[0].shape, vec![1, 1, 4, 4]);
+    assert_eq!(model.inputs[0].static_shape(), Some(vec![1, 1, 4, 4]));
     assert_eq!(model.outputs[0].shape, Some(vec![Some(1), None]));
 
     let tensor = |name: &str| {
@@ -266,18 +266,26 @@ fn model_level_refusals() {
     );
 }
 
+/// Open dimensions are read as the file declares them (the importer decides what they take);
+/// an input without even a rank is refused.
 #[test]
-fn dynamic_and_missing_dimensions_are_refused() {
-    check(
-        |m| graph(m).input[0] = value_info("x", FLOAT, &[Dim::Param("batch"), Dim::Value(4)]),
-        "input \"x\", axis 0: the symbolic dimension \"batch\"; dynamic shapes are not \
-         supported, every dimension of a graph input needs a fixed value",
+fn symbolic_and_missing_dimensions_are_read_and_a_missing_shape_refused() {
+    let mut model = mlp();
+    graph(&mut model).input[0] = value_info(
+        "x",
+        FLOAT,
+        &[Dim::Param("batch"), Dim::Value(4), Dim::Missing],
     );
-    check(
-        |m| graph(m).input[0] = value_info("x", FLOAT, &[Dim::Value(1), Dim::Missing]),
-        "input \"x\", axis 1: a dimension with no value; dynamic shapes are not supported, \
-         every dimension of a graph input needs a fixed value",
+    let read = cvm_onnx::read(&encode(&model)).unwrap();
+    assert_eq!(
+        read.inputs[0].shape,
+        [
+            Dimension::Symbolic("batch".into()),
+            Dimension::Fixed(4),
+            Dimension::Unknown
+        ]
     );
+    assert_eq!(read.inputs[0].static_shape(), None);
     check(
         |m| {
             graph(m).input[0] = ValueInfoProto {
@@ -292,8 +300,7 @@ fn dynamic_and_missing_dimensions_are_refused() {
                 }),
             }
         },
-        "input \"x\": it declares no shape; dynamic shapes are not supported, every graph \
-         input needs a static shape",
+        "input \"x\": it declares no shape, not even its rank; every graph input needs one",
     );
     check(
         |m| graph(m).input[0] = static_info("x", FLOAT, &[1, -4]),

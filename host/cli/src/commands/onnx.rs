@@ -18,6 +18,7 @@ pub(crate) struct OnnxImport<'a> {
     pub(crate) validate: Option<&'a Path>,
     pub(crate) labels: Option<&'a Path>,
     pub(crate) per_tensor: bool,
+    pub(crate) input_shapes: &'a [cvm_onnx::import::InputShape],
     pub(crate) json: bool,
     pub(crate) schedule: u32,
 }
@@ -104,7 +105,8 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
     check_arguments(args)?;
     // The reader's errors name the file already.
     let model = cvm_onnx::read_file(args.model).map_err(|e| HostError::Import(e.to_string()))?;
-    let importer = Importer::new(&model).map_err(|e| failed(args.model, e))?;
+    let importer = Importer::with_input_shapes(&model, args.input_shapes)
+        .map_err(|e| failed(args.model, e))?;
     let calibration_set = read_samples(args.calibrate)?;
     let progress = Progress::new("calibrating");
     let calibration = importer

@@ -8,7 +8,7 @@
 //! tanh) are computed here from those operations ([`exp`]), never by the platform's libm, whose
 //! results differ between systems.
 
-use super::graph::{Conv, Dense, FTensor, Graph, Op, Pool};
+use super::graph::{Conv, Dense, FTensor, Graph, Op, Pool, Reduce};
 
 /// Most multiply-accumulates (or element visits) one evaluation of the float graph may take:
 /// 2^33, about ten seconds on one core. A larger graph is refused before anything runs.
@@ -23,9 +23,9 @@ pub fn work(graph: &Graph) -> u64 {
             Op::Conv(conv) => conv.weight.data.len() as u64 / conv.weight.shape[0].max(1) as u64,
             Op::Dense(dense) => dense.weight.shape[1] as u64,
             Op::MaxPool(pool) | Op::AvgPool(pool) => (pool.kernel[0] * pool.kernel[1]) as u64,
-            Op::GlobalAvgPool => {
+            Op::Reduce(reduce) => {
                 let input = &graph.values[value.inputs[0]].shape;
-                (input[2] * input[3]) as u64
+                reduce.axes.iter().map(|&a| input[a]).product::<usize>() as u64
             }
             _ => 1,
         };
@@ -77,14 +77,7 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
             Op::Clip { lo, hi } => arg(0).data.iter().map(|&x| x.max(*lo).min(*hi)).collect(),
             Op::MaxPool(pool) => pool2d(arg(0), pool, &shape, true),
             Op::AvgPool(pool) => pool2d(arg(0), pool, &shape, false),
-            Op::GlobalAvgPool => {
-                let x = arg(0);
-                let area = x.shape[2] * x.shape[3];
-                x.data
-                    .chunks(area.max(1))
-                    .map(|plane| plane.iter().fold(0.0, |s, &v| s + v) / area as f64)
-                    .collect()
-            }
+            Op::Reduce(reduce) => reduce_axes(arg(0), reduce, &shape),
             Op::Add => broadcast(arg(0), arg(1), &shape, |a, b| a + b),
             Op::Mul => broadcast(arg(0), arg(1), &shape, |a, b| a * b),
             Op::Flatten | Op::Reshape => arg(0).data.clone(),
@@ -115,6 +108,36 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
         .get_mut(graph.output)
         .and_then(Option::take)
         .unwrap_or_else(|| DROPPED.clone())
+}
+
+/// A sum (or mean) over `reduce.axes`, each output element's terms added in row-major order.
+fn reduce_axes(x: &FTensor, reduce: &Reduce, shape: &[usize]) -> Vec<f64> {
+    let n: usize = shape.iter().product();
+    let mut sums = vec![0.0; n];
+    let mut out_strides = vec![1; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        out_strides[a] = out_strides[a + 1] * shape[a + 1];
+    }
+    let mut in_strides = vec![1; x.shape.len()];
+    for a in (0..x.shape.len().saturating_sub(1)).rev() {
+        in_strides[a] = in_strides[a + 1] * x.shape[a + 1];
+    }
+    for (flat, &v) in x.data.iter().enumerate() {
+        let mut position = 0;
+        for a in 0..x.shape.len() {
+            if !reduce.axes.contains(&a) {
+                position += (flat / in_strides[a]) % x.shape[a] * out_strides[a];
+            }
+        }
+        sums[position] += v;
+    }
+    if reduce.mean {
+        let count = (x.data.len() / n.max(1)) as f64;
+        for s in &mut sums {
+            *s /= count;
+        }
+    }
+    sums
 }
 
 fn conv2d(x: &FTensor, conv: &Conv, shape: &[usize]) -> Vec<f64> {

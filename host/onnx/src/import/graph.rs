@@ -8,12 +8,14 @@
 //! pooling that leaves padding out of its count, …), a tensor that should be constant but is
 //! computed.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::model::{AttributeValue, Node, OnnxModel};
+use crate::model::{AttributeValue, Dimension, Node, OnnxModel};
 use crate::tensor::{Tensor, TensorData};
 
-use super::ImportError;
+use super::fold::{self, BoolTensor, Folded, Operand};
+use super::{ImportError, InputShape};
 
 /// A float tensor: shape and row-major values.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +70,15 @@ pub struct Pool {
     pub ceil: bool,
 }
 
+/// A reduction over some axes, which stay in the shape with length 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reduce {
+    /// The axes summed, ascending and distinct.
+    pub axes: Vec<usize>,
+    /// Divided by the number of elements summed.
+    pub mean: bool,
+}
+
 /// What computes a value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -92,8 +103,8 @@ pub enum Op {
     MaxPool(Pool),
     /// Average pooling; padding counts as zeros in every window's divisor.
     AvgPool(Pool),
-    /// Mean over H and W, keeping them as 1.
-    GlobalAvgPool,
+    /// Sum or mean over axes, keeping them as 1.
+    Reduce(Reduce),
     /// Numpy-broadcast sum of the two inputs.
     Add,
     /// Numpy-broadcast product of the two inputs.
@@ -184,7 +195,10 @@ fn clean_name(name: &str) -> String {
 /// Where a named value comes from while lowering.
 enum Slot<'a> {
     Value(usize),
-    Const(&'a Tensor),
+    /// A constant: an initializer, a `Constant` node's value, or a folded result.
+    Const(Cow<'a, Tensor>),
+    /// A boolean constant (folded comparisons, for `Where`).
+    Bool(BoolTensor),
     /// A DequantizeLinear of a constant: the float values and their scales.
     Dequantized(FTensor, Vec<f64>),
     /// A QuantizeLinear of a value, awaiting its DequantizeLinear.
@@ -206,17 +220,22 @@ struct Lowering<'a> {
     notes: Vec<String>,
     /// Node index and label of the node being lowered.
     label: String,
+    /// What remains of [`fold::MAX_FOLDED_ELEMENTS`].
+    fold_budget: u64,
+    /// How many nodes were folded into constants.
+    folded: usize,
 }
 
 fn product(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
-/// Lowers `model` to a [`Graph`].
+/// Lowers `model` to a [`Graph`]. `shapes` gives the dimensions of inputs that the file leaves
+/// symbolic beyond the leading (batch) axis, which is taken as 1 when it is not fixed.
 ///
 /// # Errors
 /// [`ImportError`] naming the node (or input, output) and what cannot be imported.
-pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
+pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportError> {
     let [input] = model.inputs.as_slice() else {
         return Err(ImportError::Graph(format!(
             "the model has {} inputs; a CVM model has exactly one",
@@ -230,7 +249,17 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
             input.element_type
         )));
     }
-    let shape: Vec<usize> = input.shape.iter().map(|&d| d as usize).collect();
+    for given in shapes {
+        if !model.inputs.iter().any(|i| i.name == given.name) {
+            return Err(ImportError::Graph(format!(
+                "--input-shape names {}, which is not an input of the model (its input is {})",
+                cvm_formats::quote(&given.name),
+                cvm_formats::quote(&input.name)
+            )));
+        }
+    }
+    let mut notes = Vec::new();
+    let shape = input_shape(input, shapes, &mut notes)?;
     if !(shape.len() == 2 || shape.len() == 4) || shape.first() != Some(&1) {
         return Err(ImportError::Graph(format!(
             "input {}: shape {shape:?}; the importer needs (1, C, H, W) or (1, K)",
@@ -262,13 +291,15 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
             origin: format!("input {}", cvm_formats::quote(&input.name)),
             name: "data".into(),
         }],
-        notes: Vec::new(),
+        notes,
         label: String::new(),
+        fold_budget: fold::MAX_FOLDED_ELEMENTS,
+        folded: 0,
     };
     for tensor in &model.initializers {
         lowering
             .slots
-            .insert(tensor.name.as_str(), Slot::Const(tensor));
+            .insert(tensor.name.as_str(), Slot::Const(Cow::Borrowed(tensor)));
     }
     for node in &model.nodes {
         for name in node.inputs.iter().filter(|name| !name.is_empty()) {
@@ -279,7 +310,15 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
     lowering.bind_name(input.name.as_str(), 0);
     for (index, node) in model.nodes.iter().enumerate() {
         lowering.label = node.label(index);
-        lowering.node(node)?;
+        if !lowering.fold(node)? {
+            lowering.node(node)?;
+        }
+    }
+    if lowering.folded > 0 {
+        lowering.notes.push(format!(
+            "{} nodes computed on constants only (shapes, indices) folded into constants",
+            lowering.folded
+        ));
     }
     let output_id = match lowering.slots.get(output.name.as_str()) {
         Some(Slot::Value(id)) => *id,
@@ -302,6 +341,83 @@ pub fn lower(model: &OnnxModel) -> Result<Graph, ImportError> {
         output: output_id,
         notes: lowering.notes,
     })
+}
+
+/// The shape of the graph input: its fixed dimensions, `--input-shape`'s where given, and 1 for
+/// a leading axis the file leaves open (the exporters' batch axis), which `notes` records.
+fn input_shape(
+    input: &crate::GraphInput,
+    shapes: &[InputShape],
+    notes: &mut Vec<String>,
+) -> Result<Vec<usize>, ImportError> {
+    let quoted = cvm_formats::quote(&input.name);
+    if let Some(given) = shapes.iter().find(|s| s.name == input.name) {
+        if given.dims.len() != input.shape.len() {
+            return Err(ImportError::Graph(format!(
+                "--input-shape {quoted}: {} dimensions given, but the input has {} ({})",
+                given.dims.len(),
+                input.shape.len(),
+                dims_text(&input.shape)
+            )));
+        }
+        for (axis, (dim, &size)) in input.shape.iter().zip(&given.dims).enumerate() {
+            if let Dimension::Fixed(fixed) = dim
+                && *fixed != size
+            {
+                return Err(ImportError::Graph(format!(
+                    "--input-shape {quoted}: axis {axis} is {size}, but the file fixes it at \
+                     {fixed}"
+                )));
+            }
+        }
+        return Ok(given.dims.iter().map(|&d| d as usize).collect());
+    }
+    let mut shape = Vec::with_capacity(input.shape.len());
+    for (axis, dim) in input.shape.iter().enumerate() {
+        shape.push(match dim {
+            Dimension::Fixed(size) => *size as usize,
+            open if axis == 0 => {
+                notes.push(format!(
+                    "input {quoted}: axis 0 ({open}) taken as a batch of 1"
+                ));
+                1
+            }
+            open => {
+                return Err(ImportError::Graph(format!(
+                    "input {quoted}, axis {axis}: the dimension {open} is not fixed (shape {}); \
+                     give the input's shape with --input-shape {}={}",
+                    dims_text(&input.shape),
+                    input.name,
+                    input
+                        .shape
+                        .iter()
+                        .enumerate()
+                        .map(|(a, d)| d.size().map_or_else(
+                            || if a == 0 {
+                                "1".to_string()
+                            } else {
+                                "D".to_string()
+                            },
+                            |s| s.to_string()
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )));
+            }
+        });
+    }
+    Ok(shape)
+}
+
+/// `[batch, 3, 32, 32]`-style text of declared dimensions.
+fn dims_text(dims: &[Dimension]) -> String {
+    format!(
+        "[{}]",
+        dims.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 impl<'a> Lowering<'a> {
@@ -340,10 +456,12 @@ impl<'a> Lowering<'a> {
         let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
         match self.slots.get(name) {
             Some(Slot::Value(id)) => Ok(*id),
-            Some(Slot::Const(_) | Slot::Dequantized(..)) => Err(self.error(format!(
-                "input {k} ({}) is a constant; the importer needs a computed tensor there",
-                cvm_formats::quote(name)
-            ))),
+            Some(Slot::Const(_) | Slot::Dequantized(..) | Slot::Bool(_)) => {
+                Err(self.error(format!(
+                    "input {k} ({}) is a constant; the importer needs a computed tensor there",
+                    cvm_formats::quote(name)
+                )))
+            }
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
@@ -367,6 +485,7 @@ impl<'a> Lowering<'a> {
                 let shape = tensor.shape.clone();
                 Ok(self.push(Op::Const(tensor), Vec::new(), shape, name))
             }
+            Some(Slot::Bool(_)) => Err(self.boolean_read(k, name)),
             Some(Slot::Dequantized(tensor, _)) => {
                 let tensor = tensor.clone();
                 let shape = tensor.shape.clone();
@@ -377,14 +496,23 @@ impl<'a> Lowering<'a> {
         }
     }
 
+    fn boolean_read(&self, k: usize, name: &str) -> ImportError {
+        self.error(format!(
+            "input {k} ({}) is a boolean constant; the importer takes booleans only where it \
+             folds a node on constants (Where, Not, And, Or, Cast)",
+            cvm_formats::quote(name)
+        ))
+    }
+
     /// A constant input, if the input is present.
-    fn constant(&self, node: &Node, k: usize) -> Result<Option<&'a Tensor>, ImportError> {
+    fn constant(&self, node: &Node, k: usize) -> Result<Option<&Tensor>, ImportError> {
         let name = node.inputs.get(k).map(String::as_str).unwrap_or("");
         if name.is_empty() {
             return Ok(None);
         }
         match self.slots.get(name) {
             Some(Slot::Const(tensor)) => Ok(Some(tensor)),
+            Some(Slot::Bool(_)) => Err(self.boolean_read(k, name)),
             Some(Slot::Dequantized(..)) => Err(self.error(format!(
                 "input {k} ({}) is a dequantized tensor; the importer needs an integer constant \
                  there",
@@ -659,6 +787,8 @@ impl<'a> Lowering<'a> {
             "MaxPool" => self.pool(node, true),
             "AveragePool" => self.pool(node, false),
             "GlobalAveragePool" => self.global_average(node),
+            "ReduceMean" => self.reduce(node, true),
+            "ReduceSum" => self.reduce(node, false),
             "Flatten" => self.flatten(node),
             "Reshape" => self.reshape(node),
             "Squeeze" | "Unsqueeze" => self.squeeze(node),
@@ -672,20 +802,119 @@ impl<'a> Lowering<'a> {
                 let x = self.value(node, 0)?;
                 self.bind(node, x)
             }
-            "Constant" => match node.attribute("value") {
-                Some(AttributeValue::Tensor(tensor)) => {
-                    if let Some(name) = node.outputs.first() {
-                        self.slots.insert(name.as_str(), Slot::Const(tensor));
-                    }
-                    Ok(())
-                }
-                _ => Err(self.error("a Constant without a tensor `value` is not supported")),
-            },
+            "Constant" => self.constant_node(node),
             other => Err(ImportError::UnsupportedOperator {
                 node: self.label.clone(),
                 op_type: other.to_string(),
             }),
         }
+    }
+
+    /// A `Constant` node: its `value` tensor, or (opset 12 on) the integer or float scalar or
+    /// list of `value_int`, `value_ints`, `value_float`, `value_floats`.
+    fn constant_node(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let [attribute] = node.attributes.as_slice() else {
+            return Err(self.error("a Constant needs exactly one value attribute"));
+        };
+        let tensor = |shape: Vec<u32>, data: TensorData| Tensor {
+            name: String::new(),
+            shape,
+            data,
+        };
+        let value = match (attribute.name.as_str(), &attribute.value) {
+            ("value", AttributeValue::Tensor(t)) => Cow::Borrowed(t),
+            ("value_int", AttributeValue::Int(v)) => {
+                Cow::Owned(tensor(Vec::new(), TensorData::Int64(vec![*v])))
+            }
+            ("value_ints", AttributeValue::Ints(v)) => {
+                Cow::Owned(tensor(vec![v.len() as u32], TensorData::Int64(v.clone())))
+            }
+            ("value_float", AttributeValue::Float(v)) => {
+                Cow::Owned(tensor(Vec::new(), TensorData::Float32(vec![*v])))
+            }
+            ("value_floats", AttributeValue::Floats(v)) => {
+                Cow::Owned(tensor(vec![v.len() as u32], TensorData::Float32(v.clone())))
+            }
+            (name, _) => {
+                return Err(self.error(format!(
+                    "a Constant given by {} is not supported: a tensor `value`, or \
+                     value_int(s) or value_float(s)",
+                    cvm_formats::quote(name)
+                )));
+            }
+        };
+        if let Some(name) = node.outputs.first() {
+            self.slots.insert(name.as_str(), Slot::Const(value));
+        }
+        Ok(())
+    }
+
+    /// Folds `node` into constants when every input it reads is one (or, for `Shape`, a value
+    /// whose shape is fixed); returns whether it did.
+    fn fold(&mut self, node: &'a Node) -> Result<bool, ImportError> {
+        if !node.domain.is_empty() || !fold::FOLDED_OPERATORS.contains(&node.op_type.as_str()) {
+            return Ok(false);
+        }
+        // Every shape is fixed: the shape of a computed value is a constant.
+        if node.op_type == "Shape"
+            && let Some(Slot::Value(id)) =
+                node.inputs.first().and_then(|n| self.slots.get(n.as_str()))
+        {
+            let id = *id;
+            return self.fold_shape(node, id);
+        }
+        let mut operands = Vec::with_capacity(node.inputs.len());
+        for name in &node.inputs {
+            if name.is_empty() {
+                operands.push(None);
+                continue;
+            }
+            operands.push(Some(match self.slots.get(name.as_str()) {
+                Some(Slot::Const(tensor)) => Operand::Tensor(tensor),
+                Some(Slot::Bool(tensor)) => Operand::Bool(tensor),
+                _ => return Ok(false),
+            }));
+        }
+        let opset = self.model.opset_version;
+        let mut budget = self.fold_budget;
+        let results = fold::fold(node, &operands, opset, &mut budget)
+            .map_err(|message| self.error(message))?;
+        let Some(results) = results else {
+            return Ok(false);
+        };
+        self.fold_budget = budget;
+        self.folded += 1;
+        for (name, result) in node.outputs.iter().zip(results) {
+            if name.is_empty() {
+                continue;
+            }
+            let slot = match result {
+                Folded::Tensor(tensor) => Slot::Const(Cow::Owned(tensor)),
+                Folded::Bool(tensor) => Slot::Bool(tensor),
+            };
+            self.slots.insert(name.as_str(), slot);
+        }
+        Ok(true)
+    }
+
+    /// `Shape` of a computed value: its fixed shape, from `start` to `end`, as int64.
+    fn fold_shape(&mut self, node: &'a Node, id: usize) -> Result<bool, ImportError> {
+        let dims: Vec<i64> = self.values[id].shape.iter().map(|&d| d as i64).collect();
+        let rank = dims.len() as i64;
+        let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+        let start = clamp(self.int(node, "start", 0)?);
+        let end = clamp(self.int(node, "end", rank)?).max(start);
+        let shape = Tensor {
+            name: String::new(),
+            shape: vec![(end - start) as u32],
+            data: TensorData::Int64(dims[start..end].to_vec()),
+        };
+        self.folded += 1;
+        if let Some(name) = node.outputs.first() {
+            self.slots
+                .insert(name.as_str(), Slot::Const(Cow::Owned(shape)));
+        }
+        Ok(true)
     }
 
     fn unary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
@@ -936,13 +1165,13 @@ impl<'a> Lowering<'a> {
             ) else {
                 continue;
             };
-            let (id, tensor) = (*id, *tensor);
-            if self.readers(id) != 1 {
-                continue;
-            }
+            let id = *id;
             let Ok(c) = float_tensor(tensor) else {
                 continue;
             };
+            if self.readers(id) != 1 {
+                continue;
+            }
             let shape = self.values[id].shape.clone();
             let channels = shape.get(1).copied().unwrap_or(0);
             let per_channel = match (&self.values[id].op, c.shape.as_slice()) {
@@ -1092,7 +1321,84 @@ impl<'a> Lowering<'a> {
         let xs = self.values[x].shape.clone();
         let [n, c, _, _] = <[usize; 4]>::try_from(xs.as_slice())
             .map_err(|_| self.error(format!("data of shape {xs:?}: expected rank 4")))?;
-        self.define(node, Op::GlobalAvgPool, vec![x], vec![n, c, 1, 1])
+        let op = Op::Reduce(Reduce {
+            axes: vec![2, 3],
+            mean: true,
+        });
+        self.define(node, op, vec![x], vec![n, c, 1, 1])
+    }
+
+    /// `ReduceMean` and `ReduceSum`: axes as an attribute (ReduceSum before opset 13,
+    /// ReduceMean before 18) or a constant input, `keepdims`, `noop_with_empty_axes`.
+    fn reduce(&mut self, node: &'a Node, mean: bool) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len();
+        let input_opset = if mean { 18 } else { 13 };
+        let axes = if self.model.opset_version >= input_opset {
+            match self.constant(node, 1)? {
+                Some(Tensor {
+                    data: TensorData::Int64(v),
+                    ..
+                }) => Some(v.clone()),
+                Some(_) => return Err(self.error("axes is not an int64 tensor")),
+                None => None,
+            }
+        } else {
+            self.ints(node, "axes")?
+        };
+        let axes = match axes {
+            Some(axes) if !axes.is_empty() => axes,
+            _ if self.int(node, "noop_with_empty_axes", 0)? != 0 => {
+                return Err(self.error(
+                    "noop_with_empty_axes = 1 with no axes passes its input through; remove it",
+                ));
+            }
+            _ => (0..rank as i64).collect(),
+        };
+        let mut resolved = Vec::with_capacity(axes.len());
+        for &axis in &axes {
+            let a = if axis < 0 { axis + rank as i64 } else { axis };
+            if !(0..rank as i64).contains(&a) || resolved.contains(&(a as usize)) {
+                return Err(self.error(format!(
+                    "axes {axes:?} are not distinct axes of data of rank {rank}"
+                )));
+            }
+            resolved.push(a as usize);
+        }
+        resolved.sort_unstable();
+        let keepdims = self.int(node, "keepdims", 1)? != 0;
+        let kept: Vec<usize> = (0..rank)
+            .map(|a| if resolved.contains(&a) { 1 } else { xs[a] })
+            .collect();
+        self.define(
+            node,
+            Op::Reduce(Reduce {
+                axes: resolved.clone(),
+                mean,
+            }),
+            vec![x],
+            kept.clone(),
+        )?;
+        if keepdims {
+            return Ok(());
+        }
+        // The reduced axes dropped: the same values under a reshape.
+        let reduced = self.values.len() - 1;
+        let shape: Vec<usize> = (0..rank)
+            .filter(|a| !resolved.contains(a))
+            .map(|a| xs[a])
+            .collect();
+        let shape = if shape.is_empty() { vec![1] } else { shape };
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        let id = self.push(
+            Op::Reshape,
+            vec![reduced],
+            shape,
+            &format!("{name}_squeezed"),
+        );
+        self.bind(node, id)
     }
 
     fn flatten(&mut self, node: &'a Node) -> Result<(), ImportError> {
@@ -1120,42 +1426,11 @@ impl<'a> Lowering<'a> {
         let TensorData::Int64(target) = &target.data else {
             return Err(self.error("the shape is not an int64 tensor"));
         };
-        if self.int(node, "allowzero", 0)? != 0 {
-            return Err(self.error("allowzero = 1 is not supported"));
-        }
-        if target.len() > MAX_RANK {
-            return Err(self.error(format!(
-                "the shape has {} entries; a CVM tensor has at most {MAX_RANK} dimensions",
-                target.len()
-            )));
-        }
+        // With allowzero a 0 is a dimension of 0 rather than a copy: the same reshape
+        // whenever the target holds no 0, and an empty tensor (refused) otherwise.
+        let allowzero = self.int(node, "allowzero", 0)? != 0;
         let xs = self.values[x].shape.clone();
-        let total = product(&xs).unwrap_or(0);
-        let mut shape = Vec::with_capacity(target.len());
-        let mut infer = None;
-        for (i, &d) in target.iter().enumerate() {
-            match d {
-                0 => shape.push(*xs.get(i).ok_or_else(|| {
-                    self.error(format!("shape entry {i} copies an axis the data lacks"))
-                })?),
-                -1 if infer.is_none() => {
-                    infer = Some(i);
-                    shape.push(1);
-                }
-                d if d > 0 => shape.push(d as usize),
-                _ => return Err(self.error(format!("shape {target:?} is not a valid target"))),
-            }
-        }
-        let known = product(&shape).unwrap_or(0);
-        if let Some(i) = infer {
-            if known == 0 || !total.is_multiple_of(known) {
-                return Err(self.error(format!("shape {target:?} does not fit {xs:?}")));
-            }
-            shape[i] = total / known;
-        }
-        if product(&shape) != Some(total) {
-            return Err(self.error(format!("shape {target:?} does not fit {xs:?}")));
-        }
+        let shape = fold::reshape_target(&xs, target, allowzero).map_err(|m| self.error(m))?;
         self.define(node, Op::Reshape, vec![x], shape)
     }
 

@@ -2,8 +2,10 @@
 //! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary.
 //!
 //! The steps, each in its module:
-//! 1. [`graph`] lowers the ONNX graph to a few float operations with static shapes, folding
-//!    batch normalization, padding and biases into the layers that absorb them;
+//! 1. [`graph`] lowers the ONNX graph to a few float operations with static shapes (an open
+//!    batch axis taken as 1), evaluating the nodes computed on constants only ([`fold`]: the
+//!    shape plumbing of exporters) and folding batch normalization, padding and biases into
+//!    the layers that absorb them;
 //! 2. [`float`] evaluates that graph on the calibration inputs and records every value's range;
 //! 3. [`quantize`] chooses the scales and writes the integer graph with the 37 CVM operators
 //!    only ([`cvm_graph`] lays out its files);
@@ -20,6 +22,7 @@
 
 mod cvm_graph;
 mod float;
+mod fold;
 mod graph;
 mod quantize;
 
@@ -88,6 +91,43 @@ impl Default for Options {
             per_channel: true,
             schedule: cvm_engine::gas::Schedule::NEWEST.version,
         }
+    }
+}
+
+/// The dimensions of a graph input that the file leaves open (`--input-shape NAME=D0,D1,…`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputShape {
+    /// The input's name.
+    pub name: String,
+    /// Every dimension, outermost first.
+    pub dims: Vec<u32>,
+}
+
+impl std::str::FromStr for InputShape {
+    type Err = String;
+
+    /// Reads `NAME=D0,D1,…`.
+    fn from_str(text: &str) -> Result<InputShape, String> {
+        let Some((name, dims)) = text.rsplit_once('=') else {
+            return Err(format!("{text:?} is not NAME=D0,D1,…"));
+        };
+        if name.is_empty() {
+            return Err(format!("{text:?} names no input"));
+        }
+        let dims = dims
+            .split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&d| d > 0)
+                    .ok_or_else(|| format!("{text:?}: {d:?} is not a dimension (1 or more)"))
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        Ok(InputShape {
+            name: name.to_string(),
+            dims,
+        })
     }
 }
 
@@ -234,13 +274,28 @@ pub fn argmax<T: PartialOrd + Copy>(values: &[T]) -> usize {
 }
 
 impl Importer {
-    /// Lowers `model`.
+    /// Lowers `model`, its input's open leading (batch) axis taken as 1.
     ///
     /// # Errors
-    /// An [`ImportError`] naming the first node that cannot be imported, or a graph whose
-    /// float evaluation would take more than [`float::MAX_WORK_PER_SAMPLE`].
+    /// An [`ImportError`] naming the first node that cannot be imported, an input dimension
+    /// other than the leading one that the file leaves open, or a graph whose float
+    /// evaluation would take more than [`float::MAX_WORK_PER_SAMPLE`].
     pub fn new(model: &OnnxModel) -> Result<Importer, ImportError> {
-        let graph = graph::lower(model)?;
+        Importer::with_input_shapes(model, &[])
+    }
+
+    /// Lowers `model` with the input dimensions `shapes` gives (each input named at most
+    /// once, every dimension given); an input they do not name is read as [`Importer::new`]
+    /// reads it.
+    ///
+    /// # Errors
+    /// As [`Importer::new`], and a shape naming no input, of another rank, or contradicting a
+    /// dimension the file fixes.
+    pub fn with_input_shapes(
+        model: &OnnxModel,
+        shapes: &[InputShape],
+    ) -> Result<Importer, ImportError> {
+        let graph = graph::lower(model, shapes)?;
         let work = float::work(&graph);
         if work > float::MAX_WORK_PER_SAMPLE {
             return Err(ImportError::Graph(format!(

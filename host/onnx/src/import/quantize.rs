@@ -424,17 +424,27 @@ impl Quantizer<'_> {
                     &shape,
                 );
                 // The weights 1 have precision 2.
-                self.mean(id, x, sum, x.precision + 2, area, &name, &shape)
+                let precision = x.precision + 2 + bits(area as u64);
+                self.mean(id, x, sum, precision, area, &name, &shape)
             }
-            Op::GlobalAvgPool => {
+            Op::Reduce(reduce) => {
                 let x = self.input(id, 0)?;
                 let input = self.shape(self.graph.values[id].inputs[0]).to_vec();
-                let area = input[2] * input[3];
-                let attrs = vec![("axis", "(2, 3)".into()), ("keepdims", "True".into())];
+                let count: usize = reduce.axes.iter().map(|&a| input[a]).product();
+                let attrs = vec![("axis", tuple(&reduce.axes)), ("keepdims", "True".into())];
                 let sum = self
                     .cvm
                     .op(&format!("{name}_sum"), "sum", &[x.entry], attrs, &shape);
-                self.mean(id, x, sum, x.precision, area, &name, &shape)
+                let divisor = if reduce.mean { count } else { 1 };
+                self.mean(
+                    id,
+                    x,
+                    sum,
+                    x.precision + bits(count as u64),
+                    divisor,
+                    &name,
+                    &shape,
+                )
             }
             Op::Add => {
                 let a = self.input(id, 0)?;
@@ -558,8 +568,8 @@ impl Quantizer<'_> {
         }
     }
 
-    /// A sum of `area` values of `x` (node `sum`, precision `precision` + bits(area)) divided
-    /// by `area` in its requantization.
+    /// A sum of values of `x` (node `sum`, of precision `precision`) divided by `divisor` in
+    /// its requantization (1 for a sum).
     #[allow(clippy::too_many_arguments)]
     fn mean(
         &mut self,
@@ -567,18 +577,18 @@ impl Quantizer<'_> {
         x: Q,
         sum: usize,
         precision: u32,
-        area: usize,
+        divisor: usize,
         name: &str,
         shape: &[usize],
     ) -> Result<Q, ImportError> {
         let acc = Q {
             entry: sum,
             scale: x.scale,
-            precision: precision + bits(area as u64),
+            precision,
         };
         let target = self.target_scale(id);
-        let ratio = x.scale / (area as f64 * target);
-        let xmax = self.stats[id].max_abs * area as f64 / x.scale;
+        let ratio = x.scale / (divisor as f64 * target);
+        let xmax = self.stats[id].max_abs * divisor as f64 / x.scale;
         self.requant(id, acc, xmax, &[ratio], target, name, shape)
     }
 
