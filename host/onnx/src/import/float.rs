@@ -8,7 +8,7 @@
 //! tanh) are computed here from those operations ([`exp`]), never by the platform's libm, whose
 //! results differ between systems.
 
-use super::graph::{Conv, Dense, FTensor, Graph, Op, Pool, Reduce};
+use super::graph::{Conv, Dense, FTensor, Function, Graph, Op, Pool, Reduce, Slice};
 
 /// Most multiply-accumulates (or element visits) one evaluation of the float graph may take:
 /// 2^33, about ten seconds on one core. A larger graph is refused before anything runs.
@@ -86,8 +86,9 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
                 let parts: Vec<&FTensor> = (0..value.inputs.len()).map(arg).collect();
                 concat(&parts, *axis, &shape)
             }
-            Op::Sigmoid => arg(0).data.iter().map(|&x| sigmoid(x)).collect(),
-            Op::Tanh => arg(0).data.iter().map(|&x| tanh(x)).collect(),
+            Op::Table(f) => arg(0).data.iter().map(|&x| function(*f, x)).collect(),
+            Op::Sub => broadcast(arg(0), arg(1), &shape, |a, b| a - b),
+            Op::Slice(slice) => cut(arg(0), slice, &shape),
             Op::Pad(pads) => pad(arg(0), *pads, &shape),
             Op::Fake(scale) => arg(0)
                 .data
@@ -315,6 +316,28 @@ fn concat(parts: &[&FTensor], axis: usize, shape: &[usize]) -> Vec<f64> {
     out
 }
 
+/// The box `slice` selects, of extents `shape`.
+fn cut(x: &FTensor, slice: &Slice, shape: &[usize]) -> Vec<f64> {
+    let rank = shape.len();
+    let mut in_strides = vec![1; rank];
+    let mut out_strides = vec![1; rank];
+    for a in (0..rank.saturating_sub(1)).rev() {
+        in_strides[a] = in_strides[a + 1] * x.shape[a + 1];
+        out_strides[a] = out_strides[a + 1] * shape[a + 1];
+    }
+    (0..shape.iter().product::<usize>())
+        .map(|flat| {
+            let position: usize = (0..rank)
+                .map(|a| {
+                    let coordinate = (flat / out_strides[a]) % shape[a];
+                    (slice.starts[a] + coordinate * slice.steps[a]) * in_strides[a]
+                })
+                .sum();
+            x.data[position]
+        })
+        .collect()
+}
+
 fn pad(x: &FTensor, pads: [usize; 4], shape: &[usize]) -> Vec<f64> {
     let (h, w) = (x.shape[2], x.shape[3]);
     let (oh, ow) = (shape[2], shape[3]);
@@ -353,6 +376,99 @@ pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + exp(-x))
 }
 
+/// `f(x)` for a tabled function, from [`exp`], [`ln`] and [`erf`].
+pub fn function(f: Function, x: f64) -> f64 {
+    match f {
+        Function::Sigmoid => sigmoid(x),
+        Function::Tanh => tanh(x),
+        Function::Erf => erf(x),
+        Function::LeakyRelu(alpha) => {
+            if x >= 0.0 {
+                x
+            } else {
+                alpha * x
+            }
+        }
+        Function::Elu(alpha) => {
+            if x > 0.0 {
+                x
+            } else {
+                alpha * (exp(x) - 1.0)
+            }
+        }
+        Function::HardSigmoid { alpha, beta } => (alpha * x + beta).clamp(0.0, 1.0),
+        Function::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
+        Function::Gelu { tanh: false } => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        Function::Gelu { tanh: true } => {
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044_715 * x * x * x);
+            0.5 * x * (1.0 + tanh(inner))
+        }
+        Function::Softplus => {
+            if x > 36.0 {
+                // ln(1 + e^x) = x + ln(1 + e^−x), and e^−36 is below x's last bit.
+                x
+            } else {
+                ln(1.0 + exp(x))
+            }
+        }
+    }
+}
+
+/// ln z for z > 0 from IEEE 754 basic operations only: z = m · 2^k with m in [1, 2) (exact,
+/// from the bits), ln m = 2·atanh(t) with t = (m − 1)/(m + 1) ≤ 1/3 by its series to t^41
+/// (the next term is below 2^−60), plus k · ln 2.
+pub fn ln(z: f64) -> f64 {
+    if z.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !z.is_finite() {
+        return f64::NAN;
+    }
+    let (mut m, mut k) = (z, 0i32);
+    // Subnormals first brought into the normal range.
+    if m < f64::MIN_POSITIVE {
+        m *= f64::from_bits(0x4350_0000_0000_0000); // 2^54
+        k -= 54;
+    }
+    let bits = m.to_bits();
+    k += ((bits >> 52) & 0x7ff) as i32 - 1023;
+    m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let mut sum = 0.0;
+    for n in (0..=20u32).rev() {
+        sum = sum * t2 + 1.0 / f64::from(2 * n + 1);
+    }
+    let k = f64::from(k);
+    2.0 * t * sum + (k * LN2_HI + k * LN2_LO)
+}
+
+/// erf x from IEEE 754 basic operations only: its Taylor series below |x| = 2.5 (terms to
+/// x^121, the largest term about 10^3, so the error stays below 10^−12), above it 1 − erfc x
+/// with erfc's continued fraction to depth 80, and ±1 from |x| = 6 (erfc 6 < 3·10^−17).
+pub fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    let value = if a >= 6.0 {
+        1.0
+    } else if a < 2.5 {
+        // erf x = 2/√π Σ (−1)^n x^(2n+1) / (n! (2n+1)).
+        let x2 = a * a;
+        let mut term = a;
+        let mut sum = a;
+        for n in 1..=60u32 {
+            term = -term * x2 / f64::from(n);
+            sum += term / f64::from(2 * n + 1);
+        }
+        std::f64::consts::FRAC_2_SQRT_PI * sum
+    } else {
+        // erfc x = e^(−x²)/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + …)))).
+        let mut fraction = a;
+        for n in (1..=80u32).rev() {
+            fraction = a + f64::from(n) / 2.0 / fraction;
+        }
+        let erfc = exp(-a * a) / fraction * (std::f64::consts::FRAC_2_SQRT_PI / 2.0);
+        1.0 - erfc
+    };
+    if x < 0.0 { -value } else { value }
+}
+
 /// tanh x = sign(x) · (1 − 2 / (e^{2|x|} + 1)), from [`exp`].
 pub fn tanh(x: f64) -> f64 {
     let t = 1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0);
@@ -362,6 +478,38 @@ pub fn tanh(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erf_and_ln_are_accurate() {
+        // Reference values (correctly rounded, from mpmath) for a few points.
+        let erfs = [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (2.4999, 0.999_592_830_099_666_5),
+            (2.5, 0.999_593_047_982_555),
+            (3.5, 0.999_999_256_901_627_7),
+            (-1.5, -0.966_105_146_475_310_7),
+        ];
+        for (x, expected) in erfs {
+            assert!((erf(x) - expected).abs() < 1e-12, "erf({x}) = {}", erf(x));
+        }
+        let lns = [
+            (1.0, 0.0),
+            (2.0, std::f64::consts::LN_2),
+            (10.0, std::f64::consts::LN_10),
+            (0.001, -6.907_755_278_982_137),
+            (1e300, 690.775_527_898_213_7),
+        ];
+        for (z, expected) in lns {
+            assert!(
+                (ln(z) - expected).abs() <= 1e-14 * expected.abs().max(1.0),
+                "ln({z}) = {}",
+                ln(z)
+            );
+        }
+    }
 
     #[test]
     fn exp_is_accurate() {

@@ -689,14 +689,16 @@ fn gather(x: &Val, indices: &Val, axis: i64) -> Result<Val> {
     })
 }
 
-fn slice(
-    x: &Val,
+/// ONNX Slice's ranges on a tensor of `shape`: per axis the first index, the step and the
+/// count (axes the slice does not name are whole). Starts and ends are clamped as ONNX says.
+pub fn slice_ranges(
+    shape: &[usize],
     starts: &[i64],
     ends: &[i64],
     axes: Option<&[i64]>,
     steps: Option<&[i64]>,
-) -> Result<Val> {
-    let rank = x.shape.len();
+) -> Result<Vec<(i64, i64, usize)>> {
+    let rank = shape.len();
     let axes: Vec<usize> = match axes {
         Some(axes) => axes
             .iter()
@@ -710,13 +712,15 @@ fn slice(
     {
         return Err("starts, ends, axes and steps differ in length".into());
     }
-    // Per axis: the first index, the step and the count.
-    let mut ranges: Vec<(i64, i64, usize)> = x.shape.iter().map(|&d| (0, 1, d)).collect();
+    let mut ranges: Vec<(i64, i64, usize)> = shape.iter().map(|&d| (0, 1, d)).collect();
     for (k, &axis) in axes.iter().enumerate() {
-        let dim = x.shape[axis] as i64;
+        if axes[..k].contains(&axis) {
+            return Err(format!("axis {axis} is sliced twice"));
+        }
+        let dim = shape[axis] as i64;
         let step = steps.map_or(1, |s| s[k]);
-        if step == 0 {
-            return Err("a step of 0".into());
+        if step == 0 || step == i64::MIN {
+            return Err(format!("a step of {step}"));
         }
         let resolve = |v: i64, low: i64, high: i64| {
             let v = if v < 0 { v.saturating_add(dim) } else { v };
@@ -738,6 +742,18 @@ fn slice(
         };
         ranges[axis] = (start, step, n as usize);
     }
+    Ok(ranges)
+}
+
+fn slice(
+    x: &Val,
+    starts: &[i64],
+    ends: &[i64],
+    axes: Option<&[i64]>,
+    steps: Option<&[i64]>,
+) -> Result<Val> {
+    let rank = x.shape.len();
+    let ranges = slice_ranges(&x.shape, starts, ends, axes, steps)?;
     let shape: Vec<usize> = ranges.iter().map(|r| r.2).collect();
     let n = count(&shape)?;
     let in_strides = strides(&x.shape);

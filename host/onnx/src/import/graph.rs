@@ -70,6 +70,56 @@ pub struct Pool {
     pub ceil: bool,
 }
 
+/// The elementwise functions the importer computes through tables (`float::function`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Function {
+    /// 1 / (1 + e^−x).
+    Sigmoid,
+    /// tanh x.
+    Tanh,
+    /// erf x.
+    Erf,
+    /// x for x ≥ 0, α·x below (LeakyRelu, and PRelu with one slope).
+    LeakyRelu(f64),
+    /// x for x > 0, α·(e^x − 1) below.
+    Elu(f64),
+    /// max(0, min(1, α·x + β)).
+    HardSigmoid {
+        /// α.
+        alpha: f64,
+        /// β.
+        beta: f64,
+    },
+    /// x · max(0, min(1, x / 6 + 1 / 2)).
+    HardSwish,
+    /// x · Φ(x) (`tanh` false: with erf), or its tanh approximation.
+    Gelu {
+        /// The tanh approximation.
+        tanh: bool,
+    },
+    /// ln(1 + e^x).
+    Softplus,
+}
+
+impl Function {
+    /// Whether its values lie in [−1, 1], so that one output scale (1/127) serves any input.
+    pub fn bounded(self) -> bool {
+        matches!(
+            self,
+            Function::Sigmoid | Function::Tanh | Function::Erf | Function::HardSigmoid { .. }
+        )
+    }
+}
+
+/// Per axis, the first index and the step of a [`Op::Slice`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// First index per axis.
+    pub starts: Vec<usize>,
+    /// Step per axis, at least 1.
+    pub steps: Vec<usize>,
+}
+
 /// A reduction over some axes, which stay in the shape with length 1.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reduce {
@@ -117,10 +167,13 @@ pub enum Op {
     Transpose(Vec<usize>),
     /// Inputs joined along an axis.
     Concat(usize),
-    /// 1 / (1 + e^−x).
-    Sigmoid,
-    /// tanh(x).
-    Tanh,
+    /// An elementwise function, computed through a table of its int8 inputs.
+    Table(Function),
+    /// Numpy-broadcast difference of the two inputs.
+    Sub,
+    /// A box of the input: per axis its first index and step; the value's shape gives the
+    /// counts.
+    Slice(Slice),
     /// A QuantizeLinear–DequantizeLinear pair at this scale (symmetric int8):
     /// `clip(round_half_even(x / s), −128, 127) · s`. The value is an int8 tensor at scale s.
     Fake(f64),
@@ -260,9 +313,10 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
     }
     let mut notes = Vec::new();
     let shape = input_shape(input, shapes, &mut notes)?;
-    if !(shape.len() == 2 || shape.len() == 4) || shape.first() != Some(&1) {
+    if shape.len() < 2 || shape.first() != Some(&1) {
         return Err(ImportError::Graph(format!(
-            "input {}: shape {shape:?}; the importer needs (1, C, H, W) or (1, K)",
+            "input {}: shape {shape:?}; the importer needs a batch of 1 and at least one more \
+             axis, such as (1, C, H, W) or (1, K)",
             cvm_formats::quote(&input.name)
         )));
     }
@@ -781,8 +835,44 @@ impl<'a> Lowering<'a> {
             "Add" => self.add(node),
             "Mul" => self.binary(node, Op::Mul),
             "Relu" => self.unary(node, Op::Relu),
-            "Sigmoid" => self.unary(node, Op::Sigmoid),
-            "Tanh" => self.unary(node, Op::Tanh),
+            "Sigmoid" => self.unary(node, Op::Table(Function::Sigmoid)),
+            "Tanh" => self.unary(node, Op::Table(Function::Tanh)),
+            "Erf" => self.unary(node, Op::Table(Function::Erf)),
+            "Softplus" => self.unary(node, Op::Table(Function::Softplus)),
+            "HardSwish" => self.unary(node, Op::Table(Function::HardSwish)),
+            "LeakyRelu" => {
+                let alpha = self.float(node, "alpha", 0.01)?;
+                self.unary(node, Op::Table(Function::LeakyRelu(alpha)))
+            }
+            "Elu" => {
+                let alpha = self.float(node, "alpha", 1.0)?;
+                self.unary(node, Op::Table(Function::Elu(alpha)))
+            }
+            "HardSigmoid" => {
+                let alpha = self.float(node, "alpha", 0.2)?;
+                let beta = self.float(node, "beta", 0.5)?;
+                self.unary(node, Op::Table(Function::HardSigmoid { alpha, beta }))
+            }
+            "Gelu" => {
+                let approximate = self.string(node, "approximate")?.unwrap_or_default();
+                let tanh = match approximate.as_str() {
+                    "" | "none" => false,
+                    "tanh" => true,
+                    other => {
+                        return Err(self.error(format!(
+                            "approximate {} is not an ONNX value (\"none\" or \"tanh\")",
+                            cvm_formats::quote(other)
+                        )));
+                    }
+                };
+                self.unary(node, Op::Table(Function::Gelu { tanh }))
+            }
+            "PRelu" => self.prelu(node),
+            "Sub" => self.binary(node, Op::Sub),
+            "Div" => self.divide(node),
+            "Sum" => self.sum(node),
+            "Slice" => self.slice(node),
+            "Split" => self.split(node),
             "Clip" => self.clip(node),
             "MaxPool" => self.pool(node, true),
             "AveragePool" => self.pool(node, false),
@@ -917,6 +1007,211 @@ impl<'a> Lowering<'a> {
         Ok(true)
     }
 
+    /// PRelu with one slope (a scalar, or equal entries): a LeakyRelu table.
+    fn prelu(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let Some(slope) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 (the slope) is missing or not a constant"));
+        };
+        let Some(&first) = slope.data.first() else {
+            return Err(self.error("the slope is empty"));
+        };
+        if slope.data.iter().any(|&s| s != first) {
+            return Err(self.error(format!(
+                "a slope per channel (shape {:?}) is not supported: the importer computes \
+                 PRelu as one table of its int8 inputs, which takes one slope",
+                slope.shape
+            )));
+        }
+        self.unary(node, Op::Table(Function::LeakyRelu(first)))
+    }
+
+    /// Division by a constant: a product by its reciprocal (the float model's calibration
+    /// then multiplies too; the integer model approximates either by one factor).
+    fn divide(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let Some(divisor) = self.float_constant(node, 1).ok().flatten() else {
+            return Err(self.error(
+                "a division by a computed tensor is not supported; the importer divides by \
+                 constants only",
+            ));
+        };
+        if let Some(i) = divisor.data.iter().position(|&d| d == 0.0) {
+            return Err(self.error(format!("the divisor is 0 at index {i}")));
+        }
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let reciprocal = FTensor {
+            shape: divisor.shape.clone(),
+            data: divisor.data.iter().map(|&d| 1.0 / d).collect(),
+        };
+        let name = node.inputs.get(1).map(String::as_str).unwrap_or("");
+        let shape = reciprocal.shape.clone();
+        let c = self.push(
+            Op::Const(reciprocal),
+            Vec::new(),
+            shape,
+            &format!("{name}_reciprocal"),
+        );
+        let shape = broadcast(&self.values[x].shape, &self.values[c].shape).ok_or_else(|| {
+            self.error(format!(
+                "shapes {:?} and {:?} do not broadcast",
+                self.values[x].shape, self.values[c].shape
+            ))
+        })?;
+        self.define(node, Op::Mul, vec![x, c], shape)
+    }
+
+    /// `Sum` of n inputs: a chain of additions.
+    fn sum(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let mut acc = self.value_or_const(node, 0)?;
+        if node.inputs.len() == 1 {
+            return self.bind(node, acc);
+        }
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        for k in 1..node.inputs.len() {
+            let b = self.value_or_const(node, k)?;
+            self.no_pad(&[acc, b])?;
+            let shape = broadcast(&self.values[acc].shape, &self.values[b].shape)
+                .ok_or_else(|| self.error(format!("input {k} does not broadcast")))?;
+            if k + 1 == node.inputs.len() {
+                return self.define(node, Op::Add, vec![acc, b], shape);
+            }
+            acc = self.push(Op::Add, vec![acc, b], shape, &format!("{name}_{k}"));
+        }
+        Ok(())
+    }
+
+    /// `Slice` of a computed value by constant starts, ends, axes and positive steps.
+    fn slice(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let list = |k: usize| -> Result<Option<Vec<i64>>, ImportError> {
+            match self.constant(node, k)? {
+                None => Ok(None),
+                Some(Tensor {
+                    data: TensorData::Int64(v),
+                    ..
+                }) => Ok(Some(v.clone())),
+                Some(Tensor {
+                    data: TensorData::Int32(v),
+                    ..
+                }) => Ok(Some(v.iter().map(|&i| i64::from(i)).collect())),
+                Some(_) => Err(self.error(format!("input {k} is not an integer tensor"))),
+            }
+        };
+        let (starts, ends, axes, steps) = if self.model.opset_version >= 10 {
+            (list(1)?, list(2)?, list(3)?, list(4)?)
+        } else {
+            (
+                self.ints(node, "starts")?,
+                self.ints(node, "ends")?,
+                self.ints(node, "axes")?,
+                None,
+            )
+        };
+        let (Some(starts), Some(ends)) = (starts, ends) else {
+            return Err(self.error("starts or ends is missing"));
+        };
+        let xs = self.values[x].shape.clone();
+        let ranges = fold::slice_ranges(&xs, &starts, &ends, axes.as_deref(), steps.as_deref())
+            .map_err(|m| self.error(m))?;
+        let mut slice = Slice {
+            starts: Vec::new(),
+            steps: Vec::new(),
+        };
+        let mut shape = Vec::new();
+        for (axis, &(start, step, count)) in ranges.iter().enumerate() {
+            if step < 0 {
+                return Err(self.error(format!(
+                    "a negative step on axis {axis}: the importer slices forward only"
+                )));
+            }
+            slice.starts.push(start as usize);
+            slice.steps.push(step as usize);
+            shape.push(count);
+        }
+        if slice.starts.iter().all(|&s| s == 0) && shape == xs {
+            return self.bind(node, x);
+        }
+        self.define(node, Op::Slice(slice), vec![x], shape)
+    }
+
+    /// `Split` into consecutive parts along an axis: one slice per output.
+    fn split(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len() as i64;
+        let axis = self.int(node, "axis", 0)?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&axis) {
+            return Err(self.error(format!("axis out of range for rank {rank}")));
+        }
+        let axis = axis as usize;
+        let given = if self.model.opset_version >= 13 {
+            match self.constant(node, 1)? {
+                Some(Tensor {
+                    data: TensorData::Int64(v),
+                    ..
+                }) => Some(v.clone()),
+                Some(_) => return Err(self.error("split is not an int64 tensor")),
+                None => None,
+            }
+        } else {
+            self.ints(node, "split")?
+        };
+        let outputs = node.outputs.len();
+        let length = xs[axis];
+        let sizes: Vec<usize> = match given {
+            Some(sizes) => sizes
+                .iter()
+                .map(|&s| usize::try_from(s).ok())
+                .collect::<Option<_>>()
+                .filter(|sizes: &Vec<usize>| {
+                    sizes.len() == outputs && sizes.iter().sum::<usize>() == length
+                })
+                .ok_or_else(|| {
+                    self.error(format!(
+                        "split {sizes:?} does not cut an axis of {length} into {outputs} parts"
+                    ))
+                })?,
+            None => {
+                // Equal parts, the last smaller (opset 18's num_outputs rule).
+                let parts = match self.int(node, "num_outputs", 0)? {
+                    0 => outputs,
+                    n => usize::try_from(n).unwrap_or(0),
+                };
+                if parts == 0 || parts != outputs {
+                    return Err(self.error("num_outputs differs from the number of outputs"));
+                }
+                let each = length.div_ceil(parts);
+                (0..parts)
+                    .map(|k| each.min(length.saturating_sub(k * each)))
+                    .collect()
+            }
+        };
+        let mut start = 0;
+        for (k, &size) in sizes.iter().enumerate() {
+            let name = node.outputs[k].as_str();
+            if size == 0 {
+                return Err(self.error(format!("output {k} would be empty")));
+            }
+            if !name.is_empty() {
+                let mut starts = vec![0; xs.len()];
+                starts[axis] = start;
+                let mut shape = xs.clone();
+                shape[axis] = size;
+                let slice = Slice {
+                    starts,
+                    steps: vec![1; xs.len()],
+                };
+                let id = self.push(Op::Slice(slice), vec![x], shape, name);
+                self.bind_name(name, id);
+            }
+            start += size;
+        }
+        Ok(())
+    }
+
     fn unary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
         let x = self.value(node, 0)?;
         self.no_pad(&[x])?;
@@ -964,7 +1259,13 @@ impl<'a> Lowering<'a> {
         let strides = self.pair(node, "strides", [1, 1], 1)?;
         let dilations = self.pair(node, "dilations", [1, 1], 1)?;
         let own = self.pads(node, [h, w], [kh, kw], strides, dilations)?;
-        let pads = self.symmetric_pads(own, extra, "; CVM convolutions pad both sides alike")?;
+        let total: [usize; 4] = std::array::from_fn(|i| own[i] + extra[i]);
+        let (pads, crop) =
+            even_padding(total, [h, w], [kh, kw], strides, dilations).ok_or_else(|| {
+                self.error(format!(
+                    "the kernel {kh}×{kw} (dilated) is larger than the padded input {h}×{w}"
+                ))
+            })?;
         if let Some(b) = &bias
             && b.data.len() != oc
         {
@@ -986,7 +1287,33 @@ impl<'a> Lowering<'a> {
             dilations,
             groups,
         };
-        self.define(node, Op::Conv(conv), vec![x], vec![1, oc, oh, ow])
+        let Some(crop) = crop else {
+            return self.define(node, Op::Conv(conv), vec![x], vec![1, oc, oh, ow]);
+        };
+        // Uneven padding: the convolution padded evenly by more, then the windows ONNX's
+        // padding gives cut out of its output (exact: they see the same values).
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        let padded = self.push(
+            Op::Conv(conv),
+            vec![x],
+            vec![1, oc, oh, ow],
+            &format!("{name}_padded"),
+        );
+        self.notes.push(format!(
+            "{}: padding (top, left, bottom, right) = {total:?} computed as {pads:?} on both \
+             sides, then the output cut to its windows",
+            self.label
+        ));
+        let slice = Slice {
+            starts: vec![0, 0, crop.0[0], crop.0[1]],
+            steps: vec![1; 4],
+        };
+        self.define(
+            node,
+            Op::Slice(slice),
+            vec![padded],
+            vec![1, oc, crop.1[0], crop.1[1]],
+        )
     }
 
     fn batch_norm(&mut self, node: &'a Node) -> Result<(), ImportError> {
@@ -1756,6 +2083,40 @@ impl<'a> Lowering<'a> {
         ));
         self.bind(node, x)
     }
+}
+
+/// Even padding for a window with padding `pads` (top, left, bottom, right): the padding per
+/// axis (the same on both sides), and, when `pads` is uneven, the first output row and column
+/// and the output extents to cut out of the evenly padded output so that it holds exactly the
+/// windows of `pads`. Each axis is padded by the least p ≥ both of its sides with p − before a
+/// multiple of the stride. `None` when the window does not fit.
+#[allow(clippy::type_complexity)]
+pub fn even_padding(
+    pads: [usize; 4],
+    input: [usize; 2],
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+) -> Option<([usize; 2], Option<([usize; 2], [usize; 2])>)> {
+    if pads[0] == pads[2] && pads[1] == pads[3] {
+        return Some(([pads[0], pads[1]], None));
+    }
+    let mut even = [0; 2];
+    let mut first = [0; 2];
+    let mut extent = [0; 2];
+    for axis in 0..2 {
+        let (before, after) = (pads[axis], pads[axis + 2]);
+        let stride = strides[axis];
+        let mut p = before.max(after);
+        p += (stride - (p - before) % stride) % stride;
+        even[axis] = p;
+        first[axis] = (p - before) / stride;
+        // The windows of the uneven padding: over before + input + after.
+        let span = input[axis].checked_add(before)?.checked_add(after)?;
+        let window = dilations[axis].checked_mul(kernel[axis].checked_sub(1)?)? + 1;
+        extent[axis] = span.checked_sub(window)? / stride + 1;
+    }
+    Some((even, Some((first, extent))))
 }
 
 /// The output extent of a window over an axis of `n` elements, or `None` when the window does

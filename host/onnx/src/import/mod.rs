@@ -34,10 +34,12 @@ use graph::{Graph, Op};
 use quantize::Stats;
 
 /// The operators the importer reads, as its errors list them.
-pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Mul, Relu, \
-     Clip, Sigmoid, Tanh, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape, Squeeze, \
-     Unsqueeze, Transpose, Concat, Pad, Softmax and LogSoftmax (last step only), Dropout, \
-     Identity, Constant";
+pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Sub, Mul, \
+     Div (by a constant), Sum, Relu, Clip, Sigmoid, Tanh, Erf, LeakyRelu, PRelu (one slope), Elu, \
+     HardSigmoid, HardSwish, Gelu, Softplus, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, \
+     ReduceSum, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Pad, \
+     Softmax and LogSoftmax (last step only), Dropout, Identity, Constant, and any node computed \
+     on constants only (shapes, indices)";
 
 /// Most calibration or validation samples one call takes.
 pub const MAX_SAMPLES: usize = 100_000;

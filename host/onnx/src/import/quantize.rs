@@ -17,7 +17,7 @@
 //!   at scale `s_x · s_w`, so argmax loses nothing to a last rounding.
 
 use super::cvm_graph::{CvmGraph, bits, tuple};
-use super::float::{sigmoid, tanh};
+use super::float::function;
 use super::graph::{FTensor, Graph, Op};
 use super::{ImportError, LayerReport, RangeReport};
 
@@ -243,7 +243,13 @@ impl Quantizer<'_> {
         };
         let (values, scales) = quantize_rows(&tensor.data, 1, false);
         let name = format!("{}_const", self.graph.values[source].name);
-        let (entry, precision) = self.cvm.param(&name, &tensor.shape, values);
+        // A scalar is a CVM tensor of one element, which broadcasts alike.
+        let shape: &[usize] = if tensor.shape.is_empty() {
+            &[1]
+        } else {
+            &tensor.shape
+        };
+        let (entry, precision) = self.cvm.param(&name, shape, values);
         let q = Q {
             entry,
             scale: scales[0],
@@ -449,7 +455,27 @@ impl Quantizer<'_> {
             Op::Add => {
                 let a = self.input(id, 0)?;
                 let b = self.input(id, 1)?;
-                self.add(id, a, b, &shape, &name)
+                self.add(id, a, b, false, &shape, &name)
+            }
+            Op::Sub => {
+                let a = self.input(id, 0)?;
+                let b = self.input(id, 1)?;
+                self.add(id, a, b, true, &shape, &name)
+            }
+            Op::Slice(slice) => {
+                let x = self.input(id, 0)?;
+                let end: Vec<usize> = (0..shape.len())
+                    .map(|a| slice.starts[a] + (shape[a] - 1) * slice.steps[a] + 1)
+                    .collect();
+                let attrs = vec![
+                    ("begin", tuple(&slice.starts)),
+                    ("end", tuple(&end)),
+                    ("stride", tuple(&slice.steps)),
+                ];
+                let entry = self
+                    .cvm
+                    .op(&name, "strided_slice", &[x.entry], attrs, &shape);
+                Ok(Q { entry, ..x })
             }
             Op::Mul => {
                 let a = self.input(id, 0)?;
@@ -530,16 +556,12 @@ impl Quantizer<'_> {
                     precision,
                 })
             }
-            Op::Sigmoid | Op::Tanh => {
+            Op::Table(f) => {
+                let f = *f;
                 let x = self.input(id, 0)?;
                 if x.precision > 8 {
                     return Err(self.error(id, "a table lookup needs an int8 operand"));
                 }
-                let f: fn(f64) -> f64 = if matches!(value.op, Op::Sigmoid) {
-                    sigmoid
-                } else {
-                    tanh
-                };
                 let (offset, _) = self.cvm.param(&format!("{name}_offset"), &[1], vec![127]);
                 let index = self.cvm.op(
                     &format!("{name}_index"),
@@ -548,10 +570,17 @@ impl Quantizer<'_> {
                     Vec::new(),
                     &shape,
                 );
-                let scale = 1.0 / 127.0;
+                // A function within [−1, 1] has one output scale for every input; any other
+                // gets its calibrated range.
+                let scale = if f.bounded() {
+                    1.0 / 127.0
+                } else {
+                    self.target_scale(id)
+                };
                 let table: Vec<i32> = (0..255)
                     .map(|i| {
-                        round(f(f64::from(i - 127) * x.scale) / scale).clamp(-127.0, 127.0) as i32
+                        round(function(f, f64::from(i - 127) * x.scale) / scale)
+                            .clamp(-127.0, 127.0) as i32
                     })
                     .collect();
                 let (table, precision) = self.cvm.param(&format!("{name}_table"), &[255], table);
@@ -713,6 +742,7 @@ impl Quantizer<'_> {
         id: usize,
         a: Q,
         b: Q,
+        subtract: bool,
         shape: &[usize],
         name: &str,
     ) -> Result<Q, ImportError> {
@@ -732,6 +762,8 @@ impl Quantizer<'_> {
         })?;
         let ma = round(ra * pow2(n)) as i32;
         let mb = round(rb * pow2(n)) as i32;
+        // a − b: the second operand's factor negated, the same sum otherwise.
+        let mb = if subtract { -mb } else { mb };
         let (fa, pa) = self.cvm.param(&format!("{name}_fa"), &[1], vec![ma]);
         let (fb, pb) = self.cvm.param(&format!("{name}_fb"), &[1], vec![mb]);
         let graph = self.graph;

@@ -1,0 +1,397 @@
+//! The forms exporters write, lowered with ONNX's meaning: an open batch axis and the shape
+//! plumbing around it, reductions, slices and splits, subtraction, division and n-ary sums,
+//! uneven padding, and the tabled activations. Each model is built here with the prost types;
+//! its float evaluation is compared with the formula written out in the test, and its integer
+//! model with the float one.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![allow(clippy::float_arithmetic)] // expected float outputs
+
+mod common;
+
+use common::*;
+use cvm_formats::npy::NpyF32Array;
+use cvm_onnx::import::{Importer, InputShape, Options};
+use cvm_onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use prost::Message;
+
+fn graph(
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    input: ValueInfoProto,
+    opset_version: i64,
+) -> ModelProto {
+    let mut model = model(GraphProto {
+        name: Some("g".into()),
+        node: nodes,
+        initializer: initializers,
+        input: vec![input],
+        output: vec![value_info("y", FLOAT, &[Dim::Param("batch")])],
+        ..Default::default()
+    });
+    model.opset_import = vec![opset("", opset_version)];
+    model
+}
+
+/// Deterministic inputs in about [−2, 2).
+fn samples(count: usize, size: usize) -> NpyF32Array {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let data = (0..count * size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+        })
+        .collect();
+    NpyF32Array {
+        shape: vec![count as u32, size as u32],
+        data,
+    }
+}
+
+fn shaped(mut batch: NpyF32Array, shape: &[u32]) -> NpyF32Array {
+    batch.shape = [&[batch.shape[0]][..], shape].concat();
+    batch
+}
+
+/// Imports `model` and checks, on every sample, its float evaluation against `reference`
+/// (within 1e-9) and its integer model against the float one (within `tolerance` times the
+/// largest |float output|). Returns the importer's notes.
+fn check(
+    model: &ModelProto,
+    batch: &NpyF32Array,
+    reference: impl Fn(&[f64]) -> Vec<f64>,
+    tolerance: f64,
+) -> Vec<String> {
+    let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+    let importer = Importer::new(&read).unwrap();
+    let calibration = importer.calibrate(batch, &mut |_, _| {}).unwrap();
+    let imported = importer
+        .quantize(
+            &calibration,
+            Options {
+                per_channel: true,
+                schedule: 1,
+            },
+        )
+        .unwrap();
+    let size = batch.data.len() / batch.shape[0] as usize;
+    let mut largest = 0.0f64;
+    let mut worst = 0.0f64;
+    for sample in batch.data.chunks(size) {
+        let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
+        let float = importer.float_output(sample);
+        let expected = reference(&input);
+        assert_eq!(float.len(), expected.len());
+        for (f, e) in float.iter().zip(&expected) {
+            assert!(
+                (f - e).abs() <= 1e-9 * e.abs().max(1.0),
+                "{float:?} vs {expected:?}"
+            );
+        }
+        let int = imported.run(sample).unwrap();
+        for (f, &q) in float.iter().zip(&int) {
+            largest = largest.max(f.abs());
+            worst = worst.max((f - f64::from(q) * imported.quantization.output_scale).abs());
+        }
+    }
+    assert!(
+        worst <= tolerance * largest,
+        "integer error {worst} against outputs up to {largest}"
+    );
+    imported.notes
+}
+
+fn int64s(name: &str, values: &[i64]) -> TensorProto {
+    raw_i64(name, &[values.len() as i64], values)
+}
+
+/// `x.view(x.size(0), -1)` as the TorchScript exporter writes it with a dynamic batch: Shape,
+/// Gather of axis 0, Unsqueeze, Concat with −1, Reshape; folded to a fixed reshape.
+#[test]
+fn the_view_of_a_dynamic_batch_folds_to_a_fixed_reshape() {
+    let nodes = vec![
+        node("Shape", &["x"], &["shape"]),
+        with_attrs(
+            node("Gather", &["shape", "zero"], &["batch"]),
+            vec![attr_int("axis", 0)],
+        ),
+        node("Unsqueeze", &["batch", "axes"], &["batch1"]),
+        with_attrs(
+            node("Concat", &["batch1", "minus_one"], &["target"]),
+            vec![attr_int("axis", 0)],
+        ),
+        node("Reshape", &["x", "target"], &["flat"]),
+        node("Relu", &["flat"], &["y"]),
+    ];
+    let initializers = vec![
+        raw_i64("zero", &[], &[0]),
+        int64s("axes", &[0]),
+        int64s("minus_one", &[-1]),
+    ];
+    let input = value_info(
+        "x",
+        FLOAT,
+        &[Dim::Param("batch"), Dim::Value(2), Dim::Value(3)],
+    );
+    let model = graph(nodes, initializers, input, 13);
+    let notes = check(
+        &model,
+        &shaped(samples(16, 6), &[2, 3]),
+        |x| x.iter().map(|&v| v.max(0.0)).collect(),
+        0.01,
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("taken as a batch of 1")),
+        "{notes:?}"
+    );
+    assert!(notes.iter().any(|n| n.contains("4 nodes")), "{notes:?}");
+}
+
+/// An open axis other than the batch needs --input-shape, which names it; given, it imports.
+#[test]
+fn an_open_axis_past_the_batch_needs_its_shape() {
+    let input = value_info("x", FLOAT, &[Dim::Param("batch"), Dim::Param("features")]);
+    let model = graph(vec![node("Relu", &["x"], &["y"])], vec![], input, 13);
+    let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+    let message = Importer::new(&read).err().unwrap().to_string();
+    assert!(
+        message.contains("input \"x\", axis 1")
+            && message.contains("\"features\"")
+            && message.contains("--input-shape x=1,D"),
+        "{message}"
+    );
+    let shape: InputShape = "x=1,5".parse().unwrap();
+    let importer = Importer::with_input_shapes(&read, &[shape]).unwrap();
+    assert_eq!(importer.input_shape(), [1, 5]);
+    for (bad, expected) in [
+        ("y=1,5", "not an input of the model"),
+        ("x=1,5,2", "3 dimensions given"),
+    ] {
+        let shape: InputShape = bad.parse().unwrap();
+        let message = Importer::with_input_shapes(&read, &[shape])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(message.contains(expected), "{bad}: {message}");
+    }
+    assert!("x=1,0".parse::<InputShape>().is_err());
+    assert!("x".parse::<InputShape>().is_err());
+}
+
+/// `x.mean((2, 3))`: ReduceMean over H and W without keepdims (the axes an attribute before
+/// opset 18, an input from it on), and ReduceSum over the channels.
+#[test]
+fn reductions_over_any_axes() {
+    let mean = |x: &[f64]| -> Vec<f64> {
+        x.chunks(6)
+            .map(|plane| plane.iter().sum::<f64>() / 6.0)
+            .collect()
+    };
+    for opset_version in [13, 18] {
+        let reduce = if opset_version >= 18 {
+            with_attrs(
+                node("ReduceMean", &["x", "axes"], &["y"]),
+                vec![attr_int("keepdims", 0)],
+            )
+        } else {
+            with_attrs(
+                node("ReduceMean", &["x"], &["y"]),
+                vec![attr_ints("axes", &[2, -1]), attr_int("keepdims", 0)],
+            )
+        };
+        let initializers = if opset_version >= 18 {
+            vec![int64s("axes", &[2, 3])]
+        } else {
+            vec![]
+        };
+        let input = static_info("x", FLOAT, &[1, 3, 2, 3]);
+        let model = graph(vec![reduce], initializers, input, opset_version);
+        check(&model, &shaped(samples(16, 18), &[3, 2, 3]), mean, 0.02);
+    }
+    let sum = with_attrs(
+        node("ReduceSum", &["x", "axes"], &["y"]),
+        vec![attr_int("keepdims", 1)],
+    );
+    let input = static_info("x", FLOAT, &[1, 3, 4]);
+    let model = graph(vec![sum], vec![int64s("axes", &[1])], input, 13);
+    check(
+        &model,
+        &shaped(samples(16, 12), &[3, 4]),
+        |x| (0..4).map(|j| x[j] + x[4 + j] + x[8 + j]).collect(),
+        0.02,
+    );
+}
+
+/// Split (sizes as an input from opset 13), Slice with a step, Sub and Sum, Div by a constant.
+#[test]
+fn split_slice_sub_sum_and_div() {
+    let nodes = vec![
+        with_attrs(
+            node("Split", &["x", "sizes"], &["a", "b", "c"]),
+            vec![attr_int("axis", 1)],
+        ),
+        node("Slice", &["x", "starts", "ends", "axes", "steps"], &["d"]),
+        node("Sub", &["a", "b"], &["ab"]),
+        node("Div", &["c", "two"], &["c2"]),
+        node("Sum", &["ab", "c2", "d"], &["y"]),
+    ];
+    let initializers = vec![
+        int64s("sizes", &[2, 2, 2]),
+        int64s("starts", &[1]),
+        int64s("ends", &[100]),
+        int64s("axes", &[-1]),
+        int64s("steps", &[3]),
+        raw_f32("two", &[], &[2.0]),
+    ];
+    let input = static_info("x", FLOAT, &[1, 6]);
+    let model = graph(nodes, initializers, input, 13);
+    check(
+        &model,
+        &samples(32, 6),
+        |x| {
+            // a = x[0..2], b = x[2..4], c = x[4..6], d = x[1], x[4].
+            vec![
+                x[0] - x[2] + x[4] / 2.0 + x[1],
+                x[1] - x[3] + x[5] / 2.0 + x[4],
+            ]
+        },
+        0.03,
+    );
+}
+
+/// A stride-2 convolution padded only after (TensorFlow's SAME on an even input): an even
+/// padding, then the output cut to ONNX's windows.
+#[test]
+fn uneven_padding_is_an_even_one_cut_back() {
+    let weights: Vec<f32> = (0..9).map(|i| (i as f32 - 4.0) / 4.0).collect();
+    let conv = with_attrs(
+        node("Conv", &["x", "w"], &["y"]),
+        vec![
+            attr_ints("strides", &[2, 2]),
+            attr_ints("pads", &[0, 0, 1, 1]),
+        ],
+    );
+    let input = static_info("x", FLOAT, &[1, 1, 4, 4]);
+    let model = graph(
+        vec![conv],
+        vec![raw_f32("w", &[1, 1, 3, 3], &weights)],
+        input,
+        13,
+    );
+    let reference = |x: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        for oy in 0..2 {
+            for ox in 0..2 {
+                let mut sum = 0.0;
+                for ky in 0..3 {
+                    for kx in 0..3 {
+                        let (y, x_) = (oy * 2 + ky, ox * 2 + kx);
+                        if y < 4 && x_ < 4 {
+                            sum += x[y * 4 + x_] * f64::from(weights[ky * 3 + kx]);
+                        }
+                    }
+                }
+                out.push(sum);
+            }
+        }
+        out
+    };
+    let notes = check(
+        &model,
+        &shaped(samples(16, 16), &[1, 4, 4]),
+        reference,
+        0.02,
+    );
+    assert!(notes.iter().any(|n| n.contains("cut")), "{notes:?}");
+}
+
+/// The tabled activations compute their ONNX formulas.
+#[test]
+fn tabled_activations() {
+    let erf = cvm_onnx_erf;
+    type Formula = Box<dyn Fn(f64) -> f64>;
+    let cases: Vec<(NodeProto, Vec<TensorProto>, Formula)> = vec![
+        (
+            with_attrs(
+                node("LeakyRelu", &["x"], &["y"]),
+                vec![attr_float("alpha", 0.125)],
+            ),
+            vec![],
+            Box::new(|x| if x >= 0.0 { x } else { 0.125 * x }),
+        ),
+        (
+            node("PRelu", &["x", "slope"], &["y"]),
+            vec![raw_f32("slope", &[1], &[0.25])],
+            Box::new(|x| if x >= 0.0 { x } else { 0.25 * x }),
+        ),
+        (
+            node("HardSwish", &["x"], &["y"]),
+            vec![],
+            Box::new(|x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        ),
+        (
+            with_attrs(
+                node("HardSigmoid", &["x"], &["y"]),
+                vec![attr_float("alpha", 0.25), attr_float("beta", 0.5)],
+            ),
+            vec![],
+            Box::new(|x| (0.25 * x + 0.5).clamp(0.0, 1.0)),
+        ),
+        (
+            node("Elu", &["x"], &["y"]),
+            vec![],
+            Box::new(|x: f64| if x > 0.0 { x } else { x.exp() - 1.0 }),
+        ),
+        (
+            node("Softplus", &["x"], &["y"]),
+            vec![],
+            Box::new(|x: f64| x.exp().ln_1p()),
+        ),
+        (
+            node("Gelu", &["x"], &["y"]),
+            vec![],
+            Box::new(move |x| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))),
+        ),
+        (node("Erf", &["x"], &["y"]), vec![], Box::new(erf)),
+    ];
+    for (activation, initializers, formula) in cases {
+        let op = activation.op_type.clone().unwrap();
+        let model = graph(
+            vec![activation],
+            initializers,
+            static_info("x", FLOAT, &[1, 8]),
+            20,
+        );
+        let batch = samples(32, 8);
+        let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+        let importer = Importer::new(&read).unwrap();
+        for sample in batch.data.chunks(8) {
+            for (out, &x) in importer.float_output(sample).iter().zip(sample) {
+                let expected = formula(f64::from(x));
+                // The platform's libm here (exp, ln_1p) against the importer's own functions.
+                assert!(
+                    (out - expected).abs() < 1e-12,
+                    "{op}({x}) = {out}, {expected}"
+                );
+            }
+        }
+        check(&model, &batch, |x| importer_output(&importer, x), 0.03);
+    }
+}
+
+fn importer_output(importer: &Importer, x: &[f64]) -> Vec<f64> {
+    let sample: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    importer.float_output(&sample)
+}
+
+/// erf by its series, for references (the formula, not the importer's code).
+fn cvm_onnx_erf(x: f64) -> f64 {
+    let mut sum = 0.0;
+    let mut term = x;
+    for n in 0..200 {
+        sum += term / f64::from(2 * n + 1);
+        term *= -x * x / f64::from(n + 1);
+    }
+    sum * std::f64::consts::FRAC_2_SQRT_PI
+}
