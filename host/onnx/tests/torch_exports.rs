@@ -82,6 +82,16 @@ fn check(files: &[&str]) {
     }
 }
 
+/// onnxruntime's int8 models: their weights imported, their activations calibrated; the
+/// integer model agrees with onnxruntime's own int8 argmax on at least 97 % of the images.
+#[test]
+fn the_quantized_models_of_onnxruntime() {
+    for file in ["cnn_qoperator", "cnn_qoperator_uint8", "mlp_dynamic_quant"] {
+        let (_, int) = agreement(file);
+        assert!(int * 100 >= 97 * 600, "{file}: {int}/600");
+    }
+}
+
 #[test]
 fn the_cnn_of_every_exporter_and_opset() {
     check(&[

@@ -384,11 +384,30 @@ impl Quantizer<'_> {
                         ),
                     ));
                 }
+                if a == 0 && b >= 127 && x.precision <= 8 {
+                    let entry = self.cvm.op(&name, "relu", &[x.entry], Vec::new(), &shape);
+                    return Ok(Q { entry, ..x });
+                }
                 let attrs = vec![("a_min", a.to_string()), ("a_max", b.to_string())];
-                let entry = self.cvm.op(&name, "clip", &[x.entry], attrs, &shape);
+                // The deployed rule gives a clip at ±127 precision 9 (bits(128) + 1); a
+                // cvm_clip to 8 bits, which changes no value, brings it back.
+                let precision = bits(a.unsigned_abs().max(b.unsigned_abs()) + 1) + 1;
+                if precision <= 8 {
+                    let entry = self.cvm.op(&name, "clip", &[x.entry], attrs, &shape);
+                    return Ok(Q {
+                        entry,
+                        precision,
+                        ..x
+                    });
+                }
+                let clipped =
+                    self.cvm
+                        .op(&format!("{name}_clip"), "clip", &[x.entry], attrs, &shape);
+                let attrs = vec![("precision", "8".into())];
+                let entry = self.cvm.op(&name, "cvm_clip", &[clipped], attrs, &shape);
                 Ok(Q {
                     entry,
-                    precision: bits(a.unsigned_abs().max(b.unsigned_abs()) + 1) + 1,
+                    precision: 8,
                     ..x
                 })
             }
