@@ -189,6 +189,76 @@ fn resnet_imports_and_runs_the_same_natively_and_in_wasm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// PyTorch's TorchScript export with a dynamic batch and onnxruntime's QOperator model import
+/// with no option, say what they took the batch as, and run the same natively and in wasm.
+#[test]
+fn pytorch_and_onnxruntime_exports_import_and_run_the_same_natively_and_in_wasm() {
+    let dir = scratch("torch");
+    let input = dir.join("input.npy");
+    sample("torch/validation.npy", 3, &input);
+    let input = input.display().to_string();
+    for model in ["cnn_legacy_dynamic", "cnn_qoperator_uint8"] {
+        let out = dir.join(model).display().to_string();
+        let report = expect_status(
+            &[
+                "import",
+                &onnx(&format!("torch/{model}.onnx")),
+                "--calibrate",
+                &onnx("torch/calibration.npy"),
+                "-o",
+                &out,
+            ],
+            0,
+        );
+        assert!(
+            report.contains("axis 0 (\"batch\") taken as a batch of 1"),
+            "{report}"
+        );
+        let native = json(&[
+            "run", &out, "--input", &input, "--engine", "native", "--json",
+        ]);
+        let wasm = json(&["run", &out, "--input", &input, "--json"]);
+        assert_eq!(native["status"], "ok", "{model}");
+        assert_eq!(native["hash"], wasm["hash"], "{model}");
+    }
+    // --input-shape: checked against the model, and malformed values are usage errors.
+    let out = dir.join("shaped").display().to_string();
+    let cnn = onnx("torch/cnn_legacy_dynamic.onnx");
+    let calibration = onnx("torch/calibration.npy");
+    let message = expect_status(
+        &[
+            "import",
+            &cnn,
+            "--calibrate",
+            &calibration,
+            "--input-shape",
+            "data=1,1,9,8",
+            "-o",
+            &out,
+        ],
+        2,
+    );
+    assert!(
+        message.contains("axis 2 is 9, but the file fixes it at 8"),
+        "{message}"
+    );
+    let message = expect_status(
+        &[
+            "import",
+            &cnn,
+            "--calibrate",
+            &calibration,
+            "--input-shape",
+            "data=1,x",
+            "-o",
+            &out,
+        ],
+        2,
+    );
+    assert!(message.contains("not a dimension"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn refusals_exit_2_with_the_node_and_the_reason() {
     let dir = scratch("refusals");
