@@ -1086,6 +1086,21 @@ impl<'a> Lowering<'a> {
         Ok(((qmin - zero_point) * s, (qmax - zero_point) * s))
     }
 
+    /// An int8 or uint8 constant at input `k`, if present; `what`
+    /// names it in the refusal of another type.
+    fn eight_bit(&self, node: &Node, k: usize, what: &str) -> Result<Option<FTensor>, ImportError> {
+        let Some(tensor) = self.constant(node, k)? else {
+            return Ok(None);
+        };
+        let data = match &tensor.data {
+            TensorData::Int8(v) => v.iter().map(|&q| f64::from(q)).collect(),
+            TensorData::Uint8(v) => v.iter().map(|&q| f64::from(q)).collect(),
+            _ => return Err(self.error(format!("{what} is not int8 or uint8"))),
+        };
+        let shape = tensor.shape.iter().map(|&d| d as usize).collect();
+        Ok(Some(FTensor { shape, data }))
+    }
+
     /// Quantized weights at input `k` dequantized, `(q − z) · s`, with their scales (one, or
     /// one per entry of `axis`, the output channels), and the zero points for the check that
     /// they are all 0.
@@ -1095,33 +1110,22 @@ impl<'a> Lowering<'a> {
         k: usize,
         axis: usize,
     ) -> Result<(FTensor, Vec<f64>), ImportError> {
-        let Some(weights) = self.constant(node, k)? else {
-            return Err(self.error(format!("input {k} (the weights) is not a constant")));
+        let Some(FTensor {
+            shape,
+            data: values,
+        }) = self.eight_bit(node, k, "the weights")?
+        else {
+            return Err(self.error(format!("input {k} (the weights) is missing")));
         };
-        let values: Vec<f64> = match &weights.data {
-            TensorData::Int8(v) => v.iter().map(|&q| f64::from(q)).collect(),
-            TensorData::Uint8(v) => v.iter().map(|&q| f64::from(q)).collect(),
-            _ => return Err(self.error(format!("input {k}: weights are int8 or uint8"))),
-        };
-        let shape: Vec<usize> = weights.shape.iter().map(|&d| d as usize).collect();
         let scales = match self.float_constant(node, k + 1)? {
             Some(t) => t.data,
             None => {
                 return Err(self.error(format!("input {} (the weight scale) is missing", k + 1)));
             }
         };
-        let zeros: Vec<f64> = match self.constant(node, k + 2)? {
-            None => vec![0.0],
-            Some(Tensor {
-                data: TensorData::Int8(z),
-                ..
-            }) => z.iter().map(|&z| f64::from(z)).collect(),
-            Some(Tensor {
-                data: TensorData::Uint8(z),
-                ..
-            }) => z.iter().map(|&z| f64::from(z)).collect(),
-            Some(_) => return Err(self.error("the weight zero point is not int8 or uint8")),
-        };
+        let zeros = self
+            .eight_bit(node, k + 2, "the weight zero point")?
+            .map_or_else(|| vec![0.0], |zeros| zeros.data);
         let channels = shape.get(axis).copied().unwrap_or(0);
         let fits = |n: usize| n == 1 || n == channels;
         if !fits(scales.len()) || !fits(zeros.len()) {
@@ -1327,35 +1331,19 @@ impl<'a> Lowering<'a> {
                 ));
             }
         }
-        let Some(b) = self.constant(node, 1)? else {
+        let Some(FTensor {
+            shape,
+            data: values,
+        }) = self.eight_bit(node, 1, "B")?
+        else {
             return Err(self.error("input 1 (B) is missing"));
         };
-        let values: Vec<f64> = match &b.data {
-            TensorData::Int8(v) => v.iter().map(|&q| f64::from(q)).collect(),
-            TensorData::Uint8(v) => v.iter().map(|&q| f64::from(q)).collect(),
-            _ => return Err(self.error("B is not int8 or uint8")),
-        };
-        let Ok([rows, cols]) = <[usize; 2]>::try_from(
-            b.shape
-                .iter()
-                .map(|&d| d as usize)
-                .collect::<Vec<_>>()
-                .as_slice(),
-        ) else {
+        let Ok([rows, cols]) = <[usize; 2]>::try_from(shape.as_slice()) else {
             return Err(self.error("B is not a matrix"));
         };
-        let zero = match self.constant(node, 3)? {
-            None => vec![0.0],
-            Some(Tensor {
-                data: TensorData::Int8(z),
-                ..
-            }) => z.iter().map(|&z| f64::from(z)).collect(),
-            Some(Tensor {
-                data: TensorData::Uint8(z),
-                ..
-            }) => z.iter().map(|&z| f64::from(z)).collect(),
-            Some(_) => return Err(self.error("B's zero point is not int8 or uint8")),
-        };
+        let zero = self
+            .eight_bit(node, 3, "B's zero point")?
+            .map_or_else(|| vec![0.0], |zeros| zeros.data);
         if zero.len() != 1 && zero.len() != cols {
             return Err(self.error("B's zero point: one, or one per column"));
         }
