@@ -1,6 +1,7 @@
 //! The commands' implementations, one module per command or group of commands.
 
 pub(crate) mod audit;
+pub(crate) mod batch;
 pub(crate) mod model;
 pub(crate) mod onnx;
 pub(crate) mod run;

@@ -143,6 +143,143 @@ pub fn read_input_quantized(
     })
 }
 
+/// The shape of one sample in a batch for an input of `declared` shape: `declared` without its
+/// leading 1, or the whole of `declared` when it does not begin with 1. A batch for the input
+/// is an array of shape (N, sample shape…): a model taking (1, 1, 28, 28) takes batches of
+/// (N, 1, 28, 28), one taking (4, 3) batches of (N, 4, 3).
+pub fn sample_shape(declared: &[u32]) -> &[u32] {
+    match declared {
+        [1, rest @ ..] => rest,
+        _ => declared,
+    }
+}
+
+/// (n, sample shape…) for a tensor of `shape` ([`sample_shape`]): the shape of a batch of `n`
+/// samples, and of the stacked outputs `cvm run --batch` writes.
+pub fn batch_shape(n: u32, shape: &[u32]) -> Vec<u32> {
+    std::iter::once(n)
+        .chain(sample_shape(shape).iter().copied())
+        .collect()
+}
+
+/// The samples of one input of `cvm run --batch`: N rows of the input's declared shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchInput {
+    /// The declared shape each sample is run with.
+    pub shape: Vec<u32>,
+    /// How many samples the batch holds (N ≥ 1).
+    pub samples: usize,
+    /// The values of every sample, sample after sample, each the input's number of elements.
+    pub data: Vec<i32>,
+}
+
+impl BatchInput {
+    /// Sample `index` as the engine takes it; `None` past the last sample.
+    pub fn sample(&self, index: usize) -> Option<InputTensor> {
+        let size = self.data.len() / self.samples.max(1);
+        let start = index.checked_mul(size)?;
+        let data = self.data.get(start..start.checked_add(size)?)?;
+        Some(InputTensor {
+            shape: self.shape.clone(),
+            data: data.to_vec(),
+        })
+    }
+}
+
+/// Reads the batch `path` for the input `name` of `declared` shape: an (N, …) array as
+/// [`sample_shape`] says, N ≥ 1, of any integer dtype (passed through), or of float32 for a
+/// model imported from ONNX, quantized with its `quantization` as [`read_input_quantized`]
+/// quantizes one sample. The file is read whole, at most a tensor file's size
+/// ([`FileLimit::TENSOR`]).
+///
+/// # Errors
+/// [`HostError::Usage`] naming the file and both shapes when the array's shape does not follow
+/// the rule, or when it holds no sample; [`ReadError::Input`] naming the file when it cannot be
+/// read or decoded, when it is float32 without a quantization, or when the quantization's input
+/// shape is not the declared one.
+pub fn read_batch(
+    path: &Path,
+    name: &str,
+    declared: &[u32],
+    quantization: Option<&Quantization>,
+) -> Result<BatchInput, HostError> {
+    let bytes = read_file(path, FileLimit::TENSOR)?;
+    let (shape, data) = match read_npy_f32(&bytes) {
+        Ok(array) => {
+            let Some(quantization) = quantization else {
+                return Err(HostError::input(format!(
+                    "{}: a float32 input needs the model's quantization (the quantization.json \
+                     `cvm import` writes beside an imported model; pass it with --quantization \
+                     FILE)",
+                    path.display()
+                )));
+            };
+            check_batch_shape(path, name, declared, &array.shape)?;
+            if quantization.input_shape != declared {
+                return Err(HostError::input(format!(
+                    "{}: the quantization's input is {:?}, the model's input \"{name}\" {declared:?}",
+                    path.display(),
+                    quantization.input_shape
+                )));
+            }
+            drop(bytes);
+            let data = quantization.quantize_input(&array.data);
+            (array.shape, data)
+        }
+        Err(NpyError::NotFloat32(_)) => {
+            let array = decode_npy(path, &bytes).map_err(HostError::input)?;
+            check_batch_shape(path, name, declared, &array.shape)?;
+            (array.shape, array.data)
+        }
+        Err(error) => return Err(HostError::input(format!("{}: {error}", path.display()))),
+    };
+    Ok(BatchInput {
+        shape: declared.to_vec(),
+        samples: shape.first().map_or(0, |&n| n as usize),
+        data,
+    })
+}
+
+/// Refuses a batch whose `shape` is not (N, sample shape…) with N ≥ 1.
+fn check_batch_shape(
+    path: &Path,
+    name: &str,
+    declared: &[u32],
+    shape: &[u32],
+) -> Result<(), HostError> {
+    let sample = sample_shape(declared);
+    let rule = || {
+        let dims: Vec<String> = sample.iter().map(u32::to_string).collect();
+        let dims = std::iter::once("N".to_string())
+            .chain(dims)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("the batch of input \"{name}\" {declared:?} is an array of shape ({dims})")
+    };
+    match shape.split_first() {
+        Some((&n, rest)) if rest == sample => {
+            if n == 0 {
+                return Err(HostError::Usage(format!(
+                    "{}: holds no sample (shape {shape:?}); {}",
+                    path.display(),
+                    rule()
+                )));
+            }
+            Ok(())
+        }
+        _ => Err(HostError::Usage(format!(
+            "{}: shape {shape:?}; {}, one sample per row{}",
+            path.display(),
+            rule(),
+            if sample.len() == declared.len() {
+                ""
+            } else {
+                " (the input's leading 1 dropped)"
+            }
+        ))),
+    }
+}
+
 /// The declared inputs of a validated model as (name, shape) pairs.
 pub fn declared(inputs: &[ValidatedInput]) -> Vec<(String, Vec<u32>)> {
     inputs
@@ -182,6 +319,42 @@ mod tests {
         assert!(err(&["a=x.npy", "a=y.npy"]).contains("given twice"));
         assert!(err(&["x.npy"]).contains("no value for input \"b\""));
         assert!(err(&["x.npy", "y.npy", "z.npy"]).contains("already given"));
+    }
+
+    #[test]
+    fn a_batch_drops_the_leading_1_of_the_input() {
+        assert_eq!(sample_shape(&[1, 1, 28, 28]), &[1, 28, 28]);
+        assert_eq!(sample_shape(&[4, 3]), &[4, 3]);
+        assert_eq!(sample_shape(&[1]), &[] as &[u32]);
+        assert_eq!(sample_shape(&[]), &[] as &[u32]);
+        assert_eq!(batch_shape(7, &[1, 10]), vec![7, 10]);
+        assert_eq!(batch_shape(7, &[2, 10]), vec![7, 2, 10]);
+        let path = Path::new("b.npy");
+        assert!(check_batch_shape(path, "x", &[1, 4], &[9, 4]).is_ok());
+        let refused = |shape: &[u32]| {
+            check_batch_shape(path, "x", &[1, 4], shape)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(refused(&[9, 1, 4]).contains(
+            "shape [9, 1, 4]; the batch of input \"x\" [1, 4] is an array of shape (N, 4)"
+        ));
+        assert!(refused(&[4]).contains("(N, 4)"));
+        assert!(refused(&[]).contains("(N, 4)"));
+        assert!(refused(&[0, 4]).contains("holds no sample"));
+    }
+
+    #[test]
+    fn samples_are_rows() {
+        let batch = BatchInput {
+            shape: vec![1, 2],
+            samples: 3,
+            data: vec![1, 2, 3, 4, 5, 6],
+        };
+        assert_eq!(batch.sample(1).map(|t| t.data), Some(vec![3, 4]));
+        assert_eq!(batch.sample(1).map(|t| t.shape), Some(vec![1, 2]));
+        assert_eq!(batch.sample(3), None);
     }
 
     #[test]

@@ -57,6 +57,7 @@ macro_rules! errln {
 
 mod commands;
 use commands::audit::audit;
+use commands::batch::{BatchFiles, run_batch};
 use commands::model::{build, estimate, import, inspect};
 use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
@@ -118,7 +119,8 @@ enum Command {
         json: bool,
         /// Write the outputs: as int32 .npy (FILE for a single output; with several, FILE's
         /// stem followed by `_<index>.npy` for each), or with `--output-format cvm` as one file of
-        /// CVM output bytes.
+        /// CVM output bytes. With `--batch`, (N, …) arrays: each output's shape with its leading
+        /// 1 dropped, zeros for a failed sample.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// The quantization of a model imported from ONNX (its `quantization.json`), so that
@@ -131,9 +133,23 @@ enum Command {
         #[arg(long, requires = "output")]
         dequantize: bool,
         /// Print the duration of each phase (reading, compiling or loading the engine, model
-        /// load, run, hashing, …) to stderr, in milliseconds; stdout is unchanged.
+        /// load, run, hashing, …) to stderr, in milliseconds; stdout is unchanged. With
+        /// `--batch`, each run phase is the sum over the samples.
         #[arg(long)]
         timings: bool,
+        /// Run every sample of the `--input` arrays through one loaded model: each file holds
+        /// (N, …) samples, the input's shape with its leading 1 dropped (the whole shape when it
+        /// does not begin with 1). Prints a summary: samples, failures, gas, accuracy, time.
+        #[arg(long)]
+        batch: bool,
+        /// With `--batch`: write one line per sample, `<index> <ok|error code> <gas used>
+        /// <outcome hash>`.
+        #[arg(long, value_name = "FILE", requires = "batch")]
+        hashes: Option<PathBuf>,
+        /// With `--batch`: integer .npy of one label per sample; prints the accuracy of the
+        /// output's argmax (the first index on ties).
+        #[arg(long, value_name = "FILE", requires = "batch")]
+        labels: Option<PathBuf>,
         #[command(flatten)]
         schedule: ScheduleArg,
         #[command(flatten)]
@@ -353,6 +369,7 @@ impl From<cvm_formats::ReadError> for Failure {
 }
 
 fn main() -> ExitCode {
+    let started = Instant::now();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {
@@ -369,6 +386,9 @@ fn main() -> ExitCode {
             quantization,
             dequantize,
             timings,
+            batch,
+            hashes,
+            labels,
             schedule,
             cache,
         } => {
@@ -409,14 +429,31 @@ fn main() -> ExitCode {
                 dequantize,
             };
             let mut recorded = Timings::default();
-            let result = run(
-                &model.source(),
-                &inputs,
-                &options,
-                &cache,
-                output.as_deref(),
-                &mut recorded,
-            );
+            let result = if batch {
+                let files = BatchFiles {
+                    output: output.as_deref(),
+                    hashes: hashes.as_deref(),
+                    labels: labels.as_deref(),
+                };
+                run_batch(
+                    &model.source(),
+                    &inputs,
+                    &options,
+                    &files,
+                    &cache,
+                    &mut recorded,
+                    started,
+                )
+            } else {
+                run(
+                    &model.source(),
+                    &inputs,
+                    &options,
+                    &cache,
+                    output.as_deref(),
+                    &mut recorded,
+                )
+            };
             if timings {
                 err!("{}", recorded.render());
             }

@@ -128,6 +128,26 @@ fn preview(data: &[i32], limit: usize) -> String {
     }
 }
 
+/// 100 · part / whole in hundredths, rounded half up, in integer arithmetic (0 for an empty
+/// whole).
+pub fn hundredths(part: usize, whole: usize) -> i64 {
+    let whole = whole.max(1) as i128;
+    let rounded = (part as i128 * 20_000 + whole) / (2 * whole);
+    i64::try_from(rounded).unwrap_or(i64::MAX)
+}
+
+/// Hundredths with two decimals: `-0.17`.
+pub fn two_decimals(hundredths: i64) -> String {
+    let sign = if hundredths < 0 { "-" } else { "" };
+    let magnitude = hundredths.unsigned_abs();
+    format!("{sign}{}.{:02}", magnitude / 100, magnitude % 100)
+}
+
+/// `part` of `whole` as a percentage with two decimals: `64.05 %`.
+pub fn percent(part: usize, whole: usize) -> String {
+    format!("{} %", two_decimals(hundredths(part, whole)))
+}
+
 /// The human summary `cvm run` prints without `--json`.
 pub fn report_text(report: &Report, algorithm: HashAlgorithm) -> String {
     let mut text = String::new();

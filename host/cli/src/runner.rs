@@ -14,7 +14,7 @@ use crate::error::HostError;
 use cvm_formats::cvm::{self, CvmMeta, CvmModel};
 use cvm_formats::text;
 use cvm_formats::{FileLimit, read_file};
-use cvm_runtime::wasm::WasmEngine;
+use cvm_runtime::wasm::{WasmEngine, WasmSession};
 
 /// Which engine build executes the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,40 +90,114 @@ pub fn execute_timed(
     schedule: u32,
     timings: &mut Timings,
 ) -> Result<Report, HostError> {
-    match engine {
-        EngineKind::Native => {
-            let validated = timings.time(phase::MODEL_LOAD, || cvm_engine::load(&model, schedule));
-            drop(model);
-            let validated = match validated {
-                Ok(validated) => validated,
-                Err(report) => return Ok(*report),
-            };
-            let report = timings.time(phase::RUN, || {
-                cvm_engine::run(&validated, inputs, gas_limit)
-            });
-            timings.record_memory(validated.peak_memory_bytes, None);
-            Ok(report)
+    let owned;
+    let wasm = match (engine, wasm) {
+        (EngineKind::Wasm, None) => {
+            owned = timings.time(phase::ENGINE_COMPILE, WasmEngine::new)?;
+            Some(&owned)
         }
-        EngineKind::Wasm => {
-            let owned;
-            let wasm = match wasm {
-                Some(wasm) => wasm,
-                None => {
-                    owned = timings.time(phase::ENGINE_COMPILE, WasmEngine::new)?;
-                    &owned
-                }
-            };
-            let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
-            let rejected = timings.time(phase::MODEL_LOAD, || session.load(&model, schedule))?;
-            drop(model);
-            if let Some(report) = rejected {
-                return Ok(report);
+        (_, wasm) => wasm,
+    };
+    let mut session = match Session::load(engine, wasm, model, schedule, timings)? {
+        Ok(session) => session,
+        Err(report) => return Ok(*report),
+    };
+    let report = session.run(inputs, gas_limit, timings)?;
+    timings.record_memory(session.planned_bytes(), session.engine_bytes());
+    Ok(report)
+}
+
+/// A model loaded once on one engine, for any number of runs: the validated model natively, an
+/// engine instance holding it in wasm. Each run writes its inputs, arena and reply afresh and
+/// gets its fuel afresh (`cvm_runtime::Model` reuses its instances the same way), so a run's
+/// outcome does not depend on the runs before it. `cvm run --batch` runs every sample through
+/// one.
+pub enum Session {
+    /// The engine compiled for this machine, with the validated model.
+    Native(Box<ValidatedModel>),
+    /// An instance of `engine.wasm` with the model loaded.
+    Wasm(Box<WasmSession>),
+}
+
+impl Session {
+    /// Loads `model` under gas schedule `schedule` on `engine` (in wasm, a new instance of
+    /// `wasm`), recording `instantiate` (wasm) and `model load` in `timings`. The model's bytes
+    /// are freed once the engine holds its own copy. `Ok(Err(report))` is the engine's
+    /// deterministic rejection of the model.
+    ///
+    /// # Errors
+    /// [`HostError::Wasm`] when the wasm runtime fails, or when `engine` is wasm and `wasm` is
+    /// `None`.
+    pub fn load(
+        engine: EngineKind,
+        wasm: Option<&WasmEngine>,
+        model: Vec<u8>,
+        schedule: u32,
+        timings: &mut Timings,
+    ) -> Result<Result<Session, Box<Report>>, HostError> {
+        match engine {
+            EngineKind::Native => {
+                let validated =
+                    timings.time(phase::MODEL_LOAD, || cvm_engine::load(&model, schedule));
+                drop(model);
+                Ok(validated.map(|validated| Session::Native(Box::new(validated))))
             }
-            let request = timings.time(phase::INPUT_ENCODING, || session.put_inputs(&inputs))?;
-            drop(inputs);
-            timings.time(phase::RUN, || session.run_request(request, gas_limit))?;
-            timings.record_memory(session.planned_bytes(), Some(session.memory_bytes()));
-            Ok(timings.time(phase::REPORT_DECODING, || session.report())?)
+            EngineKind::Wasm => {
+                let wasm = wasm.ok_or_else(|| {
+                    HostError::Wasm("a wasm session needs the compiled engine".into())
+                })?;
+                let mut session = timings.time(phase::INSTANTIATE, || wasm.session())?;
+                let rejected =
+                    timings.time(phase::MODEL_LOAD, || session.load(&model, schedule))?;
+                drop(model);
+                Ok(match rejected {
+                    Some(report) => Err(Box::new(report)),
+                    None => Ok(Session::Wasm(Box::new(session))),
+                })
+            }
+        }
+    }
+
+    /// Runs the loaded model on `inputs` with at most `gas_limit` gas, adding to `timings`
+    /// natively `run`, in wasm `input encoding`, `run` and `report decoding`. The inputs are
+    /// freed once the engine holds them.
+    ///
+    /// # Errors
+    /// [`HostError::Wasm`] for failures of the wasm runtime (never for the model's own errors);
+    /// the instance should not be run again after one.
+    pub fn run(
+        &mut self,
+        inputs: Vec<InputTensor>,
+        gas_limit: u64,
+        timings: &mut Timings,
+    ) -> Result<Report, HostError> {
+        match self {
+            Session::Native(validated) => {
+                Ok(timings.time(phase::RUN, || cvm_engine::run(validated, inputs, gas_limit)))
+            }
+            Session::Wasm(session) => {
+                let request =
+                    timings.time(phase::INPUT_ENCODING, || session.put_inputs(&inputs))?;
+                drop(inputs);
+                timings.time(phase::RUN, || session.run_request(request, gas_limit))?;
+                Ok(timings.time(phase::REPORT_DECODING, || session.report())?)
+            }
+        }
+    }
+
+    /// The loaded model's planned peak of tensor memory, in bytes.
+    pub fn planned_bytes(&self) -> u64 {
+        match self {
+            Session::Native(validated) => validated.peak_memory_bytes,
+            Session::Wasm(session) => session.planned_bytes(),
+        }
+    }
+
+    /// The wasm engine's linear memory, in bytes; `None` natively.
+    pub fn engine_bytes(&self) -> Option<usize> {
+        match self {
+            Session::Native(_) => None,
+            Session::Wasm(session) => Some(session.memory_bytes()),
         }
     }
 }
@@ -152,8 +226,9 @@ pub mod phase {
     pub const HASHING: &str = "hashing";
 }
 
-/// Wall-clock durations of the phases of one command, in the order they ran (`cvm run
-/// --timings`). Timings are node-local: they are never part of an outcome or a hash.
+/// Wall-clock durations of the phases of one command, in the order they first ran (`cvm run
+/// --timings`; with `--batch`, each run phase summed over the samples). Timings are node-local:
+/// they are never part of an outcome or a hash.
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
     phases: Vec<(&'static str, Duration)>,
@@ -172,9 +247,13 @@ impl Timings {
         result
     }
 
-    /// Records `duration` under `phase`.
+    /// Records `duration` under `phase`. A phase recorded again (the runs of `cvm run
+    /// --batch`) keeps its first place and adds up its durations.
     pub fn record(&mut self, phase: &'static str, duration: Duration) {
-        self.phases.push((phase, duration));
+        match self.phases.iter_mut().find(|(name, _)| *name == phase) {
+            Some((_, total)) => *total = total.saturating_add(duration),
+            None => self.phases.push((phase, duration)),
+        }
     }
 
     /// The phases recorded, in order.

@@ -277,7 +277,7 @@ pub fn read_npy_f32(bytes: &[u8]) -> Result<NpyF32Array, NpyError> {
 /// writes it. The caller keeps `data.len()` equal to the product of `shape`.
 #[must_use]
 pub fn write_npy_f32(shape: &[u32], data: &[f32]) -> Vec<u8> {
-    let mut out = npy_header("<f4", shape);
+    let mut out = header_f32(shape);
     out.reserve(4 * data.len());
     for value in data {
         out.extend_from_slice(&value.to_le_bytes());
@@ -314,7 +314,45 @@ pub fn write_npy_to<W: std::io::Write>(
     shape: &[u32],
     data: &[i32],
 ) -> std::io::Result<()> {
-    writer.write_all(&npy_header("<i4", shape))?;
+    writer.write_all(&header_i32(shape))?;
+    write_i32_values(writer, data)
+}
+
+/// The preamble and header of an int32 `.npy` file of `shape` (`<i4`, C order), as
+/// [`write_npy`] begins it: a file written piece by piece (the rows of `cvm run --batch`) is
+/// this, then the values in C order ([`write_i32_values`]), as many as the shape holds.
+#[must_use]
+pub fn header_i32(shape: &[u32]) -> Vec<u8> {
+    npy_header("<i4", shape)
+}
+
+/// The preamble and header of a float32 `.npy` file of `shape` (`<f4`, C order), as
+/// [`write_npy_f32`] begins it; the values follow ([`write_f32_values`]).
+#[must_use]
+pub fn header_f32(shape: &[u32]) -> Vec<u8> {
+    npy_header("<f4", shape)
+}
+
+/// Writes `data` as little-endian int32 values in blocks (the data of a [`header_i32`] file).
+///
+/// # Errors
+/// The writer's.
+pub fn write_i32_values<W: std::io::Write>(writer: &mut W, data: &[i32]) -> std::io::Result<()> {
+    let mut block = [0u8; 4 * 1024];
+    for values in data.chunks(1024) {
+        for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
+            *bytes = value.to_le_bytes();
+        }
+        writer.write_all(&block[..4 * values.len()])?;
+    }
+    Ok(())
+}
+
+/// Writes `data` as little-endian float32 values in blocks (the data of a [`header_f32`] file).
+///
+/// # Errors
+/// The writer's.
+pub fn write_f32_values<W: std::io::Write>(writer: &mut W, data: &[f32]) -> std::io::Result<()> {
     let mut block = [0u8; 4 * 1024];
     for values in data.chunks(1024) {
         for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {

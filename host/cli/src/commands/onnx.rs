@@ -1,8 +1,8 @@
 //! `cvm import <model.onnx> --calibrate <inputs.npy> -o <dir>`: a float ONNX model to an
 //! integer CVM model, with its report.
 
-use std::io::IsTerminal;
-
+use cvm_cli::progress::Progress;
+use cvm_cli::render::{hundredths, percent, two_decimals};
 use cvm_formats::npy::{NpyF32Array, read_npy, read_npy_f32};
 use cvm_onnx::import::{Agreement, Imported, Importer, Options, RangeReport};
 
@@ -42,37 +42,6 @@ fn read_samples(path: &Path) -> Result<NpyF32Array, HostError> {
 
 fn failed(path: &Path, error: impl std::fmt::Display) -> HostError {
     HostError::Import(format!("{}: {error}", path.display()))
-}
-
-/// A progress line on standard error, drawn only when it is a terminal.
-struct Progress {
-    what: &'static str,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(what: &'static str) -> Progress {
-        Progress {
-            what,
-            shown: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn update(&self, done: usize, total: usize) {
-        if self.shown && (done == total || done.is_multiple_of(16)) {
-            let width = 30;
-            let filled = done * width / total.max(1);
-            err!(
-                "\r{:<11} [{}{}] {done}/{total}",
-                self.what,
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            if done == total {
-                errln!();
-            }
-        }
-    }
 }
 
 /// The checks that need no model: made before the model is read and calibrated, so a mistake
@@ -194,24 +163,6 @@ fn write(dir: &Path, imported: &Imported) -> Result<Vec<(PathBuf, usize)>, HostE
         written.push((path, bytes.len()));
     }
     Ok(written)
-}
-
-/// 100 · part / whole in hundredths, rounded half up, in integer arithmetic.
-fn hundredths(part: usize, whole: usize) -> i64 {
-    let whole = whole.max(1) as i128;
-    let rounded = (part as i128 * 20_000 + whole) / (2 * whole);
-    i64::try_from(rounded).unwrap_or(i64::MAX)
-}
-
-/// Hundredths with two decimals: `-0.17`.
-fn two_decimals(hundredths: i64) -> String {
-    let sign = if hundredths < 0 { "-" } else { "" };
-    let magnitude = hundredths.unsigned_abs();
-    format!("{sign}{}.{:02}", magnitude / 100, magnitude % 100)
-}
-
-fn percent(part: usize, whole: usize) -> String {
-    format!("{} %", two_decimals(hundredths(part, whole)))
 }
 
 fn range(r: &RangeReport) -> String {

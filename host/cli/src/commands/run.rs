@@ -92,19 +92,7 @@ pub(crate) fn run(
         },
     };
     timings.record(phase::READ_INPUTS, started.elapsed());
-    let wasm = match options.engine {
-        EngineKind::Wasm => {
-            let started = Instant::now();
-            let engine = cache.engine()?;
-            let name = match engine.origin() {
-                wasm::ModuleOrigin::Compiled => phase::ENGINE_COMPILE,
-                wasm::ModuleOrigin::Cached => phase::ENGINE_CACHE_LOAD,
-            };
-            timings.record(name, started.elapsed());
-            Some(engine)
-        }
-        EngineKind::Native => None,
-    };
+    let wasm = wasm_engine(options.engine, cache, timings)?;
     let report = execute_timed(
         options.engine,
         wasm.as_ref(),
@@ -160,9 +148,34 @@ pub(crate) fn run(
     Ok(())
 }
 
+/// The compiled wasm engine when `engine` is wasm (through the module cache unless it is off),
+/// timed as `engine compile` or `engine cache load`; `None` natively.
+pub(crate) fn wasm_engine(
+    engine: EngineKind,
+    cache: &CacheArgs,
+    timings: &mut Timings,
+) -> Result<Option<wasm::WasmEngine>, HostError> {
+    match engine {
+        EngineKind::Wasm => {
+            let started = Instant::now();
+            let engine = cache.engine()?;
+            let name = match engine.origin() {
+                wasm::ModuleOrigin::Compiled => phase::ENGINE_COMPILE,
+                wasm::ModuleOrigin::Cached => phase::ENGINE_CACHE_LOAD,
+            };
+            timings.record(name, started.elapsed());
+            Ok(Some(engine))
+        }
+        EngineKind::Native => Ok(None),
+    }
+}
+
 /// Refuses output arguments that would write nothing or somewhere else than asked, before any
 /// work is done.
-fn check_output_arguments(options: &RunOptions, output: Option<&Path>) -> Result<(), HostError> {
+pub(crate) fn check_output_arguments(
+    options: &RunOptions,
+    output: Option<&Path>,
+) -> Result<(), HostError> {
     match output {
         None if options.output_format == Format::Cvm => Err(HostError::Usage(
             "--output-format cvm says how --output is written; give --output FILE".into(),
@@ -239,15 +252,7 @@ fn write_outputs(
     outputs: &[cvm_engine::outcome::OutputTensor],
 ) -> Result<(), HostError> {
     for (index, tensor) in outputs.iter().enumerate() {
-        let target = if outputs.len() == 1 {
-            path.to_path_buf()
-        } else {
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            path.with_file_name(format!("{stem}_{index}.npy"))
-        };
+        let target = output_path(path, index, outputs.len());
         // Streamed: the file is written in blocks, never held whole in memory.
         let written = std::fs::File::create(&target).and_then(|file| {
             let mut file = std::io::BufWriter::new(file);
@@ -257,4 +262,17 @@ fn write_outputs(
         written.map_err(|source| HostError::io(&target, source))?;
     }
     Ok(())
+}
+
+/// Where `--output FILE` writes output `index` of `count`: FILE for a single output; with
+/// several, FILE's stem followed by `_<index>.npy`.
+pub(crate) fn output_path(path: &Path, index: usize, count: usize) -> PathBuf {
+    if count == 1 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}_{index}.npy"))
 }

@@ -78,6 +78,23 @@ fn round_trip_preserves_shape_and_data() {
 }
 
 #[test]
+fn files_written_piece_by_piece_equal_whole_ones() {
+    for original in sample_arrays() {
+        let mut pieces = header_i32(&original.shape);
+        for row in original.data.chunks(3) {
+            write_i32_values(&mut pieces, row).unwrap_or_default();
+        }
+        assert_eq!(pieces, write_npy(&original));
+    }
+    let floats = [0.5f32, -1.25, 3.0e7, 0.0, -0.0];
+    let mut pieces = header_f32(&[5]);
+    for row in floats.chunks(2) {
+        write_f32_values(&mut pieces, row).unwrap_or_default();
+    }
+    assert_eq!(pieces, write_npy_f32(&[5], &floats));
+}
+
+#[test]
 fn written_files_are_aligned_version_1_with_newline_terminated_header() {
     for original in sample_arrays() {
         let bytes = write_npy(&original);
