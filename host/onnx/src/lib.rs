@@ -8,8 +8,15 @@
 //! initializers and `Constant` values decoded into typed tensors ([`Tensor`]), and the nodes in
 //! order with typed attributes. On the way it checks what the importer relies on: every node
 //! reads only values defined before it, nothing is defined twice, every fixed shape is within
-//! the engine's bounds ([`limits`]). External data, sparse initializers and graph attributes
-//! (control flow) are refused with an [`OnnxError`] naming what and where.
+//! the engine's bounds ([`limits`]). Sparse initializers and graph attributes (control flow)
+//! are refused with an [`OnnxError`] naming what and where.
+//!
+//! [`read_file`] also reads tensors stored as external data (`data_location = EXTERNAL`, the
+//! weights PyTorch's exporter writes to `model.onnx.data` beside the model), from files inside
+//! the model's directory only, each range checked against the tensor's shape and the model's
+//! total against [`limits::MAX_EXTERNAL_BYTES`] before it is read (`external.rs`; the rules
+//! are in [`read_file`]'s documentation). [`read`], given bytes with no directory, refuses
+//! them.
 //!
 //! Float values (`float32` tensors, `FLOAT` attributes) are carried as the file holds them and
 //! never computed on. Nothing here panics on input, and nothing is allocated from a length the
@@ -20,6 +27,7 @@
 //! editing the .proto: `cargo run --manifest-path host/onnx/codegen/Cargo.toml`.
 
 pub mod error;
+mod external;
 pub mod import;
 pub mod limits;
 mod model;

@@ -6,11 +6,19 @@
 use cvm_formats::FileLimit;
 
 /// Most bytes of an ONNX file [`read_file`](crate::read_file) reads: 256 MiB. Protobuf itself
-/// stops at 2 GiB; larger models keep their weights in external data, which is not supported.
+/// stops at 2 GiB; larger models keep their weights in external data, bounded by
+/// [`MAX_EXTERNAL_BYTES`].
 pub const FILE_LIMIT: FileLimit = FileLimit {
     bytes: 256 << 20,
     what: "model file (ONNX)",
 };
+
+/// Most bytes of external data (tensors stored in files beside the model, `data_location =
+/// EXTERNAL`) [`read_file`](crate::read_file) reads for one model: 2 GiB, the float32 weights
+/// of a network of 512 million parameters, far more than an integer model the engine runs can
+/// hold. Checked before each tensor is read, as is its element count from its shape
+/// ([`MAX_TENSOR_ELEMENTS`]), so no read is sized from a file's length.
+pub const MAX_EXTERNAL_BYTES: u64 = 2 << 30;
 
 /// Most elements of one tensor (an input, an initializer, a tensor attribute): the engine's.
 pub const MAX_TENSOR_ELEMENTS: u64 = cvm_engine::limits::MAX_TENSOR_ELEMENTS;

@@ -8,6 +8,7 @@ use cvm_formats::quote;
 use prost::Message;
 
 use crate::error::OnnxError;
+use crate::external::External;
 use crate::limits::{
     FILE_LIMIT, MAX_ATTRIBUTE_LIST, MAX_ATTRIBUTES, MAX_GRAPH_VALUES, MAX_INITIALIZERS,
     MAX_NAME_BYTES, MAX_NODE_VALUES, MAX_NODES, MAX_OPSETS, MAX_RANK, MAX_STRING_BYTES,
@@ -23,7 +24,8 @@ use crate::proto::type_proto::{Tensor as TensorType, Value as TypeValue};
 use crate::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use crate::tensor::{ElementType, decode_tensor, element_count, initializer_label};
 
-/// Reads an ONNX model held in memory.
+/// Reads an ONNX model held in memory. A tensor whose data is external (in a file beside the
+/// model) is refused, there being no directory to read it from: use [`read_file`].
 ///
 /// # Errors
 /// [`OnnxError::Decode`] when the bytes are not a protobuf `ModelProto`; otherwise the
@@ -31,22 +33,45 @@ use crate::tensor::{ElementType, decode_tensor, element_count, initializer_label
 /// initializers, graph inputs (a missing shape, an unsupported element type),
 /// nodes (an input not defined before, a value defined twice, an untyped attribute or a graph
 /// attribute, a domain not imported), then graph outputs; or a bound of [`crate::limits`].
+/// An external tensor is [`OnnxError::ExternalData`] with
+/// [`ExternalDataError::InMemory`](crate::error::ExternalDataError::InMemory).
 pub fn read(bytes: &[u8]) -> Result<OnnxModel, OnnxError> {
-    // prost stops at a nesting depth of 100, but an element of a repeated field can take far
-    // more memory than its bytes: the lists are sized first (`prescan`).
-    crate::prescan::check(bytes)?;
-    let model = ModelProto::decode(bytes)?;
-    convert_model(model)
+    read_with(bytes, &mut External::in_memory())
 }
 
-/// Reads an ONNX file of at most [`FILE_LIMIT`] bytes.
+/// Reads an ONNX file of at most [`FILE_LIMIT`] bytes, and the external data of its tensors
+/// from files in its directory.
+///
+/// A tensor with `data_location = EXTERNAL` is read from the file its `external_data` entries
+/// name: `location` (required), a path relative to the directory holding the model file;
+/// `offset` (default 0) and `length` (default: to the end of the file), decimal byte counts;
+/// `checksum`, not checked. No other key is accepted. Its bytes are little-endian elements as
+/// in `raw_data`, exactly as many as its shape and element type take. The location must be a
+/// relative path of plain names (no `..`, `.`, empty component or root) that resolves,
+/// symbolic links followed, to a regular file inside the model's directory; the range must lie
+/// within that file. Initializers and tensor attributes (a `Constant`'s `value`) are read
+/// alike, each checked against [`MAX_TENSOR_ELEMENTS`] from its shape before its bytes are
+/// read, all of a model's together at most
+/// [`MAX_EXTERNAL_BYTES`](crate::limits::MAX_EXTERNAL_BYTES).
 ///
 /// # Errors
 /// [`OnnxError::Read`] when the file cannot be read or is too large (the message names the
-/// file); otherwise as [`read`], whose messages do not name the file.
+/// file); [`OnnxError::ExternalData`] naming the tensor and what is wrong with its external
+/// data (an [`ExternalDataError`](crate::error::ExternalDataError)); otherwise as [`read`],
+/// whose messages do not name the file.
 pub fn read_file(path: &Path) -> Result<OnnxModel, OnnxError> {
     let bytes = cvm_formats::read_file(path, FILE_LIMIT)?;
-    read(&bytes)
+    read_with(&bytes, &mut External::beside(path))
+}
+
+/// [`read`], with external data read through `external`.
+fn read_with(bytes: &[u8], external: &mut External) -> Result<OnnxModel, OnnxError> {
+    // prost stops at a nesting depth of 100, but an element of a repeated field can take far
+    // more memory than its bytes: the lists are sized first (`prescan`). External data is not
+    // decoded by prost: `External` bounds it, tensor by tensor, before reading.
+    crate::prescan::check(bytes)?;
+    let model = ModelProto::decode(bytes)?;
+    convert_model(model, external)
 }
 
 /// Which kind of thing defines a value, for messages.
@@ -103,7 +128,7 @@ fn normalize_domain(domain: String) -> String {
     }
 }
 
-fn convert_model(model: ModelProto) -> Result<OnnxModel, OnnxError> {
+fn convert_model(model: ModelProto, external: &mut External) -> Result<OnnxModel, OnnxError> {
     let ir_version = match model.ir_version {
         None => return Err(OnnxError::Model("the model declares no ir_version".into())),
         Some(version) => u64::try_from(version)
@@ -166,7 +191,7 @@ fn convert_model(model: ModelProto) -> Result<OnnxModel, OnnxError> {
     let graph = model
         .graph
         .ok_or_else(|| OnnxError::Model("the model has no graph".into()))?;
-    let graph = convert_graph(graph, &domains)?;
+    let graph = convert_graph(graph, &domains, external)?;
     Ok(OnnxModel {
         ir_version,
         opset_version,
@@ -190,7 +215,11 @@ struct Graph {
     nodes: Vec<Node>,
 }
 
-fn convert_graph(mut graph: GraphProto, domains: &HashSet<String>) -> Result<Graph, OnnxError> {
+fn convert_graph(
+    mut graph: GraphProto,
+    domains: &HashSet<String>,
+    external: &mut External,
+) -> Result<Graph, OnnxError> {
     let the_graph = || "the graph".to_string();
     check_count(graph.node.len(), MAX_NODES, "nodes", the_graph)?;
     check_count(
@@ -237,7 +266,11 @@ fn convert_graph(mut graph: GraphProto, domains: &HashSet<String>) -> Result<Gra
                 initializer_label(&tensor_name)
             )));
         }
-        initializers.push(decode_tensor(tensor, &initializer_label(&tensor_name))?);
+        initializers.push(decode_tensor(
+            tensor,
+            &initializer_label(&tensor_name),
+            external,
+        )?);
     }
 
     let mut inputs = Vec::new();
@@ -265,7 +298,7 @@ fn convert_graph(mut graph: GraphProto, domains: &HashSet<String>) -> Result<Gra
     let mut nodes: Vec<Node> = Vec::with_capacity(graph.node.len());
     for index in 0..graph.node.len() {
         let proto = std::mem::take(&mut graph.node[index]);
-        let node = convert_node(index, proto, domains, &defined, &graph.node)?;
+        let node = convert_node(index, proto, domains, &defined, &graph.node, external)?;
         for output in &node.outputs {
             if output.is_empty() {
                 continue;
@@ -451,6 +484,7 @@ fn convert_node(
     domains: &HashSet<String>,
     defined: &HashMap<String, Definer>,
     protos: &[NodeProto],
+    external: &mut External,
 ) -> Result<Node, OnnxError> {
     let name = proto.name.unwrap_or_default();
     let op_type = proto.op_type.unwrap_or_default();
@@ -512,7 +546,7 @@ fn convert_node(
     }
     let mut attributes: Vec<Attribute> = Vec::with_capacity(proto.attribute.len());
     for attribute in proto.attribute {
-        let attribute = convert_attribute(attribute, &label)?;
+        let attribute = convert_attribute(attribute, &label, external)?;
         if attributes.iter().any(|seen| seen.name == attribute.name) {
             return Err(OnnxError::Attribute {
                 node: label,
@@ -532,7 +566,11 @@ fn convert_node(
     })
 }
 
-fn convert_attribute(proto: AttributeProto, label: &str) -> Result<Attribute, OnnxError> {
+fn convert_attribute(
+    proto: AttributeProto,
+    label: &str,
+    external: &mut External,
+) -> Result<Attribute, OnnxError> {
     let name = proto.name.unwrap_or_default();
     check_name(&name, || format!("{label}: attribute"))?;
     let error = |message: String| OnnxError::Attribute {
@@ -590,7 +628,7 @@ fn convert_attribute(proto: AttributeProto, label: &str) -> Result<Attribute, On
             let what = format!("{label}, attribute {}", quote(&name));
             let tensor_name = tensor.name.as_deref().unwrap_or_default();
             check_name(tensor_name, || format!("{what}: tensor"))?;
-            AttributeValue::Tensor(decode_tensor(tensor, &what)?)
+            AttributeValue::Tensor(decode_tensor(tensor, &what, external)?)
         }
         Ok(AttributeType::Floats) => {
             list_length(proto.floats.len())?;

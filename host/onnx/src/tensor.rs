@@ -1,10 +1,12 @@
 //! Tensors: element types, and the decoding of a `TensorProto` (an initializer or a tensor
-//! attribute) into typed values, from `raw_data` or the typed fields, with every length checked
-//! against the shape before anything is allocated from it.
+//! attribute) into typed values, from `raw_data`, the typed fields or external data
+//! (`external.rs`), with every length checked against the shape before anything is allocated
+//! from it.
 
 use cvm_formats::quote;
 
-use crate::error::OnnxError;
+use crate::error::{ExternalDataError, OnnxError};
+use crate::external::{External, Layout};
 use crate::limits::{MAX_RANK, MAX_TENSOR_ELEMENTS};
 use crate::proto::TensorProto;
 use crate::proto::tensor_proto::{DataLocation, DataType};
@@ -175,25 +177,36 @@ pub(crate) fn element_count(shape: &[u32]) -> Option<usize> {
     usize::try_from(count).ok()
 }
 
-/// Decodes a tensor. `what` names it in messages (`initializer "W"`, `node 3 (Constant),
-/// attribute "value"`).
+/// Decodes a tensor, reading its data from `external` when it is stored there. `what` names
+/// it in messages (`initializer "W"`, `node 3 (Constant), attribute "value"`).
 ///
 /// # Errors
-/// [`OnnxError::ExternalData`] for data in another file; [`OnnxError::UnsupportedType`];
-/// [`OnnxError::Shape`] past the rank or element limits; [`OnnxError::TensorData`] when the
-/// data is segmented, sits in a field its type does not use, has the wrong length, or holds an
-/// int8/uint8 value out of range.
-pub(crate) fn decode_tensor(proto: TensorProto, what: &str) -> Result<Tensor, OnnxError> {
+/// [`OnnxError::ExternalData`] for data in another file that cannot be read from it (or at
+/// all, for a model read from memory); [`OnnxError::UnsupportedType`]; [`OnnxError::Shape`]
+/// past the rank or element limits; [`OnnxError::TensorData`] when the data is segmented, sits
+/// in a field its type does not use, has the wrong length, or holds an int8/uint8 value out of
+/// range.
+pub(crate) fn decode_tensor(
+    proto: TensorProto,
+    what: &str,
+    external: &mut External,
+) -> Result<Tensor, OnnxError> {
     let data_error = |message: String| OnnxError::TensorData {
         tensor: what.to_string(),
         message,
     };
-    match proto.data_location.map(DataLocation::try_from) {
-        None | Some(Ok(DataLocation::Default)) if proto.external_data.is_empty() => {}
-        None | Some(Ok(_)) => {
-            return Err(OnnxError::ExternalData {
-                tensor: what.to_string(),
-            });
+    let external_error = |problem: ExternalDataError| OnnxError::ExternalData {
+        tensor: what.to_string(),
+        problem,
+    };
+    let is_external = match proto.data_location.map(DataLocation::try_from) {
+        None | Some(Ok(DataLocation::Default)) if proto.external_data.is_empty() => false,
+        None | Some(Ok(DataLocation::Default)) => {
+            return Err(external_error(ExternalDataError::NotMarkedExternal));
+        }
+        Some(Ok(DataLocation::External)) => {
+            external.available().map_err(external_error)?;
+            true
         }
         Some(Err(_)) => {
             return Err(data_error(format!(
@@ -201,7 +214,7 @@ pub(crate) fn decode_tensor(proto: TensorProto, what: &str) -> Result<Tensor, On
                 proto.data_location.unwrap_or_default()
             )));
         }
-    }
+    };
     if proto.segment.is_some() {
         return Err(data_error(
             "it is a segment of a larger tensor, which is not supported".to_string(),
@@ -225,6 +238,34 @@ pub(crate) fn decode_tensor(proto: TensorProto, what: &str) -> Result<Tensor, On
         ("int64_data", proto.int64_data.len()),
     ];
     let raw_present = proto.raw_data.is_some();
+    if is_external {
+        // The file's bytes are the tensor's only data (onnx.proto, `external_data`).
+        let inline = if raw_present {
+            Some("raw_data")
+        } else {
+            fields
+                .iter()
+                .find(|(_, len)| *len > 0)
+                .map(|(field, _)| *field)
+        };
+        if let Some(field) = inline {
+            return Err(external_error(ExternalDataError::AlsoInline { field }));
+        }
+        let layout = Layout {
+            shape: &shape,
+            elements: n_elements,
+            element_size: element_type.size(),
+            element_type: type_label(element_type),
+        };
+        let raw = external
+            .read(&proto.external_data, &layout)
+            .map_err(external_error)?;
+        return Ok(Tensor {
+            name: proto.name.unwrap_or_default(),
+            data: decode_raw(&raw, element_type, n_elements, &shape).map_err(data_error)?,
+            shape,
+        });
+    }
     for (field, len) in fields {
         if len == 0 {
             continue;
@@ -288,8 +329,8 @@ fn type_label(element_type: ElementType) -> &'static str {
     }
 }
 
-/// Decodes `raw_data`: fixed-width little-endian elements (onnx.proto, `raw_data`), exactly
-/// `n_elements` of them.
+/// Decodes `raw_data`, or the bytes of external data: fixed-width little-endian elements
+/// (onnx.proto, `raw_data`), exactly `n_elements` of them.
 fn decode_raw(
     raw: &[u8],
     element_type: ElementType,

@@ -449,10 +449,13 @@ fn tensor_data_that_does_not_match_is_refused() {
     );
 }
 
+/// A model read from memory has no directory to read external data from (`tests/external.rs`
+/// reads it from files).
 #[test]
-fn external_data_is_refused() {
-    let expected = "initializer \"W1\": its data is external (data_location = EXTERNAL), which \
-                    is not supported; save the model with its tensors inside the file";
+fn external_data_is_refused_in_memory() {
+    let expected = "initializer \"W1\": its data is external (data_location = EXTERNAL), in a \
+                    file beside the model; read the model from its file (cvm_onnx::read_file), \
+                    which reads external data from the model's directory";
     check(
         |m| {
             let w1 = &mut graph(m).initializer[0];
@@ -472,6 +475,16 @@ fn external_data_is_refused() {
     check(
         |m| graph(m).initializer[0].data_location = Some(7),
         "initializer \"W1\": data_location 7 is not DEFAULT (0) or EXTERNAL (1)",
+    );
+    check(
+        |m| {
+            graph(m).initializer[0].external_data = vec![StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some("weights.bin".into()),
+            }];
+        },
+        "initializer \"W1\": it has external_data entries, but its data_location is DEFAULT \
+         (0), not EXTERNAL (1)",
     );
 }
 
