@@ -95,6 +95,7 @@ fn the_quantized_models_of_onnxruntime() {
 #[test]
 fn the_cnn_of_every_exporter_and_opset() {
     check(&[
+        "cnn_dynamo",
         "cnn_legacy_dynamic",
         "cnn_opset13",
         "cnn_opset17",
@@ -106,6 +107,7 @@ fn the_cnn_of_every_exporter_and_opset() {
 #[test]
 fn the_mlp_of_every_exporter_and_opset() {
     check(&[
+        "mlp_dynamo",
         "mlp_legacy_dynamic",
         "mlp_opset13",
         "mlp_opset17",
@@ -117,6 +119,7 @@ fn the_mlp_of_every_exporter_and_opset() {
 #[test]
 fn the_resnet_of_every_exporter_and_opset() {
     check(&[
+        "resnet_dynamo",
         "resnet_legacy_dynamic",
         "resnet_opset13",
         "resnet_opset17",
