@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(canonical text_model cvm_import differential onnx_read onnx_import)
+[ "${#targets[@]}" -gt 0 ] || targets=(canonical text_model cvm_import differential onnx_read onnx_read_file onnx_import)
 
 rustup toolchain install nightly --profile minimal >/dev/null
 command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
@@ -19,8 +19,10 @@ command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked
 cargo build -p cvm-cli --locked
 wasm="$(pwd)/target/engine-wasm/wasm32-unknown-unknown/wasm/cvm_engine.wasm"
 CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-cli --test fuzz_regressions --locked -q
-# The ONNX targets start from the committed ONNX models (those under 1 MB).
-for target in onnx_read onnx_import; do
+# The ONNX targets start from the committed ONNX models (those under 1 MB); onnx_read_file
+# also from models whose tensors are external data (tests/external.rs writes them).
+CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-onnx --test external --locked -q
+for target in onnx_read onnx_read_file onnx_import; do
   mkdir -p "host/fuzz/corpus/$target"
   find fixtures/onnx -name '*.onnx' -size -1M | while read -r file; do
     cp "$file" "host/fuzz/corpus/$target/$(echo "$file" | tr / _)"

@@ -348,3 +348,205 @@ fn argument_mistakes_are_told_before_calibration() {
     );
     assert_eq!(said.matches("missing.onnx").count(), 1, "{said}");
 }
+
+/// A float model x[1, 4] → Gemm → Relu → Gemm → y[1, 2] whose weights are external data, as
+/// PyTorch's exporter writes them: one `model.onnx.data` beside the model, each tensor a range
+/// of it. Returns the model with its tensors external, and the same model with them inline.
+fn external_mlp(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    use cvm_onnx::proto::attribute_proto::AttributeType;
+    use cvm_onnx::proto::tensor_shape_proto::{Dimension, dimension};
+    use cvm_onnx::proto::type_proto::{Tensor as TensorType, Value};
+    use cvm_onnx::proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+        StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    use prost::Message;
+
+    let info = |name: &str, dims: &[i64]| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(Value::TensorType(TensorType {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&size| Dimension {
+                            value: Some(dimension::Value::DimValue(size)),
+                        })
+                        .collect(),
+                }),
+            })),
+        }),
+    };
+    let gemm = |name: &str, inputs: [&str; 3], output: &str| NodeProto {
+        name: Some(name.into()),
+        op_type: Some("Gemm".into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![output.into()],
+        attribute: vec![AttributeProto {
+            name: Some("transB".into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(1),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let weights: [(&str, Vec<i64>, Vec<f32>); 4] = [
+        (
+            "fc1.weight",
+            vec![3, 4],
+            (0..12i16).map(|i| f32::from(i - 6)).collect(),
+        ),
+        ("fc1.bias", vec![3], vec![0.5, -0.25, 1.0]),
+        ("fc2.weight", vec![2, 3], (0..6i16).map(f32::from).collect()),
+        ("fc2.bias", vec![2], vec![-1.0, 1.5]),
+    ];
+    let mut data = Vec::new();
+    let mut inline = Vec::new();
+    let mut external = Vec::new();
+    for (name, dims, values) in weights {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let tensor = TensorProto {
+            name: Some(name.into()),
+            data_type: Some(1),
+            dims,
+            ..Default::default()
+        };
+        let entry = |key: &str, value: String| StringStringEntryProto {
+            key: Some(key.into()),
+            value: Some(value),
+        };
+        external.push(TensorProto {
+            data_location: Some(1),
+            external_data: vec![
+                entry("location", "model.onnx.data".into()),
+                entry("offset", data.len().to_string()),
+                entry("length", bytes.len().to_string()),
+            ],
+            ..tensor.clone()
+        });
+        data.extend_from_slice(&bytes);
+        inline.push(TensorProto {
+            raw_data: Some(bytes),
+            ..tensor
+        });
+    }
+    std::fs::write(dir.join("model.onnx.data"), &data).unwrap();
+    let model = |initializer: Vec<TensorProto>| {
+        ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            producer_name: Some("onnx_import.rs".into()),
+            producer_version: Some("1".into()),
+            graph: Some(GraphProto {
+                name: Some("mlp".into()),
+                node: vec![
+                    gemm("fc1", ["x", "fc1.weight", "fc1.bias"], "h"),
+                    NodeProto {
+                        op_type: Some("Relu".into()),
+                        input: vec!["h".into()],
+                        output: vec!["r".into()],
+                        ..Default::default()
+                    },
+                    gemm("fc2", ["r", "fc2.weight", "fc2.bias"], "y"),
+                ],
+                initializer,
+                input: vec![info("x", &[1, 4])],
+                output: vec![info("y", &[1, 2])],
+                ..Default::default()
+            }),
+        }
+        .encode_to_vec()
+    };
+    (model(external), model(inline))
+}
+
+/// A model with external weights imports to the same files as with them inline; a location
+/// that leaves the model's directory, or a range past the data file's end, is refused with
+/// exit status 2 naming the tensor.
+#[test]
+fn external_data_imports_and_hostile_locations_exit_2() {
+    let dir = scratch("external");
+    let models = dir.join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let (external, inline) = external_mlp(&models);
+    let calibration = dir.join("calibration.npy");
+    let samples: Vec<f32> = (0..32i16).map(|i| f32::from((i * 5) % 9 - 4)).collect();
+    std::fs::write(&calibration, write_npy_f32(&[8, 4], &samples)).unwrap();
+    let calibration = calibration.display().to_string();
+    let import = |model: &Path, out: &Path, status: i32| {
+        expect_status(
+            &[
+                "import",
+                model.to_str().unwrap(),
+                "--calibrate",
+                &calibration,
+                "-o",
+                out.to_str().unwrap(),
+            ],
+            status,
+        )
+    };
+    let external_path = models.join("model.onnx");
+    std::fs::write(&external_path, &external).unwrap();
+    let inline_path = dir.join("inline.onnx");
+    std::fs::write(&inline_path, &inline).unwrap();
+    import(&external_path, &dir.join("from-external"), 0);
+    import(&inline_path, &dir.join("from-inline"), 0);
+    for file in ["symbol", "params", "model.cvm", "quantization.json"] {
+        assert_eq!(
+            std::fs::read(dir.join("from-external").join(file)).unwrap(),
+            std::fs::read(dir.join("from-inline").join(file)).unwrap(),
+            "{file}"
+        );
+    }
+
+    // Hostile copies of the model: the same bytes with the data file's location or offset
+    // changed (every replacement keeps the encoded lengths).
+    let hostile = |from: &str, to: &str| {
+        let (from, to) = (from.as_bytes(), to.as_bytes());
+        assert_eq!(from.len(), to.len());
+        let at = external
+            .windows(from.len())
+            .position(|window| window == from)
+            .unwrap();
+        let mut bytes = external.clone();
+        bytes[at..at + to.len()].copy_from_slice(to);
+        let path = models.join("hostile.onnx");
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let out = dir.join("refused");
+    let said = import(&hostile("model.onnx.data", "../onnx.data.xy"), &out, 2);
+    assert!(said.contains("initializer \"fc1.weight\""), "{said}");
+    assert!(said.contains("has the component \"..\""), "{said}");
+    let said = import(
+        &hostile("model.onnx.data", "/dev/zero\0\0\0\0\0\0"),
+        &out,
+        2,
+    );
+    assert!(said.contains("initializer \"fc1.weight\""), "{said}");
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.join("calibration.npy"), models.join("escape.onnx.dat"))
+            .unwrap();
+        let said = import(&hostile("model.onnx.data", "escape.onnx.dat"), &out, 2);
+        assert!(said.contains("initializer \"fc1.weight\""), "{said}");
+        assert!(said.contains("outside the model's directory"), "{said}");
+    }
+    // fc2.bias is the last range, at offset 84: moved to 88, its 8 bytes run past the file's end.
+    let said = import(&hostile("\x12\x0284", "\x12\x0288"), &out, 2);
+    assert!(said.contains("initializer \"fc2.bias\""), "{said}");
+    assert!(
+        said.contains("runs past the end of \"model.onnx.data\""),
+        "{said}"
+    );
+    let said = import(&hostile("model.onnx.data", "missing.onnx.da"), &out, 2);
+    assert!(said.contains("initializer \"fc1.weight\""), "{said}");
+    assert!(said.contains("cannot be read"), "{said}");
+    assert!(!out.exists(), "nothing written on a refusal");
+    let _ = std::fs::remove_dir_all(&dir);
+}

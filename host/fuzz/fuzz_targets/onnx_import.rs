@@ -1,5 +1,8 @@
 //! Fuzz target: the whole ONNX import on arbitrary bytes (read, lower, calibrate on one
 //! deterministic sample, quantize, validate, run) must give a model or an error, never panic.
+//! `scripts/fuzz.sh` seeds it with the committed models, among them PyTorch's exports whose
+//! shape computations (Shape, Gather, Concat, Unsqueeze, Reshape) the lowering folds, so that
+//! folding is explored with the rest.
 #![no_main]
 
 use cvm_formats::npy::NpyF32Array;

@@ -11,6 +11,11 @@
 //! most one value each, so they take at most the file's own size, and fields outside
 //! [`crate::proto`] are skipped by prost as they are here.
 //!
+//! The bytes of external data (`external.rs`) are in other files and never decoded by prost:
+//! their `external_data` entries are counted here like any repeated field, and their bytes are
+//! bounded by [`MAX_EXTERNAL_BYTES`](crate::limits::MAX_EXTERNAL_BYTES) and each tensor's shape
+//! before they are read.
+//!
 //! Malformed wire data ends the pass without an error: prost then reports it, with its message.
 
 use std::mem::size_of;

@@ -133,6 +133,14 @@ fn move_out(tensor: &mut TensorProto, location: &str, data: &mut Vec<u8>, with_l
 /// `model` with every initializer and tensor attribute moved to `location` in `scratch`, as
 /// PyTorch's exporter writes them.
 fn externalized(model: &ModelProto, scratch: &Scratch, location: &str) -> ModelProto {
+    let (model, data) = moved_out_all(model, location);
+    scratch.write(location, &data);
+    model
+}
+
+/// `model` with every initializer and tensor attribute pointing at `location`, and the bytes
+/// that file must hold.
+fn moved_out_all(model: &ModelProto, location: &str) -> (ModelProto, Vec<u8>) {
     let mut model = model.clone();
     let mut data = Vec::new();
     let graph = model.graph.as_mut().unwrap();
@@ -146,8 +154,7 @@ fn externalized(model: &ModelProto, scratch: &Scratch, location: &str) -> ModelP
             }
         }
     }
-    scratch.write(location, &data);
-    model
+    (model, data)
 }
 
 /// The MLP of `common` with its first weight named as PyTorch names it, and a `Constant` shape
@@ -619,4 +626,32 @@ fn a_constant_attribute_is_checked_like_an_initializer() {
         matches!(problem, ExternalDataError::LocationComponent { .. }),
         "{message}"
     );
+}
+
+/// Seeds of the fuzz target `onnx_read_file`, which writes each input as `model.onnx` beside
+/// a `model.onnx.data` of 4096 bytes (and `weights/model.onnx.data`, `link.data`): models
+/// whose tensors are ranges of it, checked to read here. With `CVM_WRITE_FUZZ_CORPUS=<dir>`
+/// they are written to `<dir>/onnx_read_file/` (`scripts/fuzz.sh`).
+#[test]
+fn seeds_of_the_read_file_fuzz_target_read() {
+    const FUZZ_DATA_BYTES: usize = 4096;
+    let scratch = Scratch::new("fuzz-seeds");
+    scratch.write("model.onnx.data", &[0; FUZZ_DATA_BYTES]);
+    scratch.write("weights/model.onnx.data", &[0; FUZZ_DATA_BYTES]);
+    let mut seeds = Vec::new();
+    for location in ["model.onnx.data", "weights/model.onnx.data"] {
+        for model in [mlp_model(), conv_net()] {
+            let (model, data) = moved_out_all(&model, location);
+            assert!(data.len() <= FUZZ_DATA_BYTES);
+            scratch.read(&model).unwrap();
+            seeds.push(encode(&model));
+        }
+    }
+    if let Some(dir) = std::env::var_os("CVM_WRITE_FUZZ_CORPUS") {
+        let dir = PathBuf::from(dir).join("onnx_read_file");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (index, seed) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("external-{index}")), seed).unwrap();
+        }
+    }
 }
