@@ -168,6 +168,7 @@ fn source_of(op: &OpDef) -> &'static str {
         Family::Elemwise => "elementwise (spec 001)",
         Family::Transform => "transform (spec 001)",
         Family::Vision => "vision (spec 001)",
+        Family::Transformer => "transformer (engine)",
     }
 }
 

@@ -7,7 +7,9 @@
 //!   primitives;
 //! - [`reduce`]: reductions over axes, batch-norm reductions;
 //! - [`nn`]: convolutions, dense and `Dot`, relu, pooling, upsampling;
-//! - [`detection`]: detection post-processing and region proposals.
+//! - [`detection`]: detection post-processing and region proposals;
+//! - [`transformer`]: the engine's own operators for transformer models (batched products of
+//!   activations, softmax, normalization, requantization), with no CVM or CINN counterpart.
 //!
 //! [`common`] holds the helpers operators of several folders share (axis resolution, work
 //! counts, index walks); [`fixed_point`] the Q-format rules of the CINN primitives.
@@ -39,6 +41,7 @@ pub mod fixed_point;
 pub mod math;
 pub mod nn;
 pub mod reduce;
+pub mod transformer;
 
 /// A configured operator: its attributes parsed and checked.
 pub trait Operator: core::fmt::Debug + Send + Sync {
@@ -175,6 +178,8 @@ pub enum Family {
     Vision,
     /// CINN builder primitives (spec 002) in fixed point.
     Cinn,
+    /// The engine's own operators for transformer models (no CVM or CINN counterpart).
+    Transformer,
 }
 
 /// One row of the operator table.
@@ -320,6 +325,7 @@ pub static OPS: &[OpDef] = &[
     array::transpose::CINN_TRANSPOSE,
     // Detection: 300..
     detection::proposals::GENERATE_PROPOSALS_V2,
+    // Transformer family, the engine's own: 400..
 ];
 
 /// A one-output row of the CINN family (the unary and binary primitives).
