@@ -24,7 +24,7 @@ CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-cli --test fuz
 CVM_WRITE_FUZZ_CORPUS="$(pwd)/host/fuzz/corpus" cargo test -p cvm-onnx --test external --locked -q
 for target in onnx_read onnx_read_file onnx_import; do
   mkdir -p "host/fuzz/corpus/$target"
-  find fixtures/onnx -name '*.onnx' -size -1M | while read -r file; do
+  find fixtures/onnx -name '*.onnx' -size -1024k | while read -r file; do
     cp "$file" "host/fuzz/corpus/$target/$(echo "$file" | tr / _)"
   done
 done
