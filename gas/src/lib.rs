@@ -269,6 +269,8 @@ const V1_TABLE: &[Row] = &[
     row("Slice",                 "",                       912, [     0,      0,   1635,      0,      0,      0,      0]),
     row("Transpose",             "",                      1339, [     0,      0,   1728,      0,      0,      0,      0]),
     row("generate_proposals_v2", "",                       100, [     0,   1224,    154,      0,    482, 258287,      0]),
+    // Transformer family, added with the operators (no earlier model can contain them).
+    row("requantize",            "",                       361, [     0,      0,    170,      0,      0,      0,      0]),
 ];
 
 impl Schedule {

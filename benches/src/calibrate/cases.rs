@@ -16,10 +16,12 @@
 
 mod cinn;
 mod cvm;
+mod requantize;
 mod transform;
 
 use cinn::cinn_configs;
 use cvm::cvm_configs;
+use requantize::requantize_configs;
 use transform::transform_configs;
 
 use std::path::Path;
@@ -495,6 +497,7 @@ fn int8_unary(
 pub fn configs() -> Result<Vec<Config>, String> {
     let mut all = cvm_configs();
     all.extend(cinn_configs());
+    all.extend(requantize_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

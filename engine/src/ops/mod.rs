@@ -326,6 +326,7 @@ pub static OPS: &[OpDef] = &[
     // Detection: 300..
     detection::proposals::GENERATE_PROPOSALS_V2,
     // Transformer family, the engine's own: 400..
+    transformer::requantize::REQUANTIZE,
 ];
 
 /// A one-output row of the CINN family (the unary and binary primitives).
@@ -520,6 +521,11 @@ mod tests {
         ];
         for &(code, name) in cinn {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
+        }
+        let transformer: &[(u16, &str)] = &[(403, "requantize")];
+        for &(code, name) in transformer {
+            assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
+            assert_eq!(by_code(code).map(|op| op.family), Some(Family::Transformer));
         }
         let cvm_operators = OPS.iter().filter(|op| op.code < 100).count();
         assert_eq!(

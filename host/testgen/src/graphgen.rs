@@ -140,6 +140,16 @@ fn attribute(
         } else {
             source.range(1, 8)
         }),
+        // A real scale m / 2^shift (requantize and the other transformer operators).
+        ("multiplier", _) => AttrValue::Int(match source.below(4) {
+            0 => source.pick(&[1, -1, i64::from(i32::MAX), -i64::from(i32::MAX)]),
+            _ => source.range(1, 1 << 16),
+        }),
+        ("shift", _) => AttrValue::Int(if source.chance(4) {
+            source.range(0, 62)
+        } else {
+            source.range(0, 20)
+        }),
         ("a_min", _) => AttrValue::Int(source.range(-200, 0)),
         ("a_max", _) => AttrValue::Int(source.range(0, 200)),
         ("axis", AttrKind::Int) => AttrValue::Int(source.range(-rank - 1, rank)),

@@ -8,3 +8,5 @@
 //! intermediate is exact in wide integers, a result is rounded once (halves away from zero) and
 //! an output of declared precision is saturated to it only where the operator's semantics say
 //! so.
+
+pub mod requantize;

@@ -1,0 +1,26 @@
+//! Configurations of `requantize`: an int32 residual stream scaled by a multiplier and a shift
+//! into int8, and a scale-up into int16 that saturates often.
+
+use super::*;
+
+pub(super) fn requantize_configs() -> Vec<Config> {
+    vec![
+        config("requantize", "int32 to int8", |rng, n| {
+            let x = matrix(n);
+            Graph::new()
+                .input(&x, 32, rng.values(elements(&x), -(1 << 30), 1 << 30))
+                .attr("multiplier", int(1_518_500_250))
+                .attr("shift", int(53))
+                .attr("precision", int(8))
+                .node("requantize")
+        }),
+        config("requantize", "int16 to int16, saturating", |rng, n| {
+            let x = matrix(n);
+            Graph::new()
+                .input(&x, 16, rng.values(elements(&x), -32767, 32767))
+                .attr("multiplier", int(-3))
+                .attr("precision", int(16))
+                .node("requantize")
+        }),
+    ]
+}
