@@ -14,11 +14,13 @@
 //! [`configs`] lists the configurations in the order of the operator table and fails when an
 //! operator of `OPS` has none, or a configuration names an operator the table does not have.
 
+mod activation;
 mod cinn;
 mod cvm;
 mod requantize;
 mod transform;
 
+use activation::activation_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
 use requantize::requantize_configs;
@@ -498,6 +500,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     let mut all = cvm_configs();
     all.extend(cinn_configs());
     all.extend(requantize_configs());
+    all.extend(activation_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

@@ -327,6 +327,7 @@ pub static OPS: &[OpDef] = &[
     detection::proposals::GENERATE_PROPOSALS_V2,
     // Transformer family, the engine's own: 400..
     transformer::requantize::REQUANTIZE,
+    transformer::activation::ACTIVATION,
 ];
 
 /// A one-output row of the CINN family (the unary and binary primitives).
@@ -381,6 +382,7 @@ mod tests {
                 "dense" => &["", "batched"],
                 "Dot" => &["", "matrix"],
                 "Reduce" => &["", "prod"],
+                "activation" => &["gelu", "gelu_tanh", "silu"],
                 _ => &[""],
             }
         };
@@ -522,7 +524,7 @@ mod tests {
         for &(code, name) in cinn {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
         }
-        let transformer: &[(u16, &str)] = &[(403, "requantize")];
+        let transformer: &[(u16, &str)] = &[(403, "requantize"), (404, "activation")];
         for &(code, name) in transformer {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
             assert_eq!(by_code(code).map(|op| op.family), Some(Family::Transformer));

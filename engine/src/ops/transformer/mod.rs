@@ -9,4 +9,5 @@
 //! an output of declared precision is saturated to it only where the operator's semantics say
 //! so.
 
+pub mod activation;
 pub mod requantize;

@@ -1,0 +1,236 @@
+//! Properties of the transformer operators whose reference is a formula per element:
+//!
+//! - `requantize` against a plain reference: the product in i128, rounded by the definition
+//!   of docs/ops.md (halves away from zero, written as a floor of the magnitude) and clipped;
+//! - `activation` against the real functions in f64 (GELU, its tanh form, SiLU), within the
+//!   error bound its documentation states, which the test also reports as measured.
+//!
+//! Shapes are random, values biased to the edges of their precision (the largest products
+//! included), scales spread from fine to coarse, and attributes out of range must be refused
+//! with `AttributeOutOfRange`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failing property reports by panicking
+#![allow(clippy::float_arithmetic, clippy::cast_precision_loss)] // the f64 evaluations of the real functions
+
+mod common;
+
+use common::Rng;
+use common::property::{Case, Expect, Suite, Want, at, bound, expect, tensor};
+
+use cvm_engine::error::ErrorCode;
+use cvm_engine::ops::Family;
+
+/// The transformer operators covered by this file.
+const TRANSFORMER: Suite<ErrorCode> = Suite {
+    what: "transformer operator",
+    covers: |def| def.family == Family::Transformer,
+    spoil: |_, _, _| None,
+};
+
+/// A value of precision `p`, biased toward 0, ±1 and ±(2^(p−1) − 1).
+fn value(rng: &mut Rng, p: u8) -> i64 {
+    let b = bound(p);
+    match rng.below(10) {
+        0 => rng.pick(&[0, 1, -1]).clamp(-b, b),
+        1..=2 => rng.pick(&[b, -b, b - 1, -(b - 1)]),
+        _ => rng.range(-b, b),
+    }
+}
+
+fn gen_requantize(rng: &mut Rng) -> Case {
+    let rank = rng.size(0, 4);
+    let dims = rng.dimensions(rank, 9, 5);
+    let any = rng.range(1, 32) as u8;
+    let p = rng.pick(&[1, 8, 16, 24, 31, 32, any]);
+    let count: usize = dims.iter().map(|&d| d as usize).product();
+    let data = (0..count).map(|_| value(rng, p)).collect();
+    let mut case = Case::default().input(tensor(&dims, p, data));
+    let max = i64::from(i32::MAX);
+    if !rng.chance(10) {
+        let multiplier = match rng.below(10) {
+            0 => rng.pick(&[max, -max, 1, -1, 0]),
+            1 => rng.pick(&[max + 1, -max - 1, i64::MAX]),
+            _ => rng.range(-max, max),
+        };
+        case = case.int("multiplier", multiplier);
+    }
+    if !rng.chance(10) {
+        let shift = match rng.below(10) {
+            0 => rng.pick(&[0, 1, 61, 62]),
+            1 => rng.pick(&[-1, 63, 64]),
+            _ => rng.range(0, 62),
+        };
+        case = case.int("shift", shift);
+    }
+    if !rng.chance(10) {
+        let precision = match rng.below(10) {
+            0 => rng.pick(&[1, 32]),
+            1 => rng.pick(&[0, 33, -1]),
+            _ => rng.range(1, 32),
+        };
+        case = case.int("precision", precision);
+    }
+    case
+}
+
+/// v / 2^s rounded to the nearest integer, halves away from zero.
+fn round_away(v: i128, s: u32) -> i128 {
+    if s == 0 {
+        return v;
+    }
+    let magnitude = (v.abs() + (1i128 << (s - 1))) >> s;
+    if v < 0 { -magnitude } else { magnitude }
+}
+
+fn ref_requantize(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
+    let multiplier = case.int_attr("multiplier").unwrap_or(1);
+    let shift = case.int_attr("shift").unwrap_or(0);
+    let precision = case.int_attr("precision").unwrap_or(8);
+    let max = i64::from(i32::MAX);
+    if !(-max..=max).contains(&multiplier)
+        || !(0..=62).contains(&shift)
+        || !(1..=32).contains(&precision)
+    {
+        return Err(ErrorCode::AttributeOutOfRange);
+    }
+    let x = &case.inputs[0];
+    let b = i128::from(bound(precision as u8));
+    Ok(vec![expect(
+        x.shape.dims().to_vec(),
+        precision as u8,
+        |d| {
+            let product = i128::from(at(x, d)) * i128::from(multiplier);
+            round_away(product, shift as u32).clamp(-b, b) as i64
+        },
+    )])
+}
+
+#[test]
+fn requantize_matches_the_plain_formula() {
+    TRANSFORMER
+        .check(
+            "requantize",
+            0x5EED_0193,
+            6000,
+            gen_requantize,
+            ref_requantize,
+        )
+        .require(4400, 1400, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// activation
+// ---------------------------------------------------------------------------------------------
+
+/// erf(a) in f64: 2/√π · e^(−a²) · Σ_n 2^n·a^(2n+1) / (1·3·…·(2n+1)), a series of positive terms
+/// (no cancellation, relative error near 1e-15); ±1 beyond |a| ≥ 6 (erfc(6) < 3e-17).
+fn erf(a: f64) -> f64 {
+    if a.abs() >= 6.0 {
+        return a.signum();
+    }
+    let two_a2 = 2.0 * a * a;
+    let mut term = a;
+    let mut sum = a;
+    let mut n = 0.0;
+    while term.abs() > 1e-18 * sum.abs() {
+        n += 1.0;
+        term *= two_a2 / (2.0 * n + 1.0);
+        sum += term;
+    }
+    2.0 / std::f64::consts::PI.sqrt() * (-a * a).exp() * sum
+}
+
+/// The real gate Φ(x) of each function, and the bound ε of docs/ops.md (|Y − X·Φ| ≤ 0.5 + |X|·ε).
+fn gate(function: &str, x: f64) -> (f64, f64) {
+    match function {
+        "gelu" => (
+            (1.0 + erf(x / std::f64::consts::SQRT_2)) / 2.0,
+            1.07 * 2f64.powi(-29),
+        ),
+        "silu" => ((1.0 + (x / 2.0).tanh()) / 2.0, 1.07 * 2f64.powi(-27)),
+        _ => {
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            ((1.0 + u.tanh()) / 2.0, 1.07 * 2f64.powi(-27))
+        }
+    }
+}
+
+const FUNCTIONS: [&str; 3] = ["gelu", "gelu_tanh", "silu"];
+
+/// A scale m / 2^s for which the precision's largest value stands for about `reach`.
+fn scale_for(p: u8, reach: f64) -> (i64, i64) {
+    let target = reach / bound(p).max(1) as f64;
+    let s = (30.0 - target.log2().floor()).clamp(0.0, 62.0) as i64;
+    let m = (target * 2f64.powi(s as i32)).round() as i64;
+    (m.clamp(1, i64::from(i32::MAX)), s)
+}
+
+fn gen_activation(rng: &mut Rng) -> Case {
+    let rank = rng.size(0, 3);
+    let dims = rng.dimensions(rank, 12, 3);
+    let any = rng.range(2, 32) as u8;
+    let p = rng.pick(&[8, 16, 24, 32, any]);
+    let count: usize = dims.iter().map(|&d| d as usize).product();
+    let data = (0..count).map(|_| value(rng, p)).collect();
+    let mut case = Case::default().input(tensor(&dims, p, data));
+    if !rng.chance(5) {
+        let function = if rng.chance(2) {
+            "relu"
+        } else {
+            rng.pick(&FUNCTIONS)
+        };
+        case = case.text("function", function);
+    }
+    let reach = rng.pick(&[0.5, 2.0, 6.0, 12.0, 40.0, 1e4]);
+    let (m, s) = scale_for(p, reach);
+    let max = i64::from(i32::MAX);
+    let multiplier = match rng.below(20) {
+        0 => rng.pick(&[0, -1, max + 1]),
+        1 => rng.pick(&[1, max]),
+        _ => m,
+    };
+    let shift = match rng.below(20) {
+        0 => rng.pick(&[-1, 63]),
+        1 => rng.pick(&[0, 62]),
+        _ => s,
+    };
+    if !(multiplier == 1 && rng.chance(20)) {
+        case = case.int("multiplier", multiplier);
+    }
+    case.int("shift", shift)
+}
+
+fn ref_activation(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
+    let function = case.str_attr("function").unwrap_or("gelu");
+    let multiplier = case.int_attr("multiplier").unwrap_or(1);
+    let shift = case.int_attr("shift").unwrap_or(0);
+    let (true, true, true) = (
+        FUNCTIONS.contains(&function),
+        (1..=i64::from(i32::MAX)).contains(&multiplier),
+        (0..=62).contains(&shift),
+    ) else {
+        return Err(ErrorCode::AttributeOutOfRange);
+    };
+    let x = &case.inputs[0];
+    let scale = multiplier as f64 * 2f64.powi(-(shift as i32));
+    Ok(vec![expect(x.shape.dims().to_vec(), x.precision, |d| {
+        let v = at(x, d) as f64;
+        let (phi, epsilon) = gate(function, v * scale);
+        let exact = v * phi;
+        // f64's own error on |X · Φ| < 2^31 is below 2^-21.
+        let tol = 0.5 + v.abs() * epsilon + 2f64.powi(-20);
+        Want::Near { exact, tol }
+    })])
+}
+
+#[test]
+fn activation_is_within_its_bound_of_the_real_functions() {
+    TRANSFORMER
+        .check(
+            "activation",
+            0x5EED_0194,
+            3000,
+            gen_activation,
+            ref_activation,
+        )
+        .require(2400, 300, 0);
+}
