@@ -245,6 +245,45 @@ fn dense_kernels(c: &mut Criterion) {
     }
 }
 
+/// The operators of a GPT-2-small block (T = 128 tokens, d = 768, 12 heads of 64, MLP 3072),
+/// and `batch_matmul` beside `dense` at the same (M, K, N), both reading B as (N, K).
+fn transformer_kernels(c: &mut Criterion) {
+    let wasm = WasmEngine::new().expect("engine.wasm compiles");
+    let transpose_b = || vec![attr("transpose_b", AttrValue::Bool(true))];
+    let products = [
+        dense("dense_128x768to768", 128, 768, 768),
+        single_node(
+            "batch_matmul_128x768x768",
+            "batch_matmul",
+            &[128, 768],
+            &[&[768, 768]],
+            transpose_b(),
+            &[128, 768],
+        ),
+        // Q·Kᵀ of 12 heads: (12, 128, 64) × (12, 128, 64)ᵀ.
+        single_node(
+            "batch_matmul_scores_12x128x64",
+            "batch_matmul",
+            &[12, 128, 64],
+            &[&[12, 128, 64]],
+            transpose_b(),
+            &[12, 128, 128],
+        ),
+        // P·V of 12 heads: (12, 128, 128) × (12, 128, 64).
+        single_node(
+            "batch_matmul_context_12x128x128",
+            "batch_matmul",
+            &[12, 128, 128],
+            &[&[12, 128, 64]],
+            vec![],
+            &[12, 128, 64],
+        ),
+    ];
+    for bench in &products {
+        bench_kernel(c, &wasm, bench, |work| work.macs);
+    }
+}
+
 fn other_kernels(c: &mut Criterion) {
     let wasm = WasmEngine::new().expect("engine.wasm compiles");
     bench_kernel(
@@ -314,5 +353,11 @@ fn other_kernels(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, conv2d, dense_kernels, other_kernels);
+criterion_group!(
+    benches,
+    conv2d,
+    dense_kernels,
+    transformer_kernels,
+    other_kernels
+);
 criterion_main!(benches);

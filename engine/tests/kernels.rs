@@ -954,3 +954,26 @@ fn pointwise_tiles_over_many_channel_pairs_equal_the_formula() {
     }
     assert_eq!(cases, 72);
 }
+
+#[test]
+fn packing_saturates_each_value_and_pads_with_zeros() {
+    let mut rng = Rng(0x05EE_DD08);
+    for _ in 0..300 {
+        let (rows, depth) = (rng.size(0, 6), rng.size(0, 41));
+        let source: Vec<i32> = (0..rows * depth)
+            .map(|_| match rng.below(4) {
+                0 => rng.pick(&[i32::MIN, i32::MAX, -32769, 32768, -32768, 32767]),
+                _ => rng.range(-200, 200) as i32,
+            })
+            .collect();
+        let packed = PackedRows::pack(&source, rows, depth);
+        let stride = depth.div_ceil(16) * 16;
+        let mut expected = vec![0i16; rows * stride];
+        for r in 0..rows {
+            for k in 0..depth {
+                expected[r * stride + k] = source[r * depth + k].clamp(-32768, 32767) as i16;
+            }
+        }
+        assert_eq!(packed.values(), expected, "{rows} rows of {depth}");
+    }
+}

@@ -234,3 +234,157 @@ fn activation_is_within_its_bound_of_the_real_functions() {
         )
         .require(2400, 300, 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// batch_matmul
+// ---------------------------------------------------------------------------------------------
+
+/// Leading axes that broadcast against each other (now and then ones that do not), and the
+/// matrix sizes: odd sizes, tails of the 2 × 4 tiles and of the 16-lane vectors, empty axes.
+fn gen_batch_matmul(rng: &mut Rng) -> Case {
+    let rank = rng.size(0, 3);
+    let lead = rng.dimensions(rank, 4, 5);
+    let broadcast = |rng: &mut Rng, lead: &[u32]| -> Vec<u32> {
+        let keep = rng.size(0, lead.len());
+        lead[lead.len() - keep..]
+            .iter()
+            .map(|&d| if rng.chance(30) { 1 } else { d })
+            .collect()
+    };
+    let mut a_lead = broadcast(rng, &lead);
+    let b_lead = broadcast(rng, &lead);
+    if rng.chance(4)
+        && let Some(d) = a_lead.last_mut()
+    {
+        *d += 2; // no longer broadcasts unless the other side is 1 or absent
+    }
+    let size = |rng: &mut Rng| match rng.below(10) {
+        0 => 0,
+        1 => rng.pick(&[1, 2, 3, 4, 5]) as u32,
+        2 => rng.range(15, 49) as u32,
+        _ => rng.range(1, 12) as u32,
+    };
+    let (mut m, mut k, mut n) = (size(rng), size(rng), size(rng));
+    if rng.chance(2) {
+        // The longest reduction of 8-bit operands (precision 8 + 8 + 16 = 32, sums near
+        // 2^30), or one past it (precision 33).
+        (m, k, n) = (
+            rng.range(1, 2) as u32,
+            rng.pick(&[65535, 65536]),
+            rng.range(0, 2) as u32,
+        );
+    }
+    let transpose_b = rng.chance(50);
+    let pa = rng.pick(&[8, 8, 8, 7, 4, 1, 9]);
+    let pb = rng.pick(&[8, 8, 8, 5, 2, 1, 16]);
+    let mut a_dims = a_lead.clone();
+    a_dims.extend([m, k]);
+    if rng.chance(5) {
+        k += 1; // K disagrees
+    }
+    let mut b_dims = b_lead.clone();
+    b_dims.extend(if transpose_b { [n, k] } else { [k, n] });
+    if rng.chance(3) {
+        b_dims.truncate(rng.size(0, 1)); // rank below 2
+    }
+    let values = |rng: &mut Rng, dims: &[u32], p: u8| -> Vec<i64> {
+        let count: usize = dims.iter().map(|&d| d as usize).product();
+        let full = rng.chance(20);
+        (0..count)
+            .map(|_| {
+                if full {
+                    rng.pick(&[bound(p), -bound(p)])
+                } else {
+                    value(rng, p)
+                }
+            })
+            .collect()
+    };
+    let a = values(rng, &a_dims, pa);
+    let b = values(rng, &b_dims, pb);
+    let mut case = Case::default()
+        .input(tensor(&a_dims, pa, a))
+        .input(tensor(&b_dims, pb, b));
+    if transpose_b || rng.chance(50) {
+        case = case.flag("transpose_b", transpose_b);
+    }
+    case
+}
+
+fn ref_batch_matmul(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
+    let transpose_b = case.bool_attr("transpose_b").unwrap_or(false);
+    let (a, b) = (&case.inputs[0], &case.inputs[1]);
+    let (ad, bd) = (a.shape.dims(), b.shape.dims());
+    if ad.len() < 2 || bd.len() < 2 {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    let (a_lead, b_lead) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
+    let [m, k] = [ad[ad.len() - 2], ad[ad.len() - 1]];
+    let [b0, b1] = [bd[bd.len() - 2], bd[bd.len() - 1]];
+    let (bk, n) = if transpose_b { (b1, b0) } else { (b0, b1) };
+    if k != bk {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    // numpy's broadcast of the leading axes.
+    let rank = a_lead.len().max(b_lead.len());
+    let padded = |lead: &[u32]| -> Vec<u32> {
+        let mut dims = vec![1; rank - lead.len()];
+        dims.extend_from_slice(lead);
+        dims
+    };
+    let (pa_lead, pb_lead) = (padded(a_lead), padded(b_lead));
+    let mut lead = Vec::new();
+    for (&x, &y) in pa_lead.iter().zip(&pb_lead) {
+        lead.push(match (x, y) {
+            _ if x == y => x,
+            (1, _) => y,
+            (_, 1) => x,
+            _ => return Err(ErrorCode::ShapeMismatch),
+        });
+    }
+    if a.precision > 8 || b.precision > 8 {
+        return Err(ErrorCode::PrecisionConstraint);
+    }
+    let bits = 64 - u64::from(k).leading_zeros();
+    let precision = u32::from(a.precision) + u32::from(b.precision) + bits;
+    if precision > 32 {
+        return Err(ErrorCode::PrecisionOverflow);
+    }
+    let mut out = lead.clone();
+    out.extend([m, n]);
+    Ok(vec![expect(out, precision as u8, |d| {
+        let (batch, [i, j]) = (&d[..rank], [d[rank], d[rank + 1]]);
+        let pick = |dims: &[u32]| -> Vec<usize> {
+            batch
+                .iter()
+                .zip(dims)
+                .map(|(&x, &dim)| if dim == 1 { 0 } else { x })
+                .collect()
+        };
+        let (mut ia, mut ib) = (pick(&pa_lead), pick(&pb_lead));
+        ia.drain(..rank - a_lead.len());
+        ib.drain(..rank - b_lead.len());
+        let mut sum = 0i64;
+        for kk in 0..k as usize {
+            let mut x = ia.clone();
+            x.extend([i, kk]);
+            let mut y = ib.clone();
+            y.extend(if transpose_b { [j, kk] } else { [kk, j] });
+            sum += at(a, &x) * at(b, &y);
+        }
+        sum
+    })])
+}
+
+#[test]
+fn batch_matmul_matches_the_plain_sums() {
+    TRANSFORMER
+        .check(
+            "batch_matmul",
+            0x5EED_0190,
+            3000,
+            gen_batch_matmul,
+            ref_batch_matmul,
+        )
+        .require(1500, 600, 0);
+}

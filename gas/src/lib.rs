@@ -274,6 +274,8 @@ const V1_TABLE: &[Row] = &[
     row("activation",            "gelu",                   100, [     0,      0,    180,      0,      0, 520000,      0]),
     row("activation",            "gelu_tanh",              100, [     0,      0,    140,      0,      0, 228573,      0]),
     row("activation",            "silu",                   100, [     0,      0,    140,      0,      0, 228573,      0]),
+    row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
+    row("batch_matmul",          "columns",               3627, [    17,    243,    455,      0,      0,      0,      0]),
 ];
 
 impl Schedule {

@@ -15,12 +15,14 @@
 //! operator of `OPS` has none, or a configuration names an operator the table does not have.
 
 mod activation;
+mod batch_matmul;
 mod cinn;
 mod cvm;
 mod requantize;
 mod transform;
 
 use activation::activation_configs;
+use batch_matmul::batch_matmul_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
 use requantize::requantize_configs;
@@ -501,6 +503,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     all.extend(cinn_configs());
     all.extend(requantize_configs());
     all.extend(activation_configs());
+    all.extend(batch_matmul_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

@@ -10,7 +10,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::shape::ConvShape;
-use super::simd::ROW_ALIGN;
+use super::simd::{LANES, Native, ROW_ALIGN, Simd};
 
 /// The padded row length for `depth` values.
 pub const fn padded_depth(depth: usize) -> usize {
@@ -22,6 +22,23 @@ pub const fn padded_depth(depth: usize) -> usize {
 #[inline(always)]
 pub fn narrow16(value: i32) -> i16 {
     value.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
+}
+
+/// `target[i] = narrow16(source[i])` for the values both hold, eight at a time with the
+/// saturating [`Simd::narrow32`] (the same values as [`narrow16`]).
+#[inline(always)]
+fn narrow_row<S: Simd>(target: &mut [i16], source: &[i32]) {
+    let (octets, _) = source.as_chunks::<LANES>();
+    let (slots, _) = target.as_chunks_mut::<LANES>();
+    for (slot, octet) in slots.iter_mut().zip(octets) {
+        if let [low, high] = octet.as_chunks::<4>().0 {
+            S::store16(slot, S::narrow32(S::load32(low), S::load32(high)));
+        }
+    }
+    let done = octets.len().min(slots.len()) * LANES;
+    for (slot, &value) in target.iter_mut().zip(source).skip(done) {
+        *slot = narrow16(value);
+    }
 }
 
 /// The order of a packed row's values relative to its source row.
@@ -61,9 +78,7 @@ impl PackedRows {
                 .chunks_exact_mut(stride)
                 .zip(source.chunks_exact(depth))
             {
-                for (slot, &value) in packed.iter_mut().zip(row) {
-                    *slot = narrow16(value);
-                }
+                narrow_row::<Native>(packed, row);
             }
         }
         PackedRows {

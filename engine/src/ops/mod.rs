@@ -326,6 +326,7 @@ pub static OPS: &[OpDef] = &[
     // Detection: 300..
     detection::proposals::GENERATE_PROPOSALS_V2,
     // Transformer family, the engine's own: 400..
+    transformer::batch_matmul::BATCH_MATMUL,
     transformer::requantize::REQUANTIZE,
     transformer::activation::ACTIVATION,
 ];
@@ -383,6 +384,7 @@ mod tests {
                 "Dot" => &["", "matrix"],
                 "Reduce" => &["", "prod"],
                 "activation" => &["gelu", "gelu_tanh", "silu"],
+                "batch_matmul" => &["", "columns"],
                 _ => &[""],
             }
         };
@@ -524,7 +526,11 @@ mod tests {
         for &(code, name) in cinn {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
         }
-        let transformer: &[(u16, &str)] = &[(403, "requantize"), (404, "activation")];
+        let transformer: &[(u16, &str)] = &[
+            (400, "batch_matmul"),
+            (403, "requantize"),
+            (404, "activation"),
+        ];
         for &(code, name) in transformer {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
             assert_eq!(by_code(code).map(|op| op.family), Some(Family::Transformer));

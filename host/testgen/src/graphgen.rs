@@ -255,9 +255,10 @@ fn add_param(
     )
 }
 
-/// For operators whose operands must agree closely (weights of conv2d and dense, the rows and
-/// counts of non_max_suppression, the five tensors of generate_proposals_v2), sometimes synthesizes parameters that fit the first operand,
-/// so that every operator is generated.
+/// For operators whose operands must agree closely (weights of conv2d and dense, the second
+/// matrix of batch_matmul, the rows and counts of non_max_suppression, the five tensors of
+/// generate_proposals_v2), sometimes synthesizes parameters that fit the first operand, so that
+/// every operator is generated.
 fn companions(
     source: &mut ByteSource<'_>,
     model: &mut Model,
@@ -332,6 +333,32 @@ fn companions(
                 let bias_precision = source.range(1, 16) as u8;
                 picks.push(add_param(source, model, vec![units], bias_precision));
             }
+        }
+        "batch_matmul" => {
+            // B fitting A's K (and its leading axes, or a broadcast of them), in either layout.
+            let transpose_b = attrs
+                .iter()
+                .any(|a| a.name == "transpose_b" && a.value == AttrValue::Bool(true));
+            picks.clear();
+            if dims.len() >= 2 && first.precision <= 8 {
+                picks.push((first_ref, first));
+            } else {
+                let shape = vec![
+                    source.range(1, 3) as u32,
+                    source.range(1, 5) as u32,
+                    source.range(1, 6) as u32,
+                ];
+                picks.push(add_param(source, model, shape, precision));
+            }
+            let a = picks[0].1.dims().to_vec();
+            let (lead, k) = (&a[..a.len() - 2], a[a.len() - 1]);
+            let n = source.range(1, 5) as u32;
+            let mut shape: Vec<u32> = lead
+                .iter()
+                .map(|&d| if source.chance(4) { 1 } else { d })
+                .collect();
+            shape.extend(if transpose_b { [n, k] } else { [k, n] });
+            picks.push(add_param(source, model, shape, precision));
         }
         "generate_proposals_v2" => {
             // scores [N, H, W, A], bbox_deltas [N, H, W, 4A], im_shape [N, 2], anchors and

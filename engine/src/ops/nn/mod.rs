@@ -39,7 +39,7 @@ fn check_layout(attrs: &Attrs<'_>, name: &str, allowed: &[&str]) -> Result<()> {
 }
 
 /// Checks the ≤ 8-bit precision rule of dense and conv2d operands.
-fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
+pub(crate) fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
     if ty.precision > MAX_MAC_INPUT_PRECISION {
         Err(fail!(
             PrecisionConstraint,
@@ -53,12 +53,12 @@ fn check_mac_precision(ty: &TensorType, operand: &str) -> Result<()> {
 
 /// The multiply-accumulates the schedule counts per output of an 8-bit reduction of length
 /// `k`: k rounded up to the vector width, 16.
-fn vector_reduction(k: u64) -> u64 {
+pub(crate) fn vector_reduction(k: u64) -> u64 {
     k.div_ceil(16).saturating_mul(16)
 }
 
 /// Output precision of a multiply-accumulate layer (cvm-compat §3, dense and conv2d rows).
-fn mac_precision(
+pub(crate) fn mac_precision(
     data: &TensorType,
     weight: &TensorType,
     reduction: u64,

@@ -10,4 +10,5 @@
 //! so.
 
 pub mod activation;
+pub mod batch_matmul;
 pub mod requantize;
