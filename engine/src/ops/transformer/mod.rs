@@ -11,3 +11,4 @@
 
 pub mod activation;
 pub mod requantize;
+pub mod softmax;
