@@ -274,7 +274,7 @@ const V1_TABLE: &[Row] = &[
     row("activation",            "gelu",                   100, [     0,      0,    180,      0,      0, 520000,      0]),
     row("activation",            "gelu_tanh",              100, [     0,      0,    140,      0,      0, 228573,      0]),
     row("activation",            "silu",                   100, [     0,      0,    140,      0,      0, 228573,      0]),
-    row("softmax",               "",                       100, [     0,    100,    100,      0,      0,   2000,      0]),
+    row("softmax",               "",                       833, [     0,     98,     67,      0,      0,   1346,      0]),
 ];
 
 impl Schedule {

@@ -18,12 +18,14 @@ mod activation;
 mod cinn;
 mod cvm;
 mod requantize;
+mod softmax;
 mod transform;
 
 use activation::activation_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
 use requantize::requantize_configs;
+use softmax::softmax_configs;
 use transform::transform_configs;
 
 use std::path::Path;
@@ -501,6 +503,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     all.extend(cinn_configs());
     all.extend(requantize_configs());
     all.extend(activation_configs());
+    all.extend(softmax_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

@@ -70,8 +70,8 @@ use crate::tensor::{TensorMut, TensorRef, TensorType};
 ///   spread over 0 to 30 and random and causal masks.
 /// - **Output precision**: p (0 ≤ Y < 2^(p−1)).
 /// - **Rounding and overflow**: each step rounds once as stated; every product is exact (the
-///   exponent's below 2^95 in `u128`, the others below 2^62) and Σ below 2^56, so nothing can
-///   overflow and nothing fails while running.
+///   exponent's below 2^95, the others below 2^62) and Σ below 2^56, so nothing can overflow
+///   and nothing fails while running.
 /// - **Errors**, in order: `multiplier` outside [1, 2^31 − 1], `shift` outside [0, 62],
 ///   `precision` outside [2, 16]: `AttributeOutOfRange`; `X` of rank 0, `causal` with `X` of
 ///   rank < 2, or a `mask` that does not broadcast to `X`'s shape: `ShapeMismatch`.
@@ -103,7 +103,7 @@ const BITS: u32 = 30;
 /// One in Q30.
 const ONE: u64 = 1 << BITS;
 /// The exponents from which every exponential rounds to 0 (n ≥ 32).
-const SATURATED: u128 = 32 << BITS;
+const SATURATED: u64 = 32 << BITS;
 /// Bits of the fraction the table indexes (64 entries).
 const TABLE_BITS: u32 = 6;
 /// 2^30 · 2^(−t/64) for t = 0..=63, rounded to the nearest integer.
@@ -150,31 +150,45 @@ impl Softmax {
     }
 }
 
-/// e = R(E, n) of step 4 for a difference `d` (< 2^32), with `c` = m · L and `shift` = s: the
-/// exponent u = R(d · c, s + 1) (exact in `u128`), then the table entry of its fraction's top
-/// 6 bits times the cubic of the rest. Everything after the exponent is below 2^62 in `u64`.
+/// e = R(E, n) of step 4 for a difference `d` (< 2^32), with `c` = m · L (< 2^63) and `shift`
+/// = s: the exponent u = R(d · c, s + 1), then the table entry of its fraction's top 6 bits
+/// times the cubic of the rest.
+///
+/// The exponent's product, below 2^95, is taken in two 64-bit halves: with c = c₁ · 2^32 + c₀,
+/// d · c = a · 2^32 + b for a = d · c₁ + ⌊d · c₀ / 2^32⌋ (< 2^64) and b = d · c₀ mod 2^32. For
+/// k = s + 1 ≥ 33, R(a · 2^32 + b, k) = ⌊(a + 2^(k−33)) / 2^(k−32)⌋ (b < 2^32 never carries
+/// into a multiple of 2^k); for k ≤ 32 it is a · 2^(32−k) + R(b, k), and a ≥ 2^(k+3) already
+/// means u ≥ 2^35, saturated. Everything after the exponent is below 2^62 in `u64`.
 #[inline(always)]
 fn exponential(d: u64, c: u64, shift: u32) -> u64 {
-    let product = u128::from(d) * u128::from(c);
-    let exponent = (product + (1u128 << shift)) >> (shift + 1);
+    // The bounds above hold for every operand, so the arithmetic is written wrapping: under the
+    // release profile's overflow checks a checked 64-bit product costs a 128-bit one in wasm.
+    let k = shift + 1;
+    let low = d.wrapping_mul(c & 0xFFFF_FFFF);
+    let high = d.wrapping_mul(c >> 32).wrapping_add(low >> 32);
+    let exponent = if k >= 33 {
+        high.wrapping_add(1 << (k - 33)) >> (k - 32)
+    } else if high >> (k + 3) != 0 {
+        return 0;
+    } else {
+        (high << (32 - k)).wrapping_add(((low & 0xFFFF_FFFF).wrapping_add(1 << (k - 1))) >> k)
+    };
     if exponent >= SATURATED {
         return 0;
     }
-    // Below 32 · 2^30.
-    let exponent = exponent as u64;
-    let n = exponent >> BITS;
+    let n = (exponent >> BITS) as u32;
     let fraction = exponent & (ONE - 1);
     let rest_bits = BITS - TABLE_BITS;
     let entry = TABLE[(fraction >> rest_bits) as usize & (TABLE.len() - 1)];
     let rest = fraction & ((1 << rest_bits) - 1);
-    // z < ln 2 · 2^24 < 2^24, each product below 2^55.
-    let z = (rest * LN_2_Q32 + (1 << 31)) >> 32;
-    let w1 = ONE - ((z * THIRD_Q32 + (1 << 31)) >> 32);
-    let w2 = ONE - ((z * w1 + (1 << 30)) >> 31);
-    let w3 = ONE - ((z * w2 + (1 << 29)) >> 30);
-    let e = (entry * w3 + (1 << 29)) >> BITS;
+    // z < ln 2 · 2^24 < 2^24, each product below 2^55, each w in [0, 2^30].
+    let z = rest.wrapping_mul(LN_2_Q32).wrapping_add(1 << 31) >> 32;
+    let w1 = ONE.wrapping_sub(z.wrapping_mul(THIRD_Q32).wrapping_add(1 << 31) >> 32);
+    let w2 = ONE.wrapping_sub(z.wrapping_mul(w1).wrapping_add(1 << 30) >> 31);
+    let w3 = ONE.wrapping_sub(z.wrapping_mul(w2).wrapping_add(1 << 29) >> 30);
+    let e = entry.wrapping_mul(w3).wrapping_add(1 << 29) >> BITS;
     // R(E, n): the half is 2^(n−1), or 0 for n = 0; n ≤ 31.
-    (e + ((1 << n) >> 1)) >> n
+    e.wrapping_add((1 << n) >> 1) >> n
 }
 
 /// How one row's elements are masked: which positions the keep mask covers, and the causal
@@ -219,22 +233,22 @@ impl Softmax {
             y.fill(0);
             return;
         };
-        // Pass 2: the exponentials and their sum (at most 2^26 · 2^30).
+        // Pass 2: the exponentials and their sum (at most 2^26 · 2^30: it cannot wrap).
         let (c, shift) = (self.exponent_multiplier, self.shift);
         let mut sum = 0u64;
         match mask {
             None => {
                 for (out, &v) in y.iter_mut().zip(x) {
-                    let e = exponential((i64::from(max) - i64::from(v)) as u64, c, shift);
-                    sum += e;
+                    let e = exponential(i64::from(max).wrapping_sub(i64::from(v)) as u64, c, shift);
+                    sum = sum.wrapping_add(e);
                     *out = e as i32;
                 }
             }
             Some(keep) => {
                 for ((out, &v), &k) in y.iter_mut().zip(x).zip(keep) {
-                    let d = (i64::from(max) - i64::from(v)).max(0) as u64;
+                    let d = i64::from(max).wrapping_sub(i64::from(v)).max(0) as u64;
                     let e = if k != 0 { exponential(d, c, shift) } else { 0 };
-                    sum += e;
+                    sum = sum.wrapping_add(e);
                     *out = e as i32;
                 }
             }
@@ -243,7 +257,7 @@ impl Softmax {
         let bound = (1u64 << (self.precision - 1)) - 1;
         let divisor = 2 * sum;
         for out in y.iter_mut() {
-            let numerator = ((*out as u64) << self.precision) + sum;
+            let numerator = ((*out as u64) << self.precision).wrapping_add(sum);
             *out = (numerator / divisor).min(bound) as i32;
         }
     }
