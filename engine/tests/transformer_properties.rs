@@ -14,7 +14,7 @@
 mod common;
 
 use common::Rng;
-use common::property::{Case, Expect, Suite, Want, at, bound, expect, tensor};
+use common::property::{Case, Expect, Suite, Want, at, bound, expect, flat, indices, tensor};
 
 use cvm_engine::error::ErrorCode;
 use cvm_engine::ops::Family;
@@ -387,4 +387,230 @@ fn batch_matmul_matches_the_plain_sums() {
             ref_batch_matmul,
         )
         .require(1500, 600, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax
+// ---------------------------------------------------------------------------------------------
+
+/// R(v, k) of softmax's doc for v ≥ 0: ⌊(v + 2^(k−1)) / 2^k⌋, and v for k = 0.
+fn round_half_up(v: i128, k: u32) -> i128 {
+    assert!(v >= 0, "softmax rounds only non-negative values");
+    if k == 0 {
+        v
+    } else {
+        (v + (1i128 << (k - 1))) >> k
+    }
+}
+
+/// e_j of softmax's doc (steps 3 and 4) for a difference `d` ≥ 0, recomputed plainly: the
+/// table entries from f64 (2^30 · 2^(−t/64) is never within 10^−6 of a half).
+fn ref_exponential(d: i128, multiplier: i128, shift: u32) -> i128 {
+    let u = round_half_up(d * multiplier * 3_098_164_009, shift + 1);
+    if u >= 32 << 30 {
+        return 0;
+    }
+    let n = u >> 30;
+    let f = u - (n << 30);
+    let t = f >> 24;
+    let r = f - (t << 24);
+    let table = ((1u64 << 30) as f64 * 2f64.powf(-(t as f64) / 64.0)).round() as i128;
+    let z = round_half_up(r * 2_977_044_472, 32);
+    let one = 1i128 << 30;
+    let w1 = one - round_half_up(z * 1_431_655_765, 32);
+    let w2 = one - round_half_up(z * w1, 31);
+    let w3 = one - round_half_up(z * w2, 30);
+    let e = round_half_up(table * w3, 30);
+    round_half_up(e, n as u32)
+}
+
+/// Whether a mask of dimensions `mask` broadcasts to `dims` (right-aligned, each 1 or equal).
+fn mask_fits(mask: &[u32], dims: &[u32]) -> bool {
+    mask.len() <= dims.len()
+        && mask
+            .iter()
+            .rev()
+            .zip(dims.iter().rev())
+            .all(|(&m, &d)| m == 1 || m == d)
+}
+
+/// The mask value at index `y` of the output (dimensions `dims`).
+fn mask_at(mask: &cvm_engine::Tensor, y: &[usize]) -> i64 {
+    let offset = y.len() - mask.shape.rank();
+    let index: Vec<usize> = mask
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(axis, &dim)| if dim == 1 { 0 } else { y[axis + offset] })
+        .collect();
+    at(mask, &index)
+}
+
+fn gen_softmax(rng: &mut Rng) -> Case {
+    let rank = if rng.chance(3) { 0 } else { rng.size(1, 4) };
+    let mut dims = rng.dimensions(rank, 9, 4);
+    if rank > 0 && rng.chance(30) {
+        dims[rank - 1] = rng.range(16, 80) as u32;
+    }
+    let any = rng.range(1, 32) as u8;
+    let p = rng.pick(&[8, 16, 24, 32, 32, any]);
+    let count: usize = dims.iter().map(|&d| d as usize).product();
+    let few: Vec<i64> = (0..3).map(|_| value(rng, p)).collect();
+    let equal = rng.chance(15);
+    let data = (0..count)
+        .map(|_| if equal { rng.pick(&few) } else { value(rng, p) })
+        .collect();
+    let mut case = Case::default().input(tensor(&dims, p, data));
+    if rng.chance(40) {
+        let mut mask_dims: Vec<u32> = dims[rank - rng.size(0, rank)..].to_vec();
+        for dim in &mut mask_dims {
+            if rng.chance(40) {
+                *dim = 1;
+            } else if rng.chance(5) {
+                *dim += 1;
+            }
+        }
+        if rng.chance(3) {
+            mask_dims.insert(0, 1);
+        }
+        let mask_precision = rng.pick(&[1, 2, 8]);
+        let n: usize = mask_dims.iter().map(|&d| d as usize).product();
+        let zeros = rng.pick(&[0, 20, 50, 90, 100]);
+        let mask_data = (0..n)
+            .map(|_| {
+                if rng.chance(zeros) {
+                    0
+                } else {
+                    value(rng, mask_precision).max(1)
+                }
+            })
+            .map(|v: i64| v.min(bound(mask_precision)).max(0))
+            .collect();
+        case = case.input(tensor(&mask_dims, mask_precision, mask_data));
+    }
+    if rng.chance(3) {
+        case = case
+            .input(tensor(&[1], 1, vec![0]))
+            .input(tensor(&[1], 1, vec![0]));
+    }
+    // A real scale for which the precision's range spans about `reach` (0 to 30 in attention).
+    let reach = rng.pick(&[1.0, 8.0, 30.0, 30.0, 100.0, 1e6]);
+    let (m, s) = scale_for(p, reach);
+    let max = i64::from(i32::MAX);
+    let multiplier = match rng.below(20) {
+        0 => rng.pick(&[0, -1, max + 1]),
+        1 => rng.pick(&[1, max]),
+        _ => m,
+    };
+    let shift = match rng.below(20) {
+        0 => rng.pick(&[-1, 63]),
+        1 => rng.pick(&[0, 62]),
+        _ => s,
+    };
+    if !(multiplier == 1 && rng.chance(20)) {
+        case = case.int("multiplier", multiplier);
+    }
+    if !(shift == 0 && rng.chance(20)) {
+        case = case.int("shift", shift);
+    }
+    if !rng.chance(10) {
+        let precision = match rng.below(10) {
+            0 => rng.pick(&[1, 17, 0, -1]),
+            1 => rng.pick(&[2, 16]),
+            _ => rng.range(2, 16),
+        };
+        case = case.int("precision", precision);
+    }
+    if rng.chance(40) {
+        case = case.flag("causal", true);
+    } else if rng.chance(10) {
+        case = case.flag("causal", false);
+    }
+    case
+}
+
+fn ref_softmax(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
+    let multiplier = case.int_attr("multiplier").unwrap_or(1);
+    let shift = case.int_attr("shift").unwrap_or(0);
+    let precision = case.int_attr("precision").unwrap_or(8);
+    let causal = case.bool_attr("causal").unwrap_or(false);
+    // The table's arity is checked before the attributes' ranges.
+    if case.inputs.len() > 2 {
+        return Err(ErrorCode::ArityMismatch);
+    }
+    if !(1..=i64::from(i32::MAX)).contains(&multiplier)
+        || !(0..=62).contains(&shift)
+        || !(2..=16).contains(&precision)
+    {
+        return Err(ErrorCode::AttributeOutOfRange);
+    }
+    let x = &case.inputs[0];
+    let dims = x.shape.dims().to_vec();
+    let rank = dims.len();
+    if rank == 0 || (causal && rank < 2) {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    let mask = case.inputs.get(1);
+    if mask.is_some_and(|m| !mask_fits(m.shape.dims(), &dims)) {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    let width = dims[rank - 1] as usize;
+    let all = indices(&dims);
+    let mut out = vec![0i64; all.len()];
+    let half = 1i128 << (precision - 1);
+    for (row, indexes) in all.chunks(width.max(1)).enumerate() {
+        let _ = row;
+        let kept: Vec<bool> = indexes
+            .iter()
+            .map(|y| {
+                let by_mask = mask.is_none_or(|m| mask_at(m, y) != 0);
+                let by_causal = !causal || {
+                    let (i, j) = (y[rank - 2] as i64, y[rank - 1] as i64);
+                    let (tq, tk) = (i64::from(dims[rank - 2]), i64::from(dims[rank - 1]));
+                    j <= i + (tk - tq)
+                };
+                by_mask && by_causal
+            })
+            .collect();
+        let Some(mu) = indexes
+            .iter()
+            .zip(&kept)
+            .filter(|(_, k)| **k)
+            .map(|(y, _)| i128::from(at(x, y)))
+            .max()
+        else {
+            continue;
+        };
+        let e: Vec<i128> = indexes
+            .iter()
+            .zip(&kept)
+            .map(|(y, &k)| {
+                if k {
+                    ref_exponential(
+                        mu - i128::from(at(x, y)),
+                        i128::from(multiplier),
+                        shift as u32,
+                    )
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let sum: i128 = e.iter().sum();
+        for (y, e) in indexes.iter().zip(e) {
+            let q = (2 * half * e + sum) / (2 * sum);
+            out[flat(y, &dims)] = q.min(half - 1) as i64;
+        }
+    }
+    Ok(vec![expect(dims.clone(), precision as u8, |y| {
+        out[flat(y, &dims)]
+    })])
+}
+
+#[test]
+fn softmax_matches_the_plain_formula() {
+    TRANSFORMER
+        .check("softmax", 0x5EED_0191, 4000, gen_softmax, ref_softmax)
+        .require(2000, 800, 0);
 }

@@ -19,6 +19,7 @@ mod batch_matmul;
 mod cinn;
 mod cvm;
 mod requantize;
+mod softmax;
 mod transform;
 
 use activation::activation_configs;
@@ -26,6 +27,7 @@ use batch_matmul::batch_matmul_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
 use requantize::requantize_configs;
+use softmax::softmax_configs;
 use transform::transform_configs;
 
 use std::path::Path;
@@ -504,6 +506,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     all.extend(requantize_configs());
     all.extend(activation_configs());
     all.extend(batch_matmul_configs());
+    all.extend(softmax_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

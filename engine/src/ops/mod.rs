@@ -327,6 +327,7 @@ pub static OPS: &[OpDef] = &[
     detection::proposals::GENERATE_PROPOSALS_V2,
     // Transformer family, the engine's own: 400..
     transformer::batch_matmul::BATCH_MATMUL,
+    transformer::softmax::SOFTMAX,
     transformer::requantize::REQUANTIZE,
     transformer::activation::ACTIVATION,
 ];
@@ -528,6 +529,7 @@ mod tests {
         }
         let transformer: &[(u16, &str)] = &[
             (400, "batch_matmul"),
+            (401, "softmax"),
             (403, "requantize"),
             (404, "activation"),
         ];

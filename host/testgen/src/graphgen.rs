@@ -134,7 +134,12 @@ fn attribute(
     match (name, kind) {
         (_, AttrKind::Bool) => AttrValue::Bool(source.chance(2)),
         ("in_dim", _) => AttrValue::Int(inputs.get(1).map_or(1, |t| t.shape.elements() as i64)),
-        ("precision", _) => AttrValue::Int(source.range(1, 32)),
+        // Half the time within softmax's [2, 16]; every precision otherwise (requantize).
+        ("precision", _) => AttrValue::Int(if source.chance(2) {
+            source.range(2, 16)
+        } else {
+            source.range(1, 32)
+        }),
         ("shift_bit", _) => AttrValue::Int(if source.chance(4) {
             source.range(1, 32)
         } else {
@@ -390,6 +395,15 @@ fn companions(
                 vec![h, w, a, 4],
                 variance_precision,
             ));
+        }
+        "softmax" if picks.len() == 2 => {
+            // A keep mask that broadcasts to the scores: a suffix of their shape, some axes 1.
+            picks.truncate(1);
+            let shape: Vec<u32> = dims[dims.len() - source.below(dims.len() as u64 + 1) as usize..]
+                .iter()
+                .map(|&d| if source.chance(3) { 1 } else { d })
+                .collect();
+            picks.push(add_param(source, model, shape, 2));
         }
         "non_max_suppression" => {
             let (batches, rows) = (source.range(1, 2) as u32, source.range(1, 5) as u32);

@@ -12,3 +12,4 @@
 pub mod activation;
 pub mod batch_matmul;
 pub mod requantize;
+pub mod softmax;
