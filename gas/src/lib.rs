@@ -274,6 +274,7 @@ const V1_TABLE: &[Row] = &[
     row("activation",            "gelu",                   100, [     0,      0,    180,      0,      0, 520000,      0]),
     row("activation",            "gelu_tanh",              100, [     0,      0,    140,      0,      0, 228573,      0]),
     row("activation",            "silu",                   100, [     0,      0,    140,      0,      0, 228573,      0]),
+    row("layer_norm",            "",                       400, [     0,    100,    400,      0,      0,  10000,      0]),
 ];
 
 impl Schedule {

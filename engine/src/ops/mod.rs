@@ -328,6 +328,7 @@ pub static OPS: &[OpDef] = &[
     // Transformer family, the engine's own: 400..
     transformer::requantize::REQUANTIZE,
     transformer::activation::ACTIVATION,
+    transformer::layer_norm::LAYER_NORM,
 ];
 
 /// A one-output row of the CINN family (the unary and binary primitives).
@@ -524,7 +525,11 @@ mod tests {
         for &(code, name) in cinn {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
         }
-        let transformer: &[(u16, &str)] = &[(403, "requantize"), (404, "activation")];
+        let transformer: &[(u16, &str)] = &[
+            (402, "layer_norm"),
+            (403, "requantize"),
+            (404, "activation"),
+        ];
         for &(code, name) in transformer {
             assert_eq!(by_code(code).map(|op| op.name), Some(name), "code {code}");
             assert_eq!(by_code(code).map(|op| op.family), Some(Family::Transformer));

@@ -10,4 +10,5 @@
 //! so.
 
 pub mod activation;
+pub mod layer_norm;
 pub mod requantize;
