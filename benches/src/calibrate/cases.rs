@@ -17,12 +17,14 @@
 mod activation;
 mod cinn;
 mod cvm;
+mod layer_norm;
 mod requantize;
 mod transform;
 
 use activation::activation_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
+use layer_norm::layer_norm_configs;
 use requantize::requantize_configs;
 use transform::transform_configs;
 
@@ -501,6 +503,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     all.extend(cinn_configs());
     all.extend(requantize_configs());
     all.extend(activation_configs());
+    all.extend(layer_norm_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

@@ -279,10 +279,10 @@ impl Operator for LayerNorm {
     }
 }
 
-/// Step 4 for one row. Nothing can wrap: |N·x − S| < 2^58, |γ · r| < 2^46, their product is
-/// below 2^104 and the half added below 2^105, so the operations are written unchecked and the
-/// loop has no branch. For s > 0, halves away from zero is ⌊(v + h − [v < 0]) / 2^s⌋ with h =
-/// 2^(s−1).
+/// Step 4 for one row, on magnitudes: R(v, s) = sign(v) · ⌊(|v| + 2^(s−1)) / 2^s⌋ (halves away
+/// from zero; s = 0 only with r = 0, where every v is 0). Nothing can wrap: |N·x − S| < 2^58,
+/// |γ| · r < 2^46, their product is below 2^104 and the half added below 2^105, so the
+/// operations are written unchecked and the loop has no branch.
 #[inline(never)]
 fn write_row(
     y_row: &mut [i32],
@@ -294,21 +294,100 @@ fn write_row(
     bound: i64,
 ) {
     let shift = row.shift;
-    let (half, down) = if shift == 0 {
-        (0i128, 0i128)
-    } else {
-        (1i128 << (shift - 1), -1)
-    };
+    let half = if shift == 0 { 0 } else { 1u128 << (shift - 1) };
+    let rsqrt = row.rsqrt.unsigned_abs();
     for (((y, &x), &g), &b) in y_row.iter_mut().zip(x_row).zip(gamma).zip(beta) {
         let deviation = i64::from(x).wrapping_mul(n).wrapping_sub(row.sum);
-        let scale = i64::from(g).wrapping_mul(row.rsqrt);
-        let product = i128::from(deviation).wrapping_mul(i128::from(scale));
-        let rounded = product
-            .wrapping_add(half)
-            .wrapping_add((product >> 127) & down)
-            >> shift;
-        // |rounded| < 2^29 and |β| < 2^31.
-        let value = (rounded as i64).wrapping_add(i64::from(b));
+        let scale = u64::from(g.unsigned_abs()).wrapping_mul(rsqrt);
+        let magnitude =
+            (product(scale, deviation.unsigned_abs()).wrapping_add(half) >> shift) as i64;
+        // The sign of γ · D (r > 0); |magnitude| < 2^29 and |β| < 2^31.
+        let negative = (i64::from(g) ^ deviation) >> 63;
+        let rounded = (magnitude ^ negative).wrapping_sub(negative);
+        let value = rounded.wrapping_add(i64::from(b));
         *y = value.clamp(-bound, bound) as i32;
+    }
+}
+
+/// a · b exactly for a < 2^46 and b < 2^58, from four products of 32-bit halves: wasm has no
+/// 64 × 64 → 128-bit multiplication, and a `u128` product is a call to a software routine
+/// there.
+#[inline(always)]
+fn product(a: u64, b: u64) -> u128 {
+    const LOW: u64 = 0xFFFF_FFFF;
+    let (a1, a0) = (a >> 32, a & LOW);
+    let (b1, b0) = (b >> 32, b & LOW);
+    // a0·b0 < 2^64; a0·b1 + a1·b0 < 2^58 + 2^46; a1·b1 < 2^40.
+    let low = a0.wrapping_mul(b0);
+    let middle = a0.wrapping_mul(b1).wrapping_add(a1.wrapping_mul(b0));
+    let high = a1.wrapping_mul(b1);
+    (u128::from(high) << 64)
+        .wrapping_add(u128::from(middle) << 32)
+        .wrapping_add(u128::from(low))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    fn types(n: u32, x_precision: u8) -> Vec<TensorType> {
+        vec![
+            TensorType::new(vec![n], x_precision),
+            TensorType::new(vec![n], 16),
+            TensorType::new(vec![n], 32),
+        ]
+    }
+
+    /// Error 5: W' must fit 128 bits, which only rows of more than 2^25 elements at precision
+    /// 32 can break.
+    /// The four-product multiplication against `u128`'s, at the edges of its operands.
+    #[test]
+    fn products_are_exact() {
+        let edges = [
+            0u64,
+            1,
+            0xFFFF_FFFF,
+            1 << 32,
+            (1 << 46) - 1,
+            (1 << 58) - 1,
+            0x2D41_3CCC_FE77,
+        ];
+        for &a in &edges[..6] {
+            for &b in &edges {
+                assert_eq!(product(a, b), u128::from(a) * u128::from(b), "{a} · {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_whose_sums_exceed_128_bits_are_refused() {
+        let op = LayerNorm {
+            epsilon: i32::MAX as u32,
+            rms: false,
+            shift: 0,
+            precision: 8,
+        };
+        assert!(op.infer(&types(1 << 25, 32)).is_ok());
+        assert!(op.infer(&types(1 << 26, 31)).is_ok());
+        let refused = op.infer(&types((1 << 25) + 1, 32)).map(|_| ());
+        assert_eq!(
+            refused.map_err(|e| e.code),
+            Err(ErrorCode::PrecisionConstraint)
+        );
+    }
+
+    /// A row at the edge of precision 32 under the largest ε normalises with r in [2^30, 2^31].
+    #[test]
+    fn an_edge_row_normalises() {
+        let op = LayerNorm {
+            epsilon: i32::MAX as u32,
+            rms: true,
+            shift: 0,
+            precision: 8,
+        };
+        let row = vec![i32::MAX; 1 << 12];
+        let constants = op.row_constants(&row).map_err(|e| e.code);
+        assert!(constants.is_ok_and(|c| (1 << 30..=1 << 31).contains(&c.rsqrt)));
     }
 }
