@@ -614,3 +614,202 @@ fn softmax_matches_the_plain_formula() {
         .check("softmax", 0x5EED_0191, 4000, gen_softmax, ref_softmax)
         .require(2000, 800, 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm
+// ---------------------------------------------------------------------------------------------
+
+/// ⌊√n⌋ by bisection: independent of the engine's Newton iteration.
+fn floor_sqrt(n: u128) -> u128 {
+    let (mut low, mut high) = (0u128, 1u128 << 64);
+    while high - low > 1 {
+        let mid = (low + high) / 2;
+        if mid.checked_mul(mid).is_some_and(|square| square <= n) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+/// Rows of `n` values of precision `p`: some constant, some with one outlier, the rest drawn
+/// from the edges of the precision.
+fn layer_norm_rows(rng: &mut Rng, rows: usize, n: usize, p: u8) -> Vec<i64> {
+    let mut data = Vec::with_capacity(rows * n);
+    for _ in 0..rows {
+        match rng.below(8) {
+            0 => {
+                let v = value(rng, p);
+                data.extend(std::iter::repeat_n(v, n));
+            }
+            1 => {
+                let v = value(rng, p);
+                let b = bound(p);
+                let at = rng.size(0, n.max(1) - 1);
+                data.extend((0..n).map(|j| if j == at { (v + 1).clamp(-b, b) } else { v }));
+            }
+            _ => data.extend((0..n).map(|_| value(rng, p))),
+        }
+    }
+    data
+}
+
+fn gen_layer_norm(rng: &mut Rng) -> Case {
+    let rank = rng.size(1, 3);
+    let mut dims = rng.dimensions(rank - 1, 4, 5);
+    let n = match rng.below(10) {
+        0 => rng.pick(&[0, 1, 2]),
+        1 => rng.size(40, 70) as u32,
+        _ => rng.size(3, 17) as u32,
+    };
+    dims.push(n);
+    let any = rng.range(2, 32) as u8;
+    let p = rng.pick(&[8, 16, 24, 31, 32, any]);
+    let rows: usize = dims[..dims.len() - 1].iter().map(|&d| d as usize).product();
+    let x_data = layer_norm_rows(rng, rows, n as usize, p);
+    let x_dims = if rng.chance(3) { Vec::new() } else { dims };
+    let x_data = if x_dims.is_empty() {
+        vec![value(rng, p)]
+    } else {
+        x_data
+    };
+    let pg = if rng.chance(4) {
+        rng.pick(&[17, 32])
+    } else {
+        rng.pick(&[1, 2, 8, 12, 16])
+    };
+    let pb = rng.pick(&[1, 8, 16, 32]);
+    let length = |rng: &mut Rng| {
+        if rng.chance(4) { n + 1 } else { n }
+    };
+    let (gn, bn) = (length(rng), length(rng));
+    let gamma_dims = if rng.chance(2) { vec![1, gn] } else { vec![gn] };
+    let gamma_data = (0..gn).map(|_| value(rng, pg)).collect();
+    let beta_data = (0..bn).map(|_| value(rng, pb)).collect();
+    let mut case = Case::default()
+        .input(tensor(&x_dims, p, x_data))
+        .input(tensor(&gamma_dims, pg, gamma_data))
+        .input(tensor(&[bn], pb, beta_data));
+    if !rng.chance(10) {
+        let epsilon = match rng.below(10) {
+            0 => rng.pick(&[0, 1, i64::from(i32::MAX)]),
+            1 => rng.pick(&[-1, i64::from(i32::MAX) + 1]),
+            2..=4 => 0,
+            _ => {
+                let bits = rng.range(0, 31);
+                rng.range(0, 1 << bits)
+            }
+        };
+        case = case.int("epsilon", epsilon);
+    }
+    if rng.chance(50) {
+        case = case.flag("rms", rng.chance(70));
+    }
+    if !rng.chance(10) {
+        let shift = match rng.below(10) {
+            0 => rng.pick(&[0, 62]),
+            1 => rng.pick(&[-1, 63]),
+            _ => rng.range(0, 16),
+        };
+        case = case.int("shift", shift);
+    }
+    if !rng.chance(10) {
+        let precision = match rng.below(10) {
+            0 => rng.pick(&[1, 32]),
+            1 => rng.pick(&[0, 33]),
+            _ => rng.range(2, 24),
+        };
+        case = case.int("precision", precision);
+    }
+    case
+}
+
+/// docs/ops.md "layer_norm", step by step, in plain i128 / u128.
+fn ref_layer_norm(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
+    let epsilon = case.int_attr("epsilon").unwrap_or(0);
+    let rms = case.bool_attr("rms").unwrap_or(false);
+    let shift = case.int_attr("shift").unwrap_or(0);
+    let precision = case.int_attr("precision").unwrap_or(8);
+    if !(0..=i64::from(i32::MAX)).contains(&epsilon)
+        || !(0..=62).contains(&shift)
+        || !(1..=32).contains(&precision)
+    {
+        return Err(ErrorCode::AttributeOutOfRange);
+    }
+    let [x, gamma, beta] = &case.inputs[..] else {
+        panic!("three inputs");
+    };
+    let (&[gn], &[bn]) = (gamma.shape.dims(), beta.shape.dims()) else {
+        return Err(ErrorCode::ShapeMismatch);
+    };
+    if gn != bn {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    if gamma.precision > 16 {
+        return Err(ErrorCode::PrecisionConstraint);
+    }
+    if x.shape.dims().last() != Some(&gn) {
+        return Err(ErrorCode::ShapeMismatch);
+    }
+    let n = gn as usize;
+    let alpha = i128::from(bound(precision as u8));
+    let mut out = Vec::with_capacity(x.data.len());
+    for row in x.data.chunks(n.max(1)).filter(|_| n > 0) {
+        let big_n = n as i128;
+        let s: i128 = if rms {
+            0
+        } else {
+            row.iter().map(|&v| i128::from(v)).sum()
+        };
+        let q: i128 = row.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
+        let w =
+            ((big_n * q - s * s) as u128) * (1 << 16) + (big_n * big_n) as u128 * epsilon as u128;
+        for (j, &xj) in row.iter().enumerate() {
+            let d = big_n * i128::from(xj) - s;
+            let g = i128::from(gamma.data[j]);
+            let b = i128::from(beta.data[j]);
+            let term = if w == 0 {
+                0
+            } else {
+                let bits = 128 - w.leading_zeros() as i32;
+                let e = bits + (bits & 1) - 64;
+                let m = if e >= 0 { w >> e } else { w << -e };
+                assert!((1u128 << 62..1u128 << 64).contains(&m));
+                let root = floor_sqrt((1u128 << 124) / m);
+                let r = if (2 * root + 1) * (2 * root + 1) * m <= 1u128 << 126 {
+                    root + 1
+                } else {
+                    root
+                } as i128;
+                let total = (54 + e / 2 + shift as i32) as u32;
+                let v = g * d * r;
+                if total >= 120 {
+                    0
+                } else {
+                    round_away(v, total)
+                }
+            };
+            out.push((term + b).clamp(-alpha, alpha) as i64);
+        }
+    }
+    let mut values = out.into_iter();
+    Ok(vec![expect(
+        x.shape.dims().to_vec(),
+        precision as u8,
+        |_| values.next().unwrap(),
+    )])
+}
+
+#[test]
+fn layer_norm_matches_the_plain_formula() {
+    TRANSFORMER
+        .check(
+            "layer_norm",
+            0x5EED_0192,
+            4000,
+            gen_layer_norm,
+            ref_layer_norm,
+        )
+        .require(1500, 1200, 0);
+}

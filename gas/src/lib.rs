@@ -277,6 +277,7 @@ const V1_TABLE: &[Row] = &[
     row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
     row("batch_matmul",          "columns",               3627, [    17,    243,    455,      0,      0,      0,      0]),
     row("softmax",               "",                       833, [     0,     98,     67,      0,      0,   1346,      0]),
+    row("layer_norm",            "",                       400, [     0,    100,    400,      0,      0,  10000,      0]),
 ];
 
 impl Schedule {

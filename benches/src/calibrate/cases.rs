@@ -18,6 +18,7 @@ mod activation;
 mod batch_matmul;
 mod cinn;
 mod cvm;
+mod layer_norm;
 mod requantize;
 mod softmax;
 mod transform;
@@ -26,6 +27,7 @@ use activation::activation_configs;
 use batch_matmul::batch_matmul_configs;
 use cinn::cinn_configs;
 use cvm::cvm_configs;
+use layer_norm::layer_norm_configs;
 use requantize::requantize_configs;
 use softmax::softmax_configs;
 use transform::transform_configs;
@@ -507,6 +509,7 @@ pub fn configs() -> Result<Vec<Config>, String> {
     all.extend(activation_configs());
     all.extend(batch_matmul_configs());
     all.extend(softmax_configs());
+    all.extend(layer_norm_configs());
     if let Some(unknown) = all.iter().find(|c| ops::by_name(c.op).is_none()) {
         return Err(format!(
             "calibration configuration {} names no operator of OPS",

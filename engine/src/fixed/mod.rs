@@ -60,6 +60,9 @@ pub use explog::{exp, log, log2, log10};
 pub use hyper::{acosh, asinh, atanh, cosh, sinh, tanh};
 pub use power::power;
 pub use trig::{acos, asin, atan, cos, sin, tan};
+/// ⌊√n⌋ of a `u64`, exactly: the integer root the operators' own square roots start from
+/// (`layer_norm`'s reciprocal square root).
+pub(crate) use wide::isqrt_u64;
 
 /// Why a fixed-point function has no i32 result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

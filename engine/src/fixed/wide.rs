@@ -174,7 +174,7 @@ pub(super) fn div(a: i128, b: i128) -> i128 {
 }
 
 /// ⌊√n⌋ exactly, by Newton's iteration from above (at most 7 steps from a power of two ≥ √n).
-pub(super) fn isqrt_u64(n: u64) -> u64 {
+pub(crate) fn isqrt_u64(n: u64) -> u64 {
     if n < 2 {
         return n;
     }

@@ -328,6 +328,7 @@ pub static OPS: &[OpDef] = &[
     // Transformer family, the engine's own: 400..
     transformer::batch_matmul::BATCH_MATMUL,
     transformer::softmax::SOFTMAX,
+    transformer::layer_norm::LAYER_NORM,
     transformer::requantize::REQUANTIZE,
     transformer::activation::ACTIVATION,
 ];
@@ -530,6 +531,7 @@ mod tests {
         let transformer: &[(u16, &str)] = &[
             (400, "batch_matmul"),
             (401, "softmax"),
+            (402, "layer_norm"),
             (403, "requantize"),
             (404, "activation"),
         ];

@@ -155,6 +155,11 @@ fn attribute(
         } else {
             source.range(0, 20)
         }),
+        // ε of layer_norm in 2^−16 units of the input's squared unit.
+        ("epsilon", _) => AttrValue::Int(match source.below(4) {
+            0 => source.pick(&[0, 1, i64::from(i32::MAX)]),
+            _ => source.range(0, 1 << 20),
+        }),
         ("a_min", _) => AttrValue::Int(source.range(-200, 0)),
         ("a_max", _) => AttrValue::Int(source.range(0, 200)),
         ("axis", AttrKind::Int) => AttrValue::Int(source.range(-rank - 1, rank)),
@@ -261,9 +266,9 @@ fn add_param(
 }
 
 /// For operators whose operands must agree closely (weights of conv2d and dense, the second
-/// matrix of batch_matmul, the rows and counts of non_max_suppression, the five tensors of
-/// generate_proposals_v2), sometimes synthesizes parameters that fit the first operand, so that
-/// every operator is generated.
+/// matrix of batch_matmul, gamma and beta of layer_norm, the rows and counts of
+/// non_max_suppression, the five tensors of generate_proposals_v2), sometimes synthesizes
+/// parameters that fit the first operand, so that every operator is generated.
 fn companions(
     source: &mut ByteSource<'_>,
     model: &mut Model,
@@ -322,6 +327,15 @@ fn companions(
                 let bias_precision = source.range(1, 16) as u8;
                 picks.push(add_param(source, model, vec![out_channels], bias_precision));
             }
+        }
+        "layer_norm" if !dims.is_empty() => {
+            // gamma and beta of the last axis's length.
+            let length = dims[dims.len() - 1];
+            picks.truncate(1);
+            let gamma_precision = source.range(1, 16) as u8;
+            picks.push(add_param(source, model, vec![length], gamma_precision));
+            let beta_precision = source.range(1, 32) as u8;
+            picks.push(add_param(source, model, vec![length], beta_precision));
         }
         "dense" => {
             let units = source.range(1, 4) as u32;

@@ -11,5 +11,6 @@
 
 pub mod activation;
 pub mod batch_matmul;
+pub mod layer_norm;
 pub mod requantize;
 pub mod softmax;
