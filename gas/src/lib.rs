@@ -276,8 +276,8 @@ const V1_TABLE: &[Row] = &[
     row("activation",            "silu",                   100, [     0,      0,    140,      0,      0, 228573,      0]),
     row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
     row("batch_matmul",          "columns",               3627, [    17,    243,    455,      0,      0,      0,      0]),
-    row("softmax",               "",                       833, [     0,     98,     67,      0,      0,   1346,      0]),
-    row("layer_norm",            "",                       400, [     0,    100,    400,      0,      0,  10000,      0]),
+    row("softmax",               "",                       705, [     0,     97,     56,      0,      0,   1133,      0]),
+    row("layer_norm",            "",                       461, [     0,     96,   1328,      0,      0,  18496,      0]),
 ];
 
 impl Schedule {
