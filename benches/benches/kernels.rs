@@ -10,9 +10,9 @@
 //!   Less `wasm`, over sixteen, it is the kernel alone in wasm (`benches/report.sh` prints it),
 //!   as the calibration tool isolates a node.
 //!
-//! Throughput is the operator's work count from its gas usage: multiply-accumulates for conv2d
-//! and dense, window elements for max_pool2d, output elements for broadcast_add, input elements
-//! for sum. Run: `cargo bench -p cvm-benches --bench kernels`.
+//! Throughput is the operator's work count from its gas usage: multiply-accumulates for conv2d,
+//! dense and batch_matmul, window elements for max_pool2d, output elements for broadcast_add,
+//! softmax, layer_norm, requantize and activation, input elements for sum. Run: `cargo bench -p cvm-benches --bench kernels`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a bench that cannot set up should stop loudly
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -281,6 +281,51 @@ fn transformer_kernels(c: &mut Criterion) {
     ];
     for bench in &products {
         bench_kernel(c, &wasm, bench, |work| work.macs);
+    }
+    let int = |name: &str, value: i64| attr(name, AttrValue::Int(value));
+    let per_element = [
+        // Causal softmax over the scores of 12 heads.
+        single_node(
+            "softmax_causal_12x128x128",
+            "softmax",
+            &[12, 128, 128],
+            &[],
+            vec![
+                attr("causal", AttrValue::Bool(true)),
+                int("multiplier", 1 << 30),
+                int("shift", 34),
+            ],
+            &[12, 128, 128],
+        ),
+        single_node(
+            "layer_norm_128x768",
+            "layer_norm",
+            &[128, 768],
+            &[&[768], &[768]],
+            vec![int("epsilon", 1 << 16), int("shift", 4)],
+            &[128, 768],
+        ),
+        single_node(
+            "requantize_128x768",
+            "requantize",
+            &[128, 768],
+            &[],
+            vec![int("multiplier", 1_518_500_250), int("shift", 31)],
+            &[128, 768],
+        ),
+        // 16 of the MLP's 128 rows: seventeen copies of all of them would cost more gas than
+        // one run may (5200 gas per element: the erf series).
+        single_node(
+            "activation_gelu_16x3072",
+            "activation",
+            &[16, 3072],
+            &[],
+            vec![int("multiplier", 1 << 30), int("shift", 35)],
+            &[16, 3072],
+        ),
+    ];
+    for bench in &per_element {
+        bench_kernel(c, &wasm, bench, |work| work.writes);
     }
 }
 
