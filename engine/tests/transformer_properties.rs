@@ -164,6 +164,23 @@ fn scale_for(p: u8, reach: f64) -> (i64, i64) {
     (m.clamp(1, i64::from(i32::MAX)), s)
 }
 
+/// The multiplier and shift of a real scale `(m, s)`, now and then an edge of their ranges or
+/// a value outside them.
+fn draw_scale(rng: &mut Rng, (m, s): (i64, i64)) -> (i64, i64) {
+    let max = i64::from(i32::MAX);
+    let multiplier = match rng.below(20) {
+        0 => rng.pick(&[0, -1, max + 1]),
+        1 => rng.pick(&[1, max]),
+        _ => m,
+    };
+    let shift = match rng.below(20) {
+        0 => rng.pick(&[-1, 63]),
+        1 => rng.pick(&[0, 62]),
+        _ => s,
+    };
+    (multiplier, shift)
+}
+
 fn gen_activation(rng: &mut Rng) -> Case {
     let rank = rng.size(0, 3);
     let dims = rng.dimensions(rank, 12, 3);
@@ -181,18 +198,7 @@ fn gen_activation(rng: &mut Rng) -> Case {
         case = case.text("function", function);
     }
     let reach = rng.pick(&[0.5, 2.0, 6.0, 12.0, 40.0, 1e4]);
-    let (m, s) = scale_for(p, reach);
-    let max = i64::from(i32::MAX);
-    let multiplier = match rng.below(20) {
-        0 => rng.pick(&[0, -1, max + 1]),
-        1 => rng.pick(&[1, max]),
-        _ => m,
-    };
-    let shift = match rng.below(20) {
-        0 => rng.pick(&[-1, 63]),
-        1 => rng.pick(&[0, 62]),
-        _ => s,
-    };
+    let (multiplier, shift) = draw_scale(rng, scale_for(p, reach));
     if !(multiplier == 1 && rng.chance(20)) {
         case = case.int("multiplier", multiplier);
     }
@@ -496,18 +502,7 @@ fn gen_softmax(rng: &mut Rng) -> Case {
     }
     // A real scale for which the precision's range spans about `reach` (0 to 30 in attention).
     let reach = rng.pick(&[1.0, 8.0, 30.0, 30.0, 100.0, 1e6]);
-    let (m, s) = scale_for(p, reach);
-    let max = i64::from(i32::MAX);
-    let multiplier = match rng.below(20) {
-        0 => rng.pick(&[0, -1, max + 1]),
-        1 => rng.pick(&[1, max]),
-        _ => m,
-    };
-    let shift = match rng.below(20) {
-        0 => rng.pick(&[-1, 63]),
-        1 => rng.pick(&[0, 62]),
-        _ => s,
-    };
+    let (multiplier, shift) = draw_scale(rng, scale_for(p, reach));
     if !(multiplier == 1 && rng.chance(20)) {
         case = case.int("multiplier", multiplier);
     }
