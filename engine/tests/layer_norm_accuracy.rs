@@ -13,11 +13,9 @@
 
 mod common;
 
-use common::Rng;
-use cvm_engine::attrs::Attrs;
-use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops;
-use cvm_engine::tensor::{Shape, Tensor, TensorType};
+use common::{Rng, attr, run_op};
+use cvm_engine::model::AttrValue;
+use cvm_engine::tensor::{Shape, Tensor};
 
 /// ρ of the documented bound: the relative error of the row's reciprocal square root.
 const RHO: f64 = 1.0 / (1u64 << 30) as f64;
@@ -69,7 +67,6 @@ fn layer_norm_is_within_its_bound_of_the_real_function() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let def = ops::by_name("layer_norm").unwrap();
     let mut rng = Rng(0x5EED_0402);
     let (mut done, mut elements) = (0usize, 0usize);
     // The largest error, the bound at that element, and the largest (error − 0.5)/|γ·z/2^k|.
@@ -106,42 +103,18 @@ fn layer_norm_is_within_its_bound_of_the_real_function() {
             .collect();
         let x: Vec<i32> = (0..batch).flat_map(|_| row(&mut rng, n, p)).collect();
 
-        let mut attrs = vec![
-            Attr {
-                name: "epsilon".into(),
-                value: AttrValue::Int(epsilon),
-            },
-            Attr {
-                name: "precision".into(),
-                value: AttrValue::Int(32),
-            },
-            Attr {
-                name: "rms".into(),
-                value: AttrValue::Bool(rms),
-            },
-            Attr {
-                name: "shift".into(),
-                value: AttrValue::Int(shift),
-            },
+        let attrs = [
+            attr("epsilon", AttrValue::Int(epsilon)),
+            attr("precision", AttrValue::Int(32)),
+            attr("rms", AttrValue::Bool(rms)),
+            attr("shift", AttrValue::Int(shift)),
         ];
-        attrs.sort_by(|a, b| a.name.cmp(&b.name));
-        let op = (def.build)(&Attrs::check(&attrs, def.attrs).unwrap(), 3).unwrap();
         let inputs = [
             tensor(vec![batch as u32, n as u32], p as u8, x),
             tensor(vec![n as u32], pg as u8, gamma),
             tensor(vec![n as u32], 32, beta),
         ];
-        let types: Vec<TensorType> = inputs
-            .iter()
-            .map(|t| TensorType {
-                shape: t.shape.clone(),
-                precision: t.precision,
-            })
-            .collect();
-        let out_types = op.infer(&types).unwrap();
-        let mut output = Tensor::zeroed(&out_types[0]).unwrap();
-        let views: Vec<_> = inputs.iter().map(Tensor::view).collect();
-        op.run(&views, &mut [output.view_mut()]).unwrap();
+        let output = run_op("layer_norm", &attrs, &inputs.iter().collect::<Vec<_>>()).remove(0);
 
         let epsilon_real = epsilon as f64 / 65536.0;
         let scale = 2f64.powi(-(shift as i32));

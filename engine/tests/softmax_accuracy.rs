@@ -12,38 +12,9 @@
 
 mod common;
 
-use common::Rng;
-use cvm_engine::attrs::Attrs;
-use cvm_engine::model::{Attr, AttrValue};
-use cvm_engine::ops;
-use cvm_engine::tensor::{Tensor, TensorType};
-
-/// Runs softmax on `x` (and `mask`) with the given attributes.
-fn run(x: &Tensor, mask: Option<&Tensor>, attrs: &[Attr]) -> Vec<i32> {
-    let def = ops::by_name("softmax").unwrap();
-    let checked = Attrs::check(attrs, def.attrs).unwrap();
-    let inputs: Vec<&Tensor> = core::iter::once(x).chain(mask).collect();
-    let op = (def.build)(&checked, inputs.len()).unwrap();
-    let types: Vec<TensorType> = inputs
-        .iter()
-        .map(|t| TensorType {
-            shape: t.shape.clone(),
-            precision: t.precision,
-        })
-        .collect();
-    let out_types = op.infer(&types).unwrap();
-    let mut out = Tensor::zeroed(&out_types[0]).unwrap();
-    let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
-    op.run(&views, &mut [out.view_mut()]).unwrap();
-    out.data
-}
-
-fn int(name: &str, value: i64) -> Attr {
-    Attr {
-        name: name.to_string(),
-        value: AttrValue::Int(value),
-    }
-}
+use common::{Rng, attr, run_op};
+use cvm_engine::model::AttrValue;
+use cvm_engine::tensor::Tensor;
 
 fn uniform(rng: &mut Rng) -> f64 {
     (rng.next() >> 11) as f64 / (1u64 << 53) as f64
@@ -108,21 +79,14 @@ fn softmax_is_within_its_bound_of_the_real_softmax() {
             precision: 2,
             data: data.clone(),
         });
-        let mut attrs = vec![
-            int("multiplier", m),
-            int("precision", p),
-            int("shift", i64::from(shift)),
+        let attrs = [
+            attr("causal", AttrValue::Bool(causal)),
+            attr("multiplier", AttrValue::Int(m)),
+            attr("precision", AttrValue::Int(p)),
+            attr("shift", AttrValue::Int(i64::from(shift))),
         ];
-        if causal {
-            attrs.insert(
-                0,
-                Attr {
-                    name: "causal".to_string(),
-                    value: AttrValue::Bool(true),
-                },
-            );
-        }
-        let y = run(&xt, mt.as_ref(), &attrs);
+        let inputs: Vec<&Tensor> = core::iter::once(&xt).chain(mt.as_ref()).collect();
+        let y = run_op("softmax", &attrs, &inputs).remove(0).data;
         let half = 2f64.powi(p as i32 - 1);
         for i in 0..queries {
             let kept: Vec<bool> = (0..width)

@@ -5,6 +5,46 @@
 pub mod conv;
 pub mod property;
 
+use cvm_engine::attrs::Attrs;
+use cvm_engine::model::{Attr, AttrValue};
+use cvm_engine::ops;
+use cvm_engine::tensor::{Tensor, TensorType};
+
+/// An attribute from a name and a value.
+pub fn attr(name: &str, value: AttrValue) -> Attr {
+    Attr {
+        name: name.to_string(),
+        value,
+    }
+}
+
+/// Runs the operator `name` on `inputs` with `attrs` (in any order) through the engine's own
+/// steps: attribute checks, build, type inference, output allocation, run.
+pub fn run_op(name: &str, attrs: &[Attr], inputs: &[&Tensor]) -> Vec<Tensor> {
+    let def = ops::by_name(name).unwrap();
+    let mut attrs = attrs.to_vec();
+    attrs.sort_by(|a, b| a.name.cmp(&b.name));
+    let checked = Attrs::check(&attrs, def.attrs).unwrap();
+    let op = (def.build)(&checked, inputs.len()).unwrap();
+    let types: Vec<TensorType> = inputs
+        .iter()
+        .map(|t| TensorType {
+            shape: t.shape.clone(),
+            precision: t.precision,
+        })
+        .collect();
+    let mut outputs: Vec<Tensor> = op
+        .infer(&types)
+        .unwrap()
+        .iter()
+        .map(|t| Tensor::zeroed(t).unwrap())
+        .collect();
+    let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+    let mut out_views: Vec<_> = outputs.iter_mut().map(Tensor::view_mut).collect();
+    op.run(&views, &mut out_views).unwrap();
+    outputs
+}
+
 /// splitmix64: small and deterministic; every test starts it from a fixed seed. Test files add
 /// their own generators (shapes, values, precisions) in `impl Rng` blocks of their own.
 pub struct Rng(pub u64);
