@@ -17,6 +17,7 @@ use common::Rng;
 use common::property::{Case, Expect, Suite, Want, at, bound, expect, flat, indices, tensor};
 
 use cvm_engine::error::ErrorCode;
+use cvm_engine::model::AttrValue;
 use cvm_engine::ops::Family;
 
 /// The transformer operators covered by this file.
@@ -144,12 +145,12 @@ fn gate(function: &str, x: f64) -> (f64, f64) {
     match function {
         "gelu" => (
             (1.0 + erf(x / std::f64::consts::SQRT_2)) / 2.0,
-            1.07 * 2f64.powi(-29),
+            1.12 * 2f64.powi(-28),
         ),
-        "silu" => ((1.0 + (x / 2.0).tanh()) / 2.0, 1.07 * 2f64.powi(-27)),
+        "silu" => (1.0 / (1.0 + (-x).exp()), 1.125 * 2f64.powi(-28)),
         _ => {
             let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-            ((1.0 + u.tanh()) / 2.0, 1.07 * 2f64.powi(-27))
+            ((1.0 + u.tanh()) / 2.0, 1.1 * 2f64.powi(-27))
         }
     }
 }
@@ -226,6 +227,48 @@ fn ref_activation(case: &Case) -> Result<Vec<Expect>, ErrorCode> {
         let tol = 0.5 + v.abs() * epsilon + 2f64.powi(-20);
         Want::Near { exact, tol }
     })])
+}
+
+/// Every gate across its whole domain: X = k · 2^20 + j for every k and 65 offsets j (so 1,040
+/// points on each piece of the erf form's cubics, of both signs) at the scale 2^−28, so that x
+/// covers (−8, 8) and the error of X · Φ is the gate's own to 2^−31; the largest
+/// (|Y − X · Φ| − 0.5) / |X| is printed beside ε.
+#[test]
+fn activation_gates_are_within_their_bound_across_the_domain() {
+    let xs: Vec<i64> = (-2048i64..2048)
+        .flat_map(|k| (0..65).map(move |j| (k << 20) + (j * 16381).min((1 << 20) - 1)))
+        .filter(|&x| x.abs() < 1 << 31)
+        .collect();
+    let count = xs.len() as u32;
+    let input = tensor(&[count], 32, xs.clone());
+    for function in FUNCTIONS {
+        let attrs = [
+            common::attr("function", AttrValue::Str(function.into())),
+            common::attr("multiplier", AttrValue::Int(1)),
+            common::attr("shift", AttrValue::Int(28)),
+        ];
+        let y = common::run_op("activation", &attrs, &[&input])
+            .remove(0)
+            .data;
+        let mut worst = 0f64;
+        for (&x, &y) in xs.iter().zip(&y) {
+            let v = x as f64;
+            let (phi, epsilon) = gate(function, v / 2f64.powi(28));
+            let excess = ((f64::from(y) - v * phi).abs() - 0.5).max(0.0);
+            assert!(
+                excess <= v.abs() * epsilon + 2f64.powi(-20),
+                "{function}({x}): {y} against {}",
+                v * phi
+            );
+            if x != 0 {
+                worst = worst.max(excess / v.abs());
+            }
+        }
+        let epsilon = gate(function, 0.0).1;
+        println!(
+            "{function}: {count} inputs, largest (|Y − X·Φ| − 0.5)/|X| {worst:.3e}, ε {epsilon:.3e}"
+        );
+    }
 }
 
 #[test]

@@ -271,9 +271,9 @@ const V1_TABLE: &[Row] = &[
     row("generate_proposals_v2", "",                       100, [     0,   1224,    154,      0,    482, 258287,      0]),
     // Transformer family, added with the operators (no earlier model can contain them).
     row("requantize",            "",                       361, [     0,      0,    170,      0,      0,      0,      0]),
-    row("activation",            "gelu",                   100, [     0,      0,    180,      0,      0, 520000,      0]),
-    row("activation",            "gelu_tanh",              100, [     0,      0,    140,      0,      0, 228573,      0]),
-    row("activation",            "silu",                   100, [     0,      0,    140,      0,      0, 228573,      0]),
+    row("activation",            "gelu",                   368, [     0,      0,    180,      0,      0,   1600,      0]),
+    row("activation",            "gelu_tanh",              327, [     0,      0,    140,      0,      0,   2600,      0]),
+    row("activation",            "silu",                   315, [     0,      0,    140,      0,      0,   2200,      0]),
     row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
     row("batch_matmul",          "columns",               3627, [    17,    243,    455,      0,      0,      0,      0]),
     row("softmax",               "",                       705, [     0,     97,     56,      0,      0,   1133,      0]),

@@ -11,6 +11,8 @@
 
 pub mod activation;
 pub mod batch_matmul;
+mod exponential;
+mod gelu_table;
 pub mod layer_norm;
 pub mod requantize;
 pub mod softmax;
