@@ -270,12 +270,12 @@ const V1_TABLE: &[Row] = &[
     row("Transpose",             "",                      1339, [     0,      0,   1728,      0,      0,      0,      0]),
     row("generate_proposals_v2", "",                       100, [     0,   1224,    154,      0,    482, 258287,      0]),
     // Transformer family, added with the operators (no earlier model can contain them).
-    row("requantize",            "",                       361, [     0,      0,    170,      0,      0,      0,      0]),
+    row("requantize",            "",                       412, [     0,      0,    315,      0,      0,      0,      0]),
     row("activation",            "gelu",                   368, [     0,      0,    180,      0,      0,   1600,      0]),
     row("activation",            "gelu_tanh",              327, [     0,      0,    140,      0,      0,   2600,      0]),
     row("activation",            "silu",                   315, [     0,      0,    140,      0,      0,   2200,      0]),
     row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
-    row("batch_matmul",          "columns",               3627, [    17,    243,    455,      0,      0,      0,      0]),
+    row("batch_matmul",          "columns",               4217, [    13,    382,    270,      0,      0,      0,      0]),
     row("softmax",               "",                       705, [     0,     97,     56,      0,      0,   1133,      0]),
     row("layer_norm",            "",                       461, [     0,     96,   1328,      0,      0,  18496,      0]),
 ];
