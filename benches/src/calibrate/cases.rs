@@ -308,6 +308,24 @@ fn config(
     }
 }
 
+/// The class of the configurations built once at the shapes of a GPT-2-small block (T = 128,
+/// d = 768, 12 heads of 64, MLP 3072).
+pub const GPT2: &str = "gpt-2";
+
+/// A configuration built once at a GPT-2-small shape, under the class [`GPT2`].
+fn gpt2(
+    op: &'static str,
+    name: &'static str,
+    build: impl Fn(&mut Rng) -> Result<Built, String> + 'static,
+) -> Config {
+    Config {
+        op,
+        name,
+        fixed_class: Some(GPT2),
+        build: Box::new(move |rng, _| build(rng)),
+    }
+}
+
 /// One input of about `n` elements (a matrix) with values in `low..=high`.
 fn unary(
     op: &'static str,

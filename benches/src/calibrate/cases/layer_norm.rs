@@ -1,5 +1,6 @@
 //! Configurations of `layer_norm`: residual streams normalised into int8, as rows of 64 int16
-//! values, rows of 1024 int32 values (the wide sums of squares), and RMSNorm over rows of 768.
+//! values, rows of 1024 int32 values (the wide sums of squares), and RMSNorm over rows of 768;
+//! at GPT-2-small shape, a residual stream of 128 tokens of 768.
 
 use super::*;
 
@@ -37,6 +38,9 @@ pub(super) fn layer_norm_configs() -> Vec<Config> {
         }),
         config("layer_norm", "rms, int16 rows of 768", |rng, n| {
             layer_norm(rng, rows(n, 768), 16, true)
+        }),
+        gpt2("layer_norm", "int32 rows, 128 x 768", |rng| {
+            layer_norm(rng, [128, 768], 32, false)
         }),
     ]
 }

@@ -1,5 +1,6 @@
 //! Configurations of `requantize`: an int32 residual stream scaled by a multiplier and a shift
-//! into int8, and a scale-up into int16 that saturates often.
+//! into int8, and a scale-up into int16 that saturates often; at GPT-2-small shape, a residual
+//! stream of 128 tokens of 768.
 
 use super::*;
 
@@ -20,6 +21,15 @@ pub(super) fn requantize_configs() -> Vec<Config> {
                 .input(&x, 16, rng.values(elements(&x), -32767, 32767))
                 .attr("multiplier", int(-3))
                 .attr("precision", int(16))
+                .node("requantize")
+        }),
+        gpt2("requantize", "int32 to int8, 128 x 768", |rng| {
+            let x = [128, 768];
+            Graph::new()
+                .input(&x, 32, rng.values(elements(&x), -(1 << 30), 1 << 30))
+                .attr("multiplier", int(1_518_500_250))
+                .attr("shift", int(53))
+                .attr("precision", int(8))
                 .node("requantize")
         }),
     ]
