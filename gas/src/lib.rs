@@ -267,7 +267,7 @@ const V1_TABLE: &[Row] = &[
     row("Reverse",               "",                       836, [     0,      0,   1484,      0,      0,      0,      0]),
     row("Select",                "",                       444, [     0,      0,    244,      0,      0,      0,      0]),
     row("Slice",                 "",                       912, [     0,      0,   1635,      0,      0,      0,      0]),
-    row("Transpose",             "",                      1339, [     0,      0,   1728,      0,      0,      0,      0]),
+    row("Transpose",             "",                       832, [     0,      0,   1121,      0,      0,      0,      0]),
     row("generate_proposals_v2", "",                       100, [     0,   1224,    154,      0,    482, 258287,      0]),
     // Transformer family, added with the operators (no earlier model can contain them).
     row("requantize",            "",                       412, [     0,      0,    315,      0,      0,      0,      0]),
