@@ -276,8 +276,8 @@ const V1_TABLE: &[Row] = &[
     row("activation",            "silu",                   315, [     0,      0,    140,      0,      0,   2200,      0]),
     row("batch_matmul",          "",                      1931, [    11,     60,    604,      0,      0,      0,      0]),
     row("batch_matmul",          "columns",               4217, [    13,    382,    270,      0,      0,      0,      0]),
-    row("softmax",               "",                       705, [     0,     97,     56,      0,      0,   1133,      0]),
-    row("layer_norm",            "",                       461, [     0,     96,   1328,      0,      0,  18496,      0]),
+    row("softmax",               "",                      1033, [     0,     99,     67,      0,      0,   1365,      0]),
+    row("layer_norm",            "",                       608, [     0,     78,   1787,      0,      0,  25786,      0]),
 ];
 
 impl Schedule {
