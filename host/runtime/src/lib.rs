@@ -31,6 +31,7 @@
 //! and the tests and benchmarks that time or meter single calls.
 
 pub mod error;
+pub mod generate;
 pub mod hash;
 pub mod wasm;
 
