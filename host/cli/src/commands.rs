@@ -2,6 +2,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod batch;
+pub(crate) mod generate;
 pub(crate) mod model;
 pub(crate) mod onnx;
 pub(crate) mod run;

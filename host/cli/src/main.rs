@@ -58,6 +58,7 @@ macro_rules! errln {
 mod commands;
 use commands::audit::audit;
 use commands::batch::{BatchFiles, run_batch};
+use commands::generate::{GenerateOptions, generate};
 use commands::model::{build, estimate, import, inspect};
 use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
@@ -216,6 +217,34 @@ enum Command {
         allow_invalid: bool,
         #[command(flatten)]
         schedule: ScheduleArg,
+    },
+    /// Generate tokens with a causal language model: N greedy steps, each a full run of the
+    /// model over the last T tokens (T its input's length; a shorter window is padded on the
+    /// right with token 0), the next token the argmax of the logits at the last real position.
+    /// Prints every step's token, gas, outcome hash and the hash chain of the steps; exit
+    /// status 1 when a run fails (the generation stops there).
+    Generate {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The prompt: an integer .npy of token ids, shape (n) or (1, n).
+        #[arg(long, value_name = "FILE")]
+        ids: PathBuf,
+        /// How many tokens to generate.
+        #[arg(long, value_name = "N")]
+        tokens: usize,
+        /// Engine build to run: wasm (consensus configuration) or native.
+        #[arg(long, value_enum, default_value_t = EngineArg::Wasm)]
+        engine: EngineArg,
+        /// The gas limit of each step's run.
+        #[arg(long, value_name = "N", default_value_t = cvm_engine::limits::MAX_GAS_PER_RUN)]
+        gas_limit: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Run every fixture natively and in wasm, and compare both outcome hashes with the
     /// committed golden hashes. Exit status 1 on any mismatch.
@@ -515,6 +544,30 @@ fn main() -> ExitCode {
             allow_invalid,
             schedule,
         } => build(&model, &output, allow_invalid, schedule.version),
+        Command::Generate {
+            model,
+            ids,
+            tokens,
+            engine,
+            gas_limit,
+            json,
+            schedule,
+            cache,
+        } => generate(
+            &model.source(),
+            &ids,
+            &GenerateOptions {
+                engine: match engine {
+                    EngineArg::Wasm => EngineKind::Wasm,
+                    EngineArg::Native => EngineKind::Native,
+                },
+                tokens,
+                gas_limit,
+                schedule: schedule.version,
+                json,
+            },
+            &cache,
+        ),
         Command::Audit {
             dir,
             engine,
