@@ -1,16 +1,21 @@
 //! Import: a float ONNX model and a calibration set become an integer CVM model that any CVM
 //! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary.
 //!
-//! The steps, each in its module:
-//! 1. [`graph`] lowers the ONNX graph to a few float operations with static shapes (an open
-//!    batch axis taken as 1), evaluating the nodes computed on constants only ([`fold`]: the
-//!    shape plumbing of exporters) and folding batch normalization, padding and biases into
-//!    the layers that absorb them;
-//! 2. [`float`] evaluates that graph on the calibration inputs and records every value's range;
-//! 3. [`quantize`] chooses the scales and writes the integer graph with the 37 CVM operators
-//!    only ([`cvm_graph`] lays out its files);
-//! 4. the result is read back through the CVM reader and validated by the engine, so what is
-//!    written is exactly what a node loads.
+//! The passes, each in its module:
+//! 1. **read**: [`crate::read`] decodes and checks the ONNX file; [`read`] takes the graph's
+//!    signature (its input, the shape of each axis, an open batch axis taken as 1, its output);
+//! 2. **fold**: [`fold`] evaluates, exactly, the nodes computed on constants only (the shape
+//!    plumbing of exporters);
+//! 3. **lower**: [`lower`] turns the other nodes into the float [`graph`], one file per family
+//!    of ONNX operators (`lower/conv.rs`, `lower/matmul.rs`, `lower/elementwise.rs`, …), folding
+//!    batch normalization, padding and biases into the layers that absorb them;
+//! 4. **calibrate**: [`calibrate`] evaluates that graph ([`float`]) on the calibration inputs
+//!    and records every value's range;
+//! 5. **quantize**: [`quantize`] chooses the scales and builds the integer graph with the 37 CVM
+//!    operators only;
+//! 6. **write**: [`write`] lays out its `symbol` and `params` files; the result is read back
+//!    through the CVM reader and validated by the engine, so what is written is exactly what a
+//!    node loads.
 //!
 //! Import is deterministic: the same ONNX file and calibration set give the same bytes on every
 //! machine. Host-side float arithmetic uses only the operations IEEE 754 defines exactly, in a
@@ -20,18 +25,21 @@
 // rounded operations, in a fixed order (module docs); never in the engine.
 #![allow(clippy::float_arithmetic)]
 
-mod cvm_graph;
+mod calibrate;
 mod float;
 mod fold;
 mod graph;
+mod lower;
 mod quantize;
+mod read;
+mod write;
 
 use cvm_engine::{InputTensor, Status, ValidatedModel};
 use cvm_formats::npy::NpyF32Array;
 
 use crate::model::OnnxModel;
+use calibrate::Stats;
 use graph::{Graph, Op};
-use quantize::Stats;
 
 /// The operators the importer reads, as its errors list them.
 pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Sub, Mul, \
@@ -297,7 +305,7 @@ impl Importer {
         model: &OnnxModel,
         shapes: &[InputShape],
     ) -> Result<Importer, ImportError> {
-        let graph = graph::lower(model, shapes)?;
+        let graph = lower::lower(model, shapes)?;
         let work = float::work(&graph);
         if work > float::MAX_WORK_PER_SAMPLE {
             return Err(ImportError::Graph(format!(
@@ -364,17 +372,7 @@ impl Importer {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Calibration, ImportError> {
         let count = self.samples(batch, "calibration inputs")?;
-        let size = batch.data.len() / count;
-        let mut stats = vec![Stats::default(); self.graph.values.len()];
-        let mut mins = vec![0.0f64; self.graph.values.len()];
-        for (i, sample) in batch.data.chunks(size).enumerate() {
-            let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-            float::run(&self.graph, &input, &mut |id, value| {
-                stats[id].add(value);
-                mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
-            });
-            progress(i + 1, count);
-        }
+        let (stats, mins) = calibrate::ranges(&self.graph, batch, count, progress);
         Ok(Calibration {
             stats,
             mins,

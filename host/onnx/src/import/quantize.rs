@@ -16,43 +16,11 @@
 //! - The output layer (a convolution or dense layer) is left at its accumulator: int32 logits
 //!   at scale `s_x · s_w`, so argmax loses nothing to a last rounding.
 
-use super::cvm_graph::{CvmGraph, bits, tuple};
+use super::calibrate::Stats;
 use super::float::function;
 use super::graph::{FTensor, Graph, Op};
+use super::write::{CvmGraph, bits, tuple};
 use super::{ImportError, LayerReport, RangeReport};
-
-/// Ranges of one value over the calibration set.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stats {
-    /// Largest |v|.
-    pub max_abs: f64,
-    /// Largest v (at least 0).
-    pub max: f64,
-    /// Largest |v| per channel (axis 1), for values of rank ≥ 2.
-    pub channel_max_abs: Vec<f64>,
-}
-
-impl Stats {
-    /// Widens the ranges to cover `tensor`.
-    pub fn add(&mut self, tensor: &FTensor) {
-        let channels = if tensor.shape.len() >= 2 {
-            tensor.shape[1]
-        } else {
-            1
-        };
-        let inner: usize = tensor.shape.iter().skip(2).product();
-        if self.channel_max_abs.len() != channels {
-            self.channel_max_abs = vec![0.0; channels];
-        }
-        for (i, &v) in tensor.data.iter().enumerate() {
-            let a = v.abs();
-            self.max_abs = self.max_abs.max(a);
-            self.max = self.max.max(v);
-            let c = (i / inner.max(1)) % channels.max(1);
-            self.channel_max_abs[c] = self.channel_max_abs[c].max(a);
-        }
-    }
-}
 
 /// The largest factor M of a requantization: M has precision 16.
 const MAX_FACTOR: f64 = 32_767.0;

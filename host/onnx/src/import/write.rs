@@ -1,5 +1,5 @@
-//! A CVM graph under construction, and its two files: the `symbol` JSON (cvm-compat §1) and the
-//! `params` binary (§2), laid out as the deployed runtime reads them.
+//! Write: the integer model as a CVM graph under construction, and its two files: the `symbol`
+//! JSON (cvm-compat §1) and the `params` binary (§2), laid out as the deployed runtime reads them.
 
 use std::collections::{HashMap, HashSet};
 
