@@ -146,16 +146,28 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The files of an imported model, written into `dir` (created when missing).
+/// The files of an imported model, written into `dir` (created when missing): `symbol`,
+/// `params`, `model.cvm` and `quantization.json`, or for a model of the engine's own operators,
+/// which has no CVM pair, `model.cvm` and `quantization.json` only (a `symbol` and `params` an
+/// earlier import left there are removed, so that the directory holds one model).
 fn write(dir: &Path, imported: &Imported) -> Result<Vec<(PathBuf, usize)>, HostError> {
     std::fs::create_dir_all(dir).map_err(|source| HostError::io(dir, source))?;
     let quantization = imported.quantization.to_json();
-    let files: [(&str, &[u8]); 4] = [
+    let mut files: Vec<(&str, &[u8])> = vec![
         ("symbol", &imported.symbol),
         ("params", &imported.params),
         ("model.cvm", &imported.canonical),
         ("quantization.json", quantization.as_bytes()),
     ];
+    if imported.engine_only {
+        files.drain(..2);
+        for stale in ["symbol", "params"] {
+            let path = dir.join(stale);
+            if path.is_file() {
+                std::fs::remove_file(&path).map_err(|source| HostError::io(&path, source))?;
+            }
+        }
+    }
     let mut written = Vec::new();
     for (name, bytes) in files {
         let path = dir.join(name);
@@ -219,6 +231,13 @@ fn report_text(
     ));
     for note in &imported.notes {
         out.push_str(&format!("note: {note}\n"));
+    }
+    if imported.engine_only {
+        out.push_str(
+            "note: the model uses the engine's own operators (batch_matmul, softmax, \
+             layer_norm), which the deployed CVM runtime does not have: it is written as \
+             model.cvm only, with no symbol + params pair\n",
+        );
     }
     out.push_str("layers (requantization: q_out = clip(round(acc · M / 2^n)), acc first shifted right by s when above 16 bits):\n");
     for layer in &imported.layers {

@@ -115,6 +115,20 @@ pub struct Reduce {
     pub mean: bool,
 }
 
+/// Layer normalization over the last axis: `(x − μ) / √(σ² + ε) · γ + β` (RMSNorm: without the
+/// mean, `x / √(mean(x²) + ε) · γ + β`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNorm {
+    /// γ, one per element of the last axis.
+    pub gamma: Vec<f64>,
+    /// β, one per element of the last axis.
+    pub beta: Vec<f64>,
+    /// ε.
+    pub epsilon: f64,
+    /// RMSNorm: the mean is not subtracted.
+    pub rms: bool,
+}
+
 /// What computes a value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -166,6 +180,26 @@ pub enum Op {
     /// Zero padding of H (before, after) and W (before, after); exists only until a
     /// convolution or pooling absorbs it.
     Pad([usize; 4]),
+    /// The product of two activations over their last two axes, the leading axes broadcast:
+    /// `alpha · A·B`, or `alpha · A·Bᵀ` with `transpose_b`.
+    MatMul {
+        /// B holds the rows of Bᵀ.
+        transpose_b: bool,
+        /// A constant factor folded in (a scaling of attention scores).
+        alpha: f64,
+    },
+    /// Softmax over the last axis.
+    Softmax,
+    /// Layer normalization over the last axis.
+    LayerNorm(LayerNorm),
+}
+
+impl Op {
+    /// Whether its integer form needs the engine's own operators (`batch_matmul`, `softmax`,
+    /// `layer_norm`), so that the model cannot be written as a CVM `symbol` + `params` pair.
+    pub fn engine_only(&self) -> bool {
+        matches!(self, Op::MatMul { .. } | Op::Softmax | Op::LayerNorm(_))
+    }
 }
 
 /// One value of the graph.

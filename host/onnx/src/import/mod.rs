@@ -1,5 +1,6 @@
 //! Import: a float ONNX model and a calibration set become an integer CVM model that any CVM
-//! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary.
+//! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary; a
+//! transformer, which needs the engine's own operators, as the canonical binary only.
 //!
 //! The passes, each in its module:
 //! 1. **read**: [`crate::read`] decodes and checks the ONNX file; [`read`] takes the graph's
@@ -46,8 +47,9 @@ pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, A
      Div (by a constant), Sum, Relu, Clip, Sigmoid, Tanh, Erf, LeakyRelu, PRelu (one slope), Elu, \
      HardSigmoid, HardSwish, Gelu, Softplus, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, \
      ReduceSum, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Pad, \
-     Softmax and LogSoftmax (last step only), Dropout, Identity, Constant, and any node computed \
-     on constants only (shapes, indices)";
+     Softmax, LogSoftmax (last step only), LayerNormalization, Gather (of a computed tensor by \
+     constant indices), Dropout, Identity, Constant, and any node computed on constants only \
+     (shapes, indices)";
 
 /// Most calibration or validation samples one call takes.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -232,10 +234,14 @@ pub struct Calibration {
 
 /// An imported model.
 pub struct Imported {
-    /// The CVM graph JSON.
+    /// The CVM graph JSON; empty when [`Imported::engine_only`].
     pub symbol: Vec<u8>,
-    /// The CVM parameters.
+    /// The CVM parameters; empty when [`Imported::engine_only`].
     pub params: Vec<u8>,
+    /// The model uses the engine's own operators (`batch_matmul`, `softmax`, `layer_norm`:
+    /// a transformer), which the deployed CVM runtime does not have: it exists as the
+    /// canonical binary only, with no `symbol` + `params` pair.
+    pub engine_only: bool,
     /// The canonical binary of the same model.
     pub canonical: Vec<u8>,
     /// The edges' quantization.
@@ -317,6 +323,13 @@ impl Importer {
         Ok(Importer { graph })
     }
 
+    /// Whether the integer model needs the engine's own operators (a transformer's products
+    /// of two activations, softmax, layer normalization), so that it has no CVM `symbol` +
+    /// `params` form ([`Imported::engine_only`]).
+    pub fn engine_only(&self) -> bool {
+        self.graph.values.iter().any(|v| v.op.engine_only())
+    }
+
     /// The multiply-accumulates (or element visits) of one float evaluation.
     pub fn work(&self) -> u64 {
         float::work(&self.graph)
@@ -390,11 +403,20 @@ impl Importer {
         options: Options,
     ) -> Result<Imported, ImportError> {
         let quantized = quantize::quantize(&self.graph, &calibration.stats, options.per_channel)?;
-        let symbol = quantized.graph.symbol(quantized.head);
-        let params = quantized.graph.params();
-        let cvm = cvm_formats::cvm::import(&symbol, &params)
-            .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
-        let canonical = cvm.model.encode();
+        let engine_only = self.engine_only();
+        let (symbol, params, canonical) = if engine_only {
+            let model = quantized
+                .graph
+                .model(quantized.head)
+                .map_err(ImportError::Refused)?;
+            (Vec::new(), Vec::new(), model.encode())
+        } else {
+            let symbol = quantized.graph.symbol(quantized.head);
+            let params = quantized.graph.params();
+            let cvm = cvm_formats::cvm::import(&symbol, &params)
+                .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
+            (symbol, params, cvm.model.encode())
+        };
         let model = cvm_engine::load(&canonical, options.schedule).map_err(|report| {
             ImportError::Refused(
                 report
@@ -426,6 +448,7 @@ impl Importer {
         Ok(Imported {
             symbol,
             params,
+            engine_only,
             canonical,
             quantization,
             layers: quantized.layers,

@@ -294,6 +294,120 @@ impl Quantizer<'_> {
                 self.requant(id, x, xmax, &[ratio], *scale, &name, &shape)
             }
             Op::Const(_) => Err(self.error(id, "a constant output")),
+            Op::MatMul { transpose_b, alpha } => {
+                let a = self.input(id, 0)?;
+                let b = self.input(id, 1)?;
+                if a.precision > 8 || b.precision > 8 {
+                    return Err(self.error(id, "a product of two tensors needs int8 operands"));
+                }
+                if !(*alpha > 0.0 && alpha.is_finite()) {
+                    return Err(self.error(
+                        id,
+                        format!("the factor {alpha} of the product is not positive"),
+                    ));
+                }
+                let k = self
+                    .shape(self.graph.values[id].inputs[0])
+                    .last()
+                    .copied()
+                    .unwrap_or(1);
+                let flag = if *transpose_b { "True" } else { "False" };
+                let attrs = vec![("transpose_b", flag.into())];
+                let softmax_only = !self.consumers[id].is_empty()
+                    && self.consumers[id]
+                        .iter()
+                        .all(|&c| matches!(self.graph.values[c].op, Op::Softmax));
+                let acc_name = if softmax_only {
+                    name.clone()
+                } else {
+                    format!("{name}_acc")
+                };
+                let entry = self.cvm.op(
+                    &acc_name,
+                    "batch_matmul",
+                    &[a.entry, b.entry],
+                    attrs,
+                    &shape,
+                );
+                let scale = a.scale * b.scale * alpha;
+                let acc = Q {
+                    entry,
+                    scale,
+                    precision: a.precision + b.precision + bits(k as u64),
+                };
+                if softmax_only {
+                    return Ok(acc);
+                }
+                let target = self.target_scale(id);
+                let xmax = self.stats[id].max_abs / scale;
+                self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
+            }
+            Op::Softmax => {
+                let x = self.input(id, 0)?;
+                let (multiplier, shift) = real_factor(x.scale).ok_or_else(|| {
+                    self.error(
+                        id,
+                        format!("the scores' scale {} has no multiplier and shift", x.scale),
+                    )
+                })?;
+                let attrs = vec![
+                    ("causal", "False".into()),
+                    ("multiplier", multiplier.to_string()),
+                    ("precision", "8".into()),
+                    ("shift", shift.to_string()),
+                ];
+                let entry = self.cvm.op(&name, "softmax", &[x.entry], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: 1.0 / 128.0,
+                    precision: 8,
+                })
+            }
+            Op::LayerNorm(norm) => {
+                let x = self.input(id, 0)?;
+                let target = self.target_scale(id);
+                let gamma: Vec<f64> = norm.gamma.iter().map(|g| g / target).collect();
+                let largest = gamma.iter().fold(0.0f64, |m, g| m.max(g.abs()));
+                // γ carries `shift` fraction bits within 16 bits of precision.
+                let shift = (0..=62u32)
+                    .rev()
+                    .find(|&k| round(largest * pow2(k)) <= 32_767.0)
+                    .ok_or_else(|| {
+                        self.error(id, format!("γ / scale reaches {largest}, beyond 16 bits"))
+                    })?;
+                let gamma: Vec<i32> = gamma
+                    .iter()
+                    .map(|g| round(g * pow2(shift)) as i32)
+                    .collect();
+                let mut beta = Vec::with_capacity(norm.beta.len());
+                for &b in &norm.beta {
+                    let v = round(b / target);
+                    if v.abs() >= f64::from(1u32 << 30) {
+                        return Err(self.error(id, format!("β = {b} is beyond int32 at its scale")));
+                    }
+                    beta.push(v as i32);
+                }
+                // ε in units of 2^−16 of the input's unit squared (layer_norm's `epsilon`).
+                let epsilon =
+                    round(norm.epsilon / (x.scale * x.scale) * pow2(16)).min(f64::from(i32::MAX));
+                let n = norm.gamma.len();
+                let (g, _) = self.cvm.param(&format!("{name}_gamma"), &[n], gamma);
+                let (b, _) = self.cvm.param(&format!("{name}_beta"), &[n], beta);
+                let attrs = vec![
+                    ("epsilon", (epsilon as i64).to_string()),
+                    ("precision", "8".into()),
+                    ("rms", if norm.rms { "True" } else { "False" }.into()),
+                    ("shift", shift.to_string()),
+                ];
+                let entry = self
+                    .cvm
+                    .op(&name, "layer_norm", &[x.entry, g, b], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: target,
+                    precision: 8,
+                })
+            }
             Op::Pad(_) => Err(self.error(id, "a Pad that no convolution or pooling absorbed")),
             Op::Conv(conv) => {
                 let kernel = [conv.weight.shape[2], conv.weight.shape[3]];
@@ -895,6 +1009,18 @@ impl Quantizer<'_> {
 }
 
 /// 2^n, exactly.
+/// A real factor r > 0 as the engine's multiplier m in [1, 2^31 − 1] and shift s in [0, 62],
+/// r ≈ m / 2^s, with the largest s that keeps m within 31 bits.
+fn real_factor(r: f64) -> Option<(i64, u32)> {
+    if !(r > 0.0 && r.is_finite()) {
+        return None;
+    }
+    let limit = f64::from(i32::MAX);
+    let shift = (0..=62u32).rev().find(|&s| round(r * pow2(s)) <= limit)?;
+    let multiplier = round(r * pow2(shift));
+    (multiplier >= 1.0).then_some((multiplier as i64, shift))
+}
+
 fn pow2(n: u32) -> f64 {
     f64::from_bits(u64::from(1023 + n.min(1000)) << 52)
 }

@@ -18,10 +18,18 @@ impl<'a> Lowering<'a> {
             "Sub" => self.binary(node, Op::Sub),
             "Mul" => match self.dynamic_mul(node) {
                 Ok(Some(())) => Ok(()),
-                Ok(None) => self.binary(node, Op::Mul),
+                Ok(None) => match self.scale_product(node, false) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => self.binary(node, Op::Mul),
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             },
-            "Div" => self.divide(node),
+            "Div" => match self.scale_product(node, true) {
+                Ok(true) => Ok(()),
+                Ok(false) => self.divide(node),
+                Err(e) => Err(e),
+            },
             "Sum" => self.sum(node),
             "Relu" => self.unary(node, Op::Relu),
             "Clip" => self.clip(node),
@@ -90,6 +98,47 @@ impl<'a> Lowering<'a> {
         self.unary(node, Op::Table(Function::LeakyRelu(first)))
     }
 
+    /// A product of two computed tensors (MatMul) read by nothing else, multiplied or divided
+    /// (`divide`, the product being the dividend) by a scalar constant: the factor is folded
+    /// into the product. Returns whether it was.
+    fn scale_product(&mut self, node: &'a Node, divide: bool) -> Result<bool, ImportError> {
+        for (v, k) in [(0usize, 1usize), (1, 0)] {
+            if divide && v == 1 {
+                continue;
+            }
+            let name = node.inputs.get(v).map(String::as_str).unwrap_or("");
+            let (Some(Slot::Value(id)), Some(Slot::Const(tensor))) = (
+                self.slots.get(name),
+                node.inputs.get(k).and_then(|n| self.slots.get(n.as_str())),
+            ) else {
+                continue;
+            };
+            let id = *id;
+            let Ok(c) = float_tensor(tensor) else {
+                continue;
+            };
+            let [factor] = c.data[..] else {
+                continue;
+            };
+            if !matches!(self.values[id].op, Op::MatMul { .. })
+                || self.readers(id) != 1
+                || factor == 0.0
+            {
+                continue;
+            }
+            let factor = if divide { 1.0 / factor } else { factor };
+            if let Op::MatMul { alpha, .. } = &mut self.values[id].op {
+                *alpha *= factor;
+            }
+            let origin = self.values[id].origin.clone();
+            self.notes
+                .push(format!("{} folded into the factor of {origin}", self.label));
+            self.bind(node, id)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     fn add(&mut self, node: &'a Node) -> Result<(), ImportError> {
         // A constant added to a bias-less-or-not Dense or Conv read by nothing else folds into
         // its bias.
@@ -107,6 +156,24 @@ impl<'a> Lowering<'a> {
             };
             if self.readers(id) != 1 {
                 continue;
+            }
+            // A dense layer on the rows of a tensor of rank above 2 (MatMul's reshape around
+            // it): the bias is one per element of the last axis.
+            let inner = match (&self.values[id].op, self.values[id].inputs.as_slice()) {
+                (Op::Reshape, &[inner]) => Some(inner),
+                _ => None,
+            };
+            if let Some(inner) = inner {
+                let n = self.values[id].shape.last().copied().unwrap_or(0);
+                let fits = matches!(c.shape.as_slice(), [len] if *len == n);
+                if let (true, Op::Dense(Dense { bias, .. })) = (fits, &mut self.values[inner].op) {
+                    let old = bias.take().unwrap_or_else(|| vec![0.0; n]);
+                    *bias = Some(old.iter().zip(&c.data).map(|(a, b)| a + b).collect());
+                    let origin = self.values[inner].origin.clone();
+                    self.notes
+                        .push(format!("{} folded into the bias of {origin}", self.label));
+                    return self.bind(node, id);
+                }
             }
             let shape = self.values[id].shape.clone();
             let channels = shape.get(1).copied().unwrap_or(0);

@@ -17,6 +17,7 @@ mod constant;
 mod conv;
 mod elementwise;
 mod matmul;
+mod norm;
 mod quantized;
 mod reduce;
 mod shape;
@@ -414,9 +415,10 @@ impl<'a> Lowering<'a> {
                 cvm_formats::quote(&node.domain)
             )));
         }
-        let families: [Family<'a>; 7] = [
+        let families: [Family<'a>; 8] = [
             Lowering::lower_conv,
             Lowering::lower_matmul,
+            Lowering::lower_norm,
             Lowering::lower_elementwise,
             Lowering::lower_reduce,
             Lowering::lower_shape,

@@ -111,9 +111,13 @@ impl<'a> Lowering<'a> {
         }
         let output = node.outputs.first().map(String::as_str).unwrap_or("");
         let is_output = self.model.outputs.iter().any(|o| o.name == output);
+        if (!is_output || self.uses(output) != 1) && node.op_type == "Softmax" {
+            let shape = self.values[x].shape.clone();
+            return self.define(node, Op::Softmax, vec![x], shape);
+        }
         if !is_output || self.uses(output) != 1 {
             return Err(self.error(
-                "Softmax is supported only as the model's last step (it is dropped: the \
+                "LogSoftmax is supported only as the model's last step (it is dropped: the \
                  integer model outputs its input, whose argmax is the same)",
             ));
         }

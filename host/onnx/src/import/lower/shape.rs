@@ -19,6 +19,7 @@ impl<'a> Lowering<'a> {
             "Concat" => self.concat(node),
             "Slice" => self.slice(node),
             "Split" => self.split(node),
+            "Gather" => self.gather(node),
             "Cast" => self.cast(node),
             "Dropout" | "Identity" => match self.value(node, 0) {
                 Ok(x) => self.bind(node, x),
@@ -26,6 +27,70 @@ impl<'a> Lowering<'a> {
             },
             _ => return None,
         })
+    }
+
+    /// Gather of a computed tensor by constant indices: one index (a scalar, the axis
+    /// dropped, or a list of one) or a list of consecutive ascending indices, a slice.
+    fn gather(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let Some(indices) = self.constant(node, 1)? else {
+            return Err(self.error("input 1 (indices) is missing"));
+        };
+        let scalar = indices.shape.is_empty();
+        let list: Vec<i64> = match &indices.data {
+            TensorData::Int64(v) => v.clone(),
+            TensorData::Int32(v) => v.iter().map(|&i| i64::from(i)).collect(),
+            _ => return Err(self.error("the indices are not int64 or int32")),
+        };
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len() as i64;
+        let axis = self.int(node, "axis", 0)?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&axis) {
+            return Err(self.error(format!("axis out of range for rank {rank}")));
+        }
+        let axis = axis as usize;
+        let dim = xs[axis] as i64;
+        let resolved: Vec<i64> = list
+            .iter()
+            .map(|&i| if i < 0 { i + dim } else { i })
+            .collect();
+        let consecutive = resolved.windows(2).all(|w| w[1] == w[0] + 1);
+        let (Some(&first), true) = (resolved.first(), consecutive && indices.shape.len() <= 1)
+        else {
+            return Err(self.error(format!(
+                "indices {list:?} of shape {:?}: the importer gathers a computed tensor by one \
+                 index or by consecutive ascending indices only",
+                indices.shape
+            )));
+        };
+        let count = resolved.len() as i64;
+        if first < 0 || first + count > dim {
+            return Err(self.error(format!(
+                "indices {list:?} are outside axis {axis} of length {dim}"
+            )));
+        }
+        let mut starts = vec![0; xs.len()];
+        starts[axis] = first as usize;
+        let slice = Slice {
+            starts,
+            steps: vec![1; xs.len()],
+        };
+        let mut shape = xs;
+        shape[axis] = count as usize;
+        if !scalar {
+            return self.define(node, Op::Slice(slice), vec![x], shape);
+        }
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        let cut = self.push(
+            Op::Slice(slice),
+            vec![x],
+            shape.clone(),
+            &format!("{name}_slice"),
+        );
+        shape.remove(axis);
+        self.define(node, Op::Reshape, vec![cut], shape)
     }
 
     /// Cast of a computed value: to float32 it changes nothing the importer carries (a
