@@ -97,7 +97,8 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
             Op::MatMul { transpose_b, alpha } => {
                 matmul(arg(0), arg(1), *transpose_b, *alpha, &shape)
             }
-            Op::Softmax => softmax(arg(0)),
+            Op::Softmax { causal } => softmax(arg(0), *causal),
+            Op::Embedding(table) => embedding(arg(0), table),
             Op::LayerNorm(norm) => layer_norm(arg(0), norm),
             Op::Fake(scale) => arg(0)
                 .data
@@ -261,15 +262,46 @@ fn matmul(a: &FTensor, b: &FTensor, transpose_b: bool, alpha: f64, shape: &[usiz
     out
 }
 
-/// Softmax over the last axis: e^(x − max) / Σ e^(x − max), with [`exp`].
-fn softmax(x: &FTensor) -> Vec<f64> {
+/// Softmax over the last axis: e^(x − max) / Σ e^(x − max) over the kept elements, with
+/// [`exp`]; with `causal`, element j of row i (of the last two axes, Tq × Tk) is left out
+/// (0) where j > i + Tk − Tq, and a row with nothing kept is 0.
+fn softmax(x: &FTensor, causal: bool) -> Vec<f64> {
+    let rank = x.shape.len();
     let n = x.shape.last().copied().unwrap_or(1).max(1);
+    let tq = if rank >= 2 {
+        x.shape[rank - 2].max(1)
+    } else {
+        1
+    };
     let mut out = Vec::with_capacity(x.data.len());
-    for row in x.data.chunks(n) {
-        let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = row.iter().map(|&v| exp(v - max)).collect();
+    for (r, row) in x.data.chunks(n).enumerate() {
+        let i = r % tq;
+        let kept = |j: usize| !causal || j + tq <= i + n;
+        let max = row
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| kept(j))
+            .fold(f64::NEG_INFINITY, |m, (_, &v)| m.max(v));
+        let e: Vec<f64> = row
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| if kept(j) { exp(v - max) } else { 0.0 })
+            .collect();
         let sum = e.iter().fold(0.0, |s, &v| s + v);
-        out.extend(e.iter().map(|&v| v / sum));
+        out.extend(e.iter().map(|&v| if sum > 0.0 { v / sum } else { 0.0 }));
+    }
+    out
+}
+
+/// The rows of `table` at the ids of `ids`, an id outside the table taken at its nearest edge
+/// (as the engine's `take`; the importer checks ids before it evaluates).
+fn embedding(ids: &FTensor, table: &FTensor) -> Vec<f64> {
+    let rows = table.shape[0];
+    let width: usize = table.shape[1..].iter().product();
+    let mut out = Vec::with_capacity(ids.data.len() * width);
+    for &id in &ids.data {
+        let row = (id.max(0.0) as usize).min(rows.saturating_sub(1));
+        out.extend_from_slice(&table.data[row * width..(row + 1) * width]);
     }
     out
 }

@@ -188,8 +188,15 @@ pub enum Op {
         /// A constant factor folded in (a scaling of attention scores).
         alpha: f64,
     },
-    /// Softmax over the last axis.
-    Softmax,
+    /// Softmax over the last axis; with `causal`, element j of row i (on the last two axes,
+    /// Tq × Tk) is left out where j > i + Tk − Tq, as `softmax`'s attribute says.
+    Softmax {
+        /// Each query sees the keys up to its own position only.
+        causal: bool,
+    },
+    /// Rows of a constant table picked by the integer ids of the value read (an embedding):
+    /// the output is the ids' shape followed by a row's.
+    Embedding(FTensor),
     /// Layer normalization over the last axis.
     LayerNorm(LayerNorm),
 }
@@ -198,7 +205,10 @@ impl Op {
     /// Whether its integer form needs the engine's own operators (`batch_matmul`, `softmax`,
     /// `layer_norm`), so that the model cannot be written as a CVM `symbol` + `params` pair.
     pub fn engine_only(&self) -> bool {
-        matches!(self, Op::MatMul { .. } | Op::Softmax | Op::LayerNorm(_))
+        matches!(
+            self,
+            Op::MatMul { .. } | Op::Softmax { .. } | Op::LayerNorm(_) | Op::Embedding(_)
+        )
     }
 }
 
@@ -224,6 +234,8 @@ pub struct Graph {
     pub values: Vec<Value>,
     /// The value the model outputs.
     pub output: usize,
+    /// The input holds integer token ids (read only by embeddings), not float values.
+    pub integer_input: bool,
     /// What lowering changed beyond a one-to-one translation, for the report.
     pub notes: Vec<String>,
 }

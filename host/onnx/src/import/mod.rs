@@ -48,8 +48,8 @@ pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, A
      HardSigmoid, HardSwish, Gelu, Softplus, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, \
      ReduceSum, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Pad, \
      Softmax, LogSoftmax (last step only), LayerNormalization, Gather (of a computed tensor by \
-     constant indices), Dropout, Identity, Constant, and any node computed on constants only \
-     (shapes, indices)";
+     constant indices, or of a constant table by token ids), Where (the causal mask), Dropout, \
+     Identity, Constant, and any node computed on constants only (shapes, indices)";
 
 /// Most calibration or validation samples one call takes.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -242,6 +242,10 @@ pub struct Imported {
     /// a transformer), which the deployed CVM runtime does not have: it exists as the
     /// canonical binary only, with no `symbol` + `params` pair.
     pub engine_only: bool,
+    /// For a model of integer token ids, how many ids it reads ([`Importer::vocabulary`]):
+    /// [`Imported::run`] refuses any other value, and the ids pass through unquantized
+    /// (scale 1).
+    pub vocabulary: Option<usize>,
     /// The canonical binary of the same model.
     pub canonical: Vec<u8>,
     /// The edges' quantization.
@@ -365,7 +369,32 @@ impl Importer {
                 shape[0]
             )));
         }
+        if let Some(vocabulary) = self.vocabulary()
+            && let Some(i) = batch.data.iter().position(|&id| !is_id(id, vocabulary))
+        {
+            return Err(ImportError::Samples(format!(
+                "{what}: value {} at index {i} is not a token id (an integer from 0 to {})",
+                batch.data[i],
+                vocabulary.saturating_sub(1)
+            )));
+        }
         Ok(shape[0])
+    }
+
+    /// For a model of integer token ids, the number of ids its tables hold (the rows of the
+    /// smallest embedding table); `None` for a float input.
+    pub fn vocabulary(&self) -> Option<usize> {
+        self.graph.integer_input.then(|| {
+            self.graph
+                .values
+                .iter()
+                .filter_map(|v| match &v.op {
+                    Op::Embedding(table) => table.shape.first().copied(),
+                    _ => None,
+                })
+                .min()
+                .unwrap_or(0)
+        })
     }
 
     /// The float output of one sample (of the input's size).
@@ -449,6 +478,7 @@ impl Importer {
             symbol,
             params,
             engine_only,
+            vocabulary: self.vocabulary(),
             canonical,
             quantization,
             layers: quantized.layers,
@@ -607,6 +637,11 @@ impl Quantization {
     }
 }
 
+/// Whether `id` is an integer from 0 to `vocabulary` − 1.
+fn is_id(id: f32, vocabulary: usize) -> bool {
+    id >= 0.0 && id.fract() == 0.0 && (id as usize) < vocabulary
+}
+
 /// The `format` of `quantization.json`.
 pub const QUANTIZATION_FORMAT: &str = "cvm-import-quantization-1";
 
@@ -617,9 +652,22 @@ impl Imported {
     /// # Errors
     /// The engine's failure message.
     pub fn run(&self, sample: &[f32]) -> Result<Vec<i32>, String> {
+        let data = match self.vocabulary {
+            Some(vocabulary) => {
+                if let Some(i) = sample.iter().position(|&id| !is_id(id, vocabulary)) {
+                    return Err(format!(
+                        "value {} at index {i} is not a token id (an integer from 0 to {})",
+                        sample[i],
+                        vocabulary.saturating_sub(1)
+                    ));
+                }
+                sample.iter().map(|&id| id as i32).collect()
+            }
+            None => self.quantization.quantize_input(sample),
+        };
         let input = InputTensor {
             shape: self.quantization.input_shape.clone(),
-            data: self.quantization.quantize_input(sample),
+            data,
         };
         let report = cvm_engine::run(
             &self.model,

@@ -70,6 +70,7 @@ pub fn quantize(
         cvm: CvmGraph::default(),
         values: vec![None; graph.values.len()],
         layers: Vec::new(),
+        engine_only: graph.values.iter().any(|v| v.op.engine_only()),
     };
     let needed = needed(graph);
     let mut output_scale = 1.0;
@@ -190,6 +191,9 @@ struct Quantizer<'a> {
     cvm: CvmGraph,
     values: Vec<Option<Q>>,
     layers: Vec<LayerReport>,
+    /// The graph needs the engine's own operators (a transformer): its residual stream may
+    /// be wider than 8 bits.
+    engine_only: bool,
 }
 
 impl Quantizer<'_> {
@@ -260,7 +264,37 @@ impl Quantizer<'_> {
                 .fold(0.0f64, f64::max);
             return scale_for(range);
         }
+        if self.wide(id) {
+            let range = self.stats[id].max_abs;
+            return if range > 0.0 { range / 32_767.0 } else { 1.0 };
+        }
         scale_for(self.stats[id].max_abs)
+    }
+
+    /// Whether value `id` belongs to a transformer's residual stream, which stays int16 (the
+    /// engine's layer_norm reads any precision): it is read only by layer normalizations and
+    /// sums, directly or through reshapes.
+    fn wide(&self, id: usize) -> bool {
+        self.engine_only
+            && id != self.graph.output
+            && !self.consumers[id].is_empty()
+            && self.consumers[id]
+                .iter()
+                .all(|&c| match self.graph.values[c].op {
+                    Op::LayerNorm(_) | Op::Add | Op::Sub => true,
+                    Op::Reshape => self.wide(c),
+                    _ => false,
+                })
+    }
+
+    /// Whether value `id` is the model's output, or the one value a reshape that is the
+    /// output reads (a dense layer on the rows of a per-token output).
+    fn is_output(&self, id: usize) -> bool {
+        let output = &self.graph.values[self.graph.output];
+        id == self.graph.output
+            || (matches!(output.op, Op::Reshape)
+                && output.inputs == [id]
+                && self.consumers[id] == [self.graph.output])
     }
 
     fn shape(&self, id: usize) -> &[usize] {
@@ -276,11 +310,46 @@ impl Quantizer<'_> {
         let shape = value.shape.clone();
         let name = self.name(id);
         match &value.op {
+            Op::Input if self.graph.integer_input => {
+                // Token ids pass through unquantized: precision enough for every row of the
+                // largest table that reads them.
+                let rows = self
+                    .graph
+                    .values
+                    .iter()
+                    .filter_map(|v| match &v.op {
+                        Op::Embedding(table) => table.shape.first().copied(),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(1);
+                let precision = bits(rows.saturating_sub(1) as u64) + 1;
+                let entry = self.cvm.input_of_precision(&shape, precision);
+                Ok(Q {
+                    entry,
+                    scale: 1.0,
+                    precision,
+                })
+            }
             Op::Input => {
                 let entry = self.cvm.input(&shape);
                 Ok(Q {
                     entry,
                     scale: self.target_scale(id),
+                    precision: 8,
+                })
+            }
+            Op::Embedding(table) => {
+                let ids = self.input(id, 0)?;
+                let (values, scales) = quantize_rows(&table.data, 1, false);
+                let (t, _) = self
+                    .cvm
+                    .param(&format!("{name}_table"), &table.shape, values);
+                let attrs = vec![("axis", "0".into())];
+                let entry = self.cvm.op(&name, "take", &[t, ids.entry], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: scales[0],
                     precision: 8,
                 })
             }
@@ -316,7 +385,7 @@ impl Quantizer<'_> {
                 let softmax_only = !self.consumers[id].is_empty()
                     && self.consumers[id]
                         .iter()
-                        .all(|&c| matches!(self.graph.values[c].op, Op::Softmax));
+                        .all(|&c| matches!(self.graph.values[c].op, Op::Softmax { .. }));
                 let acc_name = if softmax_only {
                     name.clone()
                 } else {
@@ -342,7 +411,7 @@ impl Quantizer<'_> {
                 let xmax = self.stats[id].max_abs / scale;
                 self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
             }
-            Op::Softmax => {
+            Op::Softmax { causal } => {
                 let x = self.input(id, 0)?;
                 let (multiplier, shift) = real_factor(x.scale).ok_or_else(|| {
                     self.error(
@@ -351,7 +420,7 @@ impl Quantizer<'_> {
                     )
                 })?;
                 let attrs = vec![
-                    ("causal", "False".into()),
+                    ("causal", if *causal { "True" } else { "False" }.into()),
                     ("multiplier", multiplier.to_string()),
                     ("precision", "8".into()),
                     ("shift", shift.to_string()),
@@ -761,7 +830,7 @@ impl Quantizer<'_> {
             rows,
             fixed_scales,
             self.per_channel,
-            id == self.graph.output,
+            self.is_output(id),
         );
         let fan_in = weight.data.len() / rows;
         let use_bias = if bias.is_some() { "True" } else { "False" };
@@ -801,7 +870,7 @@ impl Quantizer<'_> {
                 format!("its accumulator needs precision {precision}, above 32"),
             ));
         }
-        if id == self.graph.output {
+        if self.is_output(id) {
             self.layers.push(LayerReport {
                 node: self.graph.values[id].origin.clone(),
                 cvm: self.cvm.name(entry).to_string(),
@@ -850,9 +919,16 @@ impl Quantizer<'_> {
         if a.precision > 16 || b.precision > 16 {
             return Err(self.error(id, "an operand of precision above 16"));
         }
-        let target = self.target_scale(id);
+        // A transformer's residual stream (a sum read only by layer normalizations and further
+        // sums) stays int16, which the engine's layer_norm reads at any precision; its factors
+        // keep 14 bits so that an int16 operand's product fits 32 bits with the sum.
+        let (target, out_precision, max_factor) = if self.wide(id) {
+            (self.target_scale(id), 16, 16_383.0)
+        } else {
+            (self.target_scale(id), 8, MAX_FACTOR)
+        };
         let (ra, rb) = (a.scale / target, b.scale / target);
-        let n = factor_shift(ra.max(rb)).ok_or_else(|| {
+        let n = factor_shift_within(ra.max(rb), max_factor).ok_or_else(|| {
             self.error(
                 id,
                 format!(
@@ -891,7 +967,10 @@ impl Quantizer<'_> {
         if precision > 32 {
             return Err(self.error(id, "the rescaled sum needs more than 32 bits"));
         }
-        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let attrs = vec![
+            ("precision", out_precision.to_string()),
+            ("shift_bit", n.to_string()),
+        ];
         let entry = self.cvm.op(name, "cvm_right_shift", &[sum], attrs, shape);
         self.layers.push(LayerReport {
             node: self.graph.values[id].origin.clone(),
@@ -907,7 +986,7 @@ impl Quantizer<'_> {
         Ok(Q {
             entry,
             scale: target,
-            precision: 8,
+            precision: out_precision,
         })
     }
 
@@ -984,7 +1063,11 @@ impl Quantizer<'_> {
             Vec::new(),
             shape,
         );
-        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let out_precision: u32 = if self.wide(id) { 16 } else { 8 };
+        let attrs = vec![
+            ("precision", out_precision.to_string()),
+            ("shift_bit", n.to_string()),
+        ];
         let entry = self
             .cvm
             .op(name, "cvm_right_shift", &[product], attrs, shape);
@@ -1003,7 +1086,7 @@ impl Quantizer<'_> {
         Ok(Q {
             entry,
             scale: target,
-            precision: 8,
+            precision: out_precision,
         })
     }
 }
@@ -1028,11 +1111,16 @@ fn pow2(n: u32) -> f64 {
 /// The shift n in [1, 32] that gives the factor `round(ratio · 2^n)` the most bits within
 /// 15, or `None` when even n = 1 exceeds them.
 fn factor_shift(ratio: f64) -> Option<u32> {
-    if ratio * 2.0 > MAX_FACTOR {
+    factor_shift_within(ratio, MAX_FACTOR)
+}
+
+/// [`factor_shift`] for factors of at most `max_factor`.
+fn factor_shift_within(ratio: f64, max_factor: f64) -> Option<u32> {
+    if ratio * 2.0 > max_factor {
         return None;
     }
     let mut n = 1;
-    while n < 32 && ratio * pow2(n + 1) <= MAX_FACTOR {
+    while n < 32 && ratio * pow2(n + 1) <= max_factor {
         n += 1;
     }
     Some(n)

@@ -1,4 +1,4 @@
-//! Reading the ONNX graph's signature: its one float input, the shape each of its axes takes
+//! Reading the ONNX graph's signature: its one input (float, or integer token ids), the shape each of its axes takes
 //! (fixed in the file, given by `--input-shape`, or an open batch axis taken as 1), and its one
 //! output. What the ONNX file itself holds is read and checked by [`crate::read`] first.
 
@@ -12,6 +12,8 @@ pub struct Signature<'a> {
     pub input: &'a GraphInput,
     /// Its static shape, batch of 1 first.
     pub shape: Vec<usize>,
+    /// It holds integer token ids (int64 or int32), passed through unquantized.
+    pub integer: bool,
     /// The one output.
     pub output: &'a GraphOutput,
     /// What was assumed (an open batch axis taken as 1), for the report.
@@ -34,9 +36,14 @@ pub fn signature<'a>(
             model.inputs.len()
         )));
     };
-    if input.element_type != crate::ElementType::Float32 {
+    let integer = matches!(
+        input.element_type,
+        crate::ElementType::Int64 | crate::ElementType::Int32
+    );
+    if input.element_type != crate::ElementType::Float32 && !integer {
         return Err(ImportError::Graph(format!(
-            "input {}: element type {:?}; the importer reads float32 models",
+            "input {}: element type {:?}; the importer reads float32 inputs, and int64 or \
+             int32 token ids",
             cvm_formats::quote(&input.name),
             input.element_type
         )));
@@ -75,6 +82,7 @@ pub fn signature<'a>(
     Ok(Signature {
         input,
         shape,
+        integer,
         output,
         notes,
     })

@@ -78,6 +78,11 @@ impl CvmGraph {
 
     /// The model input, `data`, of precision 8.
     pub fn input(&mut self, shape: &[usize]) -> usize {
+        self.input_of_precision(shape, 8)
+    }
+
+    /// The model input, `data`, of `precision` (token ids).
+    pub fn input_of_precision(&mut self, shape: &[usize], precision: u32) -> usize {
         let name = self.unique("data");
         self.nodes.push(CvmNode {
             name,
@@ -85,7 +90,7 @@ impl CvmGraph {
             inputs: Vec::new(),
             attrs: Vec::new(),
             shape: shape.to_vec(),
-            precision: 8,
+            precision: precision as i32,
             values: None,
         });
         self.nodes.len() - 1
@@ -265,7 +270,7 @@ impl CvmGraph {
                     inputs.push(InputDecl {
                         name: node.name.clone(),
                         shape,
-                        precision: 8,
+                        precision: node.precision as u8,
                     });
                     ValueRef::Input(inputs.len() as u32 - 1)
                 }

@@ -8,7 +8,7 @@ use crate::import::{ImportError, fold};
 use crate::model::{AttributeValue, Node};
 use crate::tensor::{Tensor, TensorData};
 
-use super::{Lowering, Slot};
+use super::{Lowering, Slot, constant_slot};
 
 impl<'a> Lowering<'a> {
     /// Lowers the node if it is one of this family's: Constant.
@@ -53,7 +53,7 @@ impl<'a> Lowering<'a> {
             }
         };
         if let Some(name) = node.outputs.first() {
-            self.slots.insert(name.as_str(), Slot::Const(value));
+            self.slots.insert(name.as_str(), constant_slot(value));
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use crate::import::ImportError;
 use crate::import::graph::{Conv, Dense, FTensor, Function, Op};
 use crate::model::Node;
+use crate::tensor::TensorData;
 
 use super::{Lowering, Slot, float_tensor};
 
@@ -46,9 +47,62 @@ impl<'a> Lowering<'a> {
                 .float(node, "alpha", 1.0)
                 .and_then(|alpha| self.unary(node, function(Function::Elu(alpha)))),
             "HardSigmoid" => self.hard_sigmoid(node),
+            "Where" => self.causal_mask(node),
             "Gelu" => self.gelu(node),
             _ => return None,
         })
+    }
+
+    /// `Where(mask, −∞, scores)` (`masked_fill` of the positions after each query's own):
+    /// the causal mask, left for the Softmax that reads it. Any other Where of a computed
+    /// tensor is refused.
+    fn causal_mask(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let refused = |this: &Self, why: &str| {
+            Err(this.error(format!(
+                "{why}; the importer reads a Where of a computed tensor only as the causal mask \
+                 of attention scores: Where(mask, -inf, scores), the mask true exactly after \
+                 each query's own position"
+            )))
+        };
+        let slot = |k: usize| node.inputs.get(k).and_then(|n| self.slots.get(n.as_str()));
+        let (Some(Slot::Bool(mask)), Some(Slot::Const(fill)), Some(Slot::Value(x))) =
+            (slot(0), slot(1), slot(2))
+        else {
+            return refused(
+                self,
+                "its inputs are not a boolean constant, a constant and a value",
+            );
+        };
+        let x = *x;
+        if !matches!(&fill.data, TensorData::Float32(v) if v.as_slice() == [f32::NEG_INFINITY]) {
+            return refused(self, "the value filled in is not -inf");
+        }
+        let shape = self.values[x].shape.clone();
+        let rank = shape.len();
+        let mask_shape: Vec<usize> = mask.shape.iter().map(|&d| d as usize).collect();
+        if rank < 2 || mask_shape.len() < 2 || mask_shape.len() > rank {
+            return refused(
+                self,
+                "the mask and the scores are not both of rank 2 or more",
+            );
+        }
+        let (tq, tk) = (shape[rank - 2], shape[rank - 1]);
+        let m = mask_shape.len();
+        let leading_ones = mask_shape[..m - 2].iter().all(|&d| d == 1);
+        if !leading_ones || mask_shape[m - 2] != tq || mask_shape[m - 1] != tk {
+            return refused(
+                self,
+                &format!("the mask of shape {mask_shape:?} is not one (Tq, Tk) for {shape:?}"),
+            );
+        }
+        let causal = (0..tq).all(|i| (0..tk).all(|j| mask.values[i * tk + j] == (j + tq > i + tk)));
+        if !causal {
+            return refused(self, "the mask is not the causal one");
+        }
+        if let Some(name) = node.outputs.first() {
+            self.slots.insert(name.as_str(), Slot::Causal(x));
+        }
+        Ok(())
     }
 
     fn hard_sigmoid(&mut self, node: &'a Node) -> Result<(), ImportError> {

@@ -75,6 +75,9 @@ enum Slot<'a> {
     DynamicScale(Vec<f64>),
     /// The zero point a DynamicQuantizeLinear computes at run time.
     DynamicZero,
+    /// A value with the causal mask applied (`Where` of the positions after each query's
+    /// own by −∞): read only by a Softmax, which becomes a causal one.
+    Causal(usize),
 }
 
 struct Lowering<'a> {
@@ -110,6 +113,7 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
     let read::Signature {
         input,
         shape,
+        integer,
         output,
         notes,
     } = read::signature(model, shapes)?;
@@ -134,7 +138,7 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
     for tensor in &model.initializers {
         lowering
             .slots
-            .insert(tensor.name.as_str(), Slot::Const(Cow::Borrowed(tensor)));
+            .insert(tensor.name.as_str(), constant_slot(Cow::Borrowed(tensor)));
     }
     for node in &model.nodes {
         for name in node.inputs.iter().filter(|name| !name.is_empty()) {
@@ -171,9 +175,23 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
             lowering.values[output_id].origin
         )));
     }
+    if integer
+        && let Some(reader) = lowering
+            .values
+            .iter()
+            .find(|v| v.inputs.contains(&0) && !matches!(v.op, Op::Embedding(_)))
+    {
+        return Err(ImportError::Graph(format!(
+            "input {} holds integer token ids, and {} reads them; the importer reads token \
+             ids only by a Gather of a constant table (an embedding)",
+            cvm_formats::quote(&input.name),
+            reader.origin
+        )));
+    }
     Ok(Graph {
         values: lowering.values,
         output: output_id,
+        integer_input: integer,
         notes: lowering.notes,
     })
 }
@@ -222,8 +240,17 @@ impl<'a> Lowering<'a> {
                 )))
             }
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
+            Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
+    }
+
+    fn causal_read(&self, k: usize, name: &str) -> ImportError {
+        self.error(format!(
+            "input {k} ({}) is the scores with the causal mask applied; the importer reads \
+             them only in a Softmax over the last axis",
+            cvm_formats::quote(name)
+        ))
     }
 
     fn quantized_read(&self, k: usize, name: &str) -> ImportError {
@@ -246,6 +273,7 @@ impl<'a> Lowering<'a> {
             }
             Some(Slot::Bool(_)) => Err(self.boolean_read(k, name)),
             Some(Slot::DynamicScale(_) | Slot::DynamicZero) => Err(self.dynamic_read(k, name)),
+            Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             Some(Slot::Dequantized(tensor, _)) => {
                 let tensor = tensor.clone();
                 let shape = tensor.shape.clone();
@@ -289,6 +317,7 @@ impl<'a> Lowering<'a> {
                 cvm_formats::quote(name)
             ))),
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
+            Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             Some(Slot::Value(_)) => Err(self.error(format!(
                 "input {k} ({}) is computed; the importer needs a constant (an initializer) there",
                 cvm_formats::quote(name)
@@ -434,6 +463,18 @@ impl<'a> Lowering<'a> {
             node: self.label.clone(),
             op_type: node.op_type.clone(),
         })
+    }
+}
+
+/// The slot of a constant tensor: a boolean one (an exporter's folded mask) as the booleans
+/// folding reads, any other as itself.
+fn constant_slot(tensor: Cow<'_, Tensor>) -> Slot<'_> {
+    match &tensor.data {
+        TensorData::Bool(values) => Slot::Bool(BoolTensor {
+            shape: tensor.shape.clone(),
+            values: values.clone(),
+        }),
+        _ => Slot::Const(tensor),
     }
 }
 

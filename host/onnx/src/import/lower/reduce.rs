@@ -5,7 +5,7 @@ use crate::import::graph::{Op, Reduce};
 use crate::model::Node;
 use crate::tensor::{Tensor, TensorData};
 
-use super::Lowering;
+use super::{Lowering, Slot};
 
 impl<'a> Lowering<'a> {
     /// Lowers the node if it is one of this family's: ReduceMean, ReduceSum, Softmax, LogSoftmax.
@@ -92,7 +92,11 @@ impl<'a> Lowering<'a> {
     }
 
     fn softmax(&mut self, node: &'a Node) -> Result<(), ImportError> {
-        let x = self.value(node, 0)?;
+        let name = node.inputs.first().map(String::as_str).unwrap_or("");
+        let (x, causal) = match self.slots.get(name) {
+            Some(&Slot::Causal(x)) if node.op_type == "Softmax" => (x, true),
+            _ => (self.value(node, 0)?, false),
+        };
         self.no_pad(&[x])?;
         // Dropping it keeps the argmax over the last axis only when it normalizes that axis
         // (from opset 13 the default; before, the default 1 flattens the axes from it on).
@@ -111,9 +115,9 @@ impl<'a> Lowering<'a> {
         }
         let output = node.outputs.first().map(String::as_str).unwrap_or("");
         let is_output = self.model.outputs.iter().any(|o| o.name == output);
-        if (!is_output || self.uses(output) != 1) && node.op_type == "Softmax" {
+        if causal || ((!is_output || self.uses(output) != 1) && node.op_type == "Softmax") {
             let shape = self.values[x].shape.clone();
-            return self.define(node, Op::Softmax, vec![x], shape);
+            return self.define(node, Op::Softmax { causal }, vec![x], shape);
         }
         if !is_output || self.uses(output) != 1 {
             return Err(self.error(

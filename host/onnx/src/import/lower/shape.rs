@@ -6,7 +6,7 @@ use crate::import::{ImportError, fold};
 use crate::model::Node;
 use crate::tensor::{Tensor, TensorData};
 
-use super::{Lowering, MAX_RANK, product};
+use super::{Lowering, MAX_RANK, Slot, product};
 
 impl<'a> Lowering<'a> {
     /// Lowers the node if it is one of this family's: Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Identity, Dropout, Cast.
@@ -29,9 +29,35 @@ impl<'a> Lowering<'a> {
         })
     }
 
+    /// Gather of a constant table (axis 0) by the model's integer input: an embedding.
+    fn embedding(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let Some(table) = self.float_constant(node, 0)? else {
+            return Err(self.error("input 0 (the table) is missing"));
+        };
+        if self.int(node, "axis", 0)? != 0 {
+            return Err(self.error("an embedding gathers rows: axis 0 only"));
+        }
+        if table.shape.len() < 2 || table.shape[0] == 0 {
+            return Err(self.error(format!(
+                "the table of shape {:?} is not one of rows",
+                table.shape
+            )));
+        }
+        let mut shape = self.values[0].shape.clone();
+        shape.extend_from_slice(&table.shape[1..]);
+        self.define(node, Op::Embedding(table), vec![0], shape)
+    }
+
     /// Gather of a computed tensor by constant indices: one index (a scalar, the axis
     /// dropped, or a list of one) or a list of consecutive ascending indices, a slice.
     fn gather(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let table_name = node.inputs.first().map(String::as_str).unwrap_or("");
+        let ids_name = node.inputs.get(1).map(String::as_str).unwrap_or("");
+        if let (Some(Slot::Const(_)), Some(&Slot::Value(0))) =
+            (self.slots.get(table_name), self.slots.get(ids_name))
+        {
+            return self.embedding(node);
+        }
         let x = self.value(node, 0)?;
         self.no_pad(&[x])?;
         let Some(indices) = self.constant(node, 1)? else {
