@@ -269,7 +269,7 @@ fn transformer_imports_to_model_cvm_and_runs_the_same_natively_and_in_wasm() {
     let input = dir.join("input.npy");
     sample("torch/validation.npy", 5, &input);
     let input = input.display().to_string();
-    for model in ["vit_dynamo", "vit_legacy"] {
+    for model in ["vit_dynamo", "vit_legacy", "vit_opset14"] {
         let out = dir.join(model);
         // What an earlier import of another model left goes: the directory holds one model.
         std::fs::create_dir_all(&out).unwrap();

@@ -2,7 +2,8 @@
 //! with a dynamic batch, imported with no option to models of the engine's own operators:
 //! - `fixtures/onnx/vit/`: a tiny vision transformer of scikit-learn's digits (patch embedding
 //!   by Conv, class token by Concat, positional embedding, LayerNormalization, multi-head
-//!   attention as MatMul, Transpose, Reshape and Softmax, Gelu). Its float evaluation follows
+//!   attention as MatMul, Transpose, Reshape and Softmax, Gelu; at opset 14 the layer
+//!   normalization and GELU written out of smaller operators). Its float evaluation follows
 //!   onnxruntime's logits; its integer model keeps the float accuracy within a point and the
 //!   float argmax on at least 97 % of the validation images.
 //! - `fixtures/onnx/charlm/`: a character-level causal language model (int64 token ids, an
@@ -85,6 +86,12 @@ fn vit_exported_by_torch_export_imports_within_a_point() {
 #[test]
 fn vit_exported_by_torchscript_imports_within_a_point() {
     check("vit_legacy");
+}
+
+/// At opset 14 the exporter writes LayerNormalization and GELU out of smaller operators.
+#[test]
+fn vit_at_opset_14_imports_within_a_point() {
+    check("vit_opset14");
 }
 
 /// Imports the character LM `file` and checks it on the held-out windows.

@@ -71,8 +71,9 @@ pub fn quantize(
         values: vec![None; graph.values.len()],
         layers: Vec::new(),
         engine_only: graph.values.iter().any(|v| v.op.engine_only()),
+        needed: needed(graph),
     };
-    let needed = needed(graph);
+    let needed = q.needed.clone();
     let mut output_scale = 1.0;
     for (id, &needed) in needed.iter().enumerate() {
         if !needed || matches!(graph.values[id].op, Op::Const(_)) {
@@ -194,6 +195,8 @@ struct Quantizer<'a> {
     /// The graph needs the engine's own operators (a transformer): its residual stream may
     /// be wider than 8 bits.
     engine_only: bool,
+    /// [`needed`]: the values the output depends on.
+    needed: Vec<bool>,
 }
 
 impl Quantizer<'_> {
@@ -273,13 +276,15 @@ impl Quantizer<'_> {
 
     /// Whether value `id` belongs to a transformer's residual stream, which stays int16 (the
     /// engine's layer_norm reads any precision): it is read only by layer normalizations and
-    /// sums, directly or through reshapes.
+    /// sums, directly or through reshapes (values the output does not depend on, such as the
+    /// steps of a layer normalization written out, do not count).
     fn wide(&self, id: usize) -> bool {
         self.engine_only
             && id != self.graph.output
-            && !self.consumers[id].is_empty()
+            && self.consumers[id].iter().any(|&c| self.needed[c])
             && self.consumers[id]
                 .iter()
+                .filter(|&&c| self.needed[c])
                 .all(|&c| match self.graph.values[c].op {
                     Op::LayerNorm(_) | Op::Add | Op::Sub => true,
                     Op::Reshape => self.wide(c),
@@ -922,10 +927,12 @@ impl Quantizer<'_> {
         // A transformer's residual stream (a sum read only by layer normalizations and further
         // sums) stays int16, which the engine's layer_norm reads at any precision; its factors
         // keep 14 bits so that an int16 operand's product fits 32 bits with the sum.
-        let (target, out_precision, max_factor) = if self.wide(id) {
-            (self.target_scale(id), 16, 16_383.0)
+        let wide = self.wide(id);
+        let (target, out_precision) = (self.target_scale(id), if wide { 16 } else { 8 });
+        let max_factor = if self.engine_only && (wide || a.precision > 8 || b.precision > 8) {
+            16_383.0
         } else {
-            (self.target_scale(id), 8, MAX_FACTOR)
+            MAX_FACTOR
         };
         let (ra, rb) = (a.scale / target, b.scale / target);
         let n = factor_shift_within(ra.max(rb), max_factor).ok_or_else(|| {

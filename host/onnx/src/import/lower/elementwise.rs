@@ -21,14 +21,22 @@ impl<'a> Lowering<'a> {
                 Ok(Some(())) => Ok(()),
                 Ok(None) => match self.scale_product(node, false) {
                     Ok(true) => Ok(()),
-                    Ok(false) => self.binary(node, Op::Mul),
+                    Ok(false) => match self.scale_norm(node, false) {
+                        Ok(true) => Ok(()),
+                        Ok(false) => self.binary(node, Op::Mul),
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
             },
-            "Div" => match self.scale_product(node, true) {
+            "Div" => match self.normalized(node) {
                 Ok(true) => Ok(()),
-                Ok(false) => self.divide(node),
+                Ok(false) => match self.scale_product(node, true) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => self.divide(node),
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             },
             "Sum" => self.sum(node),
@@ -194,6 +202,9 @@ impl<'a> Lowering<'a> {
     }
 
     fn add(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        if self.plus_epsilon(node)? || self.scale_norm(node, true)? {
+            return Ok(());
+        }
         // A constant added to a bias-less-or-not Dense or Conv read by nothing else folds into
         // its bias.
         for (v, k) in [(0usize, 1usize), (1, 0)] {

@@ -75,9 +75,24 @@ enum Slot<'a> {
     DynamicScale(Vec<f64>),
     /// The zero point a DynamicQuantizeLinear computes at run time.
     DynamicZero,
+    /// A step of a layer normalization written out (opset 14 and RMSNorm's forms), awaiting
+    /// the rest of its pattern.
+    Norm(NormPart),
     /// A value with the causal mask applied (`Where` of the positions after each query's
     /// own by −∞): read only by a Softmax, which becomes a causal one.
     Causal(usize),
+}
+
+/// The steps of `(d) / √(mean(d²) + ε)` as exporters write a layer normalization out, d being
+/// `x − mean(x)` (or x itself for RMSNorm), each naming the value d.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NormPart {
+    /// `Pow(d, 2)`.
+    Square(usize),
+    /// `ReduceMean(d², last axis)`, then `+ ε` when `Some`.
+    MeanSquare(usize, Option<f64>),
+    /// `Sqrt(mean(d²) + ε)`.
+    Root(usize, f64),
 }
 
 struct Lowering<'a> {
@@ -241,8 +256,18 @@ impl<'a> Lowering<'a> {
             }
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
+            Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
+    }
+
+    fn norm_read(&self, k: usize, name: &str) -> ImportError {
+        self.error(format!(
+            "input {k} ({}) is a step of a layer normalization written out (Pow, ReduceMean, \
+             Add, Sqrt, Div); the importer reads it only in that pattern: \
+             (x − mean(x)) / √(mean((x − mean(x))²) + ε) over the last axis",
+            cvm_formats::quote(name)
+        ))
     }
 
     fn causal_read(&self, k: usize, name: &str) -> ImportError {
@@ -274,6 +299,7 @@ impl<'a> Lowering<'a> {
             Some(Slot::Bool(_)) => Err(self.boolean_read(k, name)),
             Some(Slot::DynamicScale(_) | Slot::DynamicZero) => Err(self.dynamic_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
+            Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
             Some(Slot::Dequantized(tensor, _)) => {
                 let tensor = tensor.clone();
                 let shape = tensor.shape.clone();
@@ -318,6 +344,7 @@ impl<'a> Lowering<'a> {
             ))),
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
+            Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
             Some(Slot::Value(_)) => Err(self.error(format!(
                 "input {k} ({}) is computed; the importer needs a constant (an initializer) there",
                 cvm_formats::quote(name)

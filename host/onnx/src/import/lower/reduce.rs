@@ -5,7 +5,7 @@ use crate::import::graph::{Op, Reduce};
 use crate::model::Node;
 use crate::tensor::{Tensor, TensorData};
 
-use super::{Lowering, Slot};
+use super::{Lowering, NormPart, Slot};
 
 impl<'a> Lowering<'a> {
     /// Lowers the node if it is one of this family's: ReduceMean, ReduceSum, Softmax, LogSoftmax.
@@ -20,11 +20,9 @@ impl<'a> Lowering<'a> {
 
     /// `ReduceMean` and `ReduceSum`: axes as an attribute (ReduceSum before opset 13,
     /// ReduceMean before 18) or a constant input, `keepdims`, `noop_with_empty_axes`.
-    fn reduce(&mut self, node: &'a Node, mean: bool) -> Result<(), ImportError> {
-        let x = self.value(node, 0)?;
-        self.no_pad(&[x])?;
-        let xs = self.values[x].shape.clone();
-        let rank = xs.len();
+    /// The axes a ReduceMean or ReduceSum reduces (attribute, or input from opsets 18 and 13),
+    /// resolved against `rank`, ascending; all of them when none is given.
+    fn reduce_axes(&self, node: &Node, rank: usize, mean: bool) -> Result<Vec<usize>, ImportError> {
         let input_opset = if mean { 18 } else { 13 };
         let axes = if self.model.opset_version >= input_opset {
             match self.constant(node, 1)? {
@@ -58,6 +56,24 @@ impl<'a> Lowering<'a> {
             resolved.push(a as usize);
         }
         resolved.sort_unstable();
+        Ok(resolved)
+    }
+
+    fn reduce(&mut self, node: &'a Node, mean: bool) -> Result<(), ImportError> {
+        let name = node.inputs.first().map(String::as_str).unwrap_or("");
+        if let Some(&Slot::Norm(NormPart::Square(d))) = self.slots.get(name)
+            && mean
+        {
+            let axes = self.reduce_axes(node, self.values[d].shape.len(), mean)?;
+            let keepdims = self.int(node, "keepdims", 1)? != 0;
+            self.mean_of_square(node, &axes, keepdims)?;
+            return Ok(());
+        }
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let xs = self.values[x].shape.clone();
+        let rank = xs.len();
+        let resolved = self.reduce_axes(node, rank, mean)?;
         let keepdims = self.int(node, "keepdims", 1)? != 0;
         let kept: Vec<usize> = (0..rank)
             .map(|a| if resolved.contains(&a) { 1 } else { xs[a] })
