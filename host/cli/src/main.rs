@@ -176,7 +176,9 @@ enum Command {
     },
     /// Convert a CVM model (`symbol` + `params`) to the canonical binary format (validating it
     /// first), or import a float ONNX model (`MODEL.onnx`, with `--calibrate`) as an integer
-    /// CVM model: `-o DIR` receives `symbol`, `params`, `model.cvm` and `quantization.json`.
+    /// CVM model: `-o DIR` receives `symbol`, `params`, `model.cvm` and `quantization.json`
+    /// (a transformer, which needs the engine's own operators: `model.cvm` and
+    /// `quantization.json` only).
     Import {
         #[command(flatten)]
         model: ModelArgs,

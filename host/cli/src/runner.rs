@@ -334,9 +334,13 @@ pub enum ModelSource {
 }
 
 impl ModelSource {
-    /// A directory is a CVM model (`<dir>/symbol`, `<dir>/params`); anything else a model file.
+    /// A directory is a CVM model (`<dir>/symbol`, `<dir>/params`), or, without a `symbol`
+    /// but with a `model.cvm` (what `cvm import` writes for a model of the engine's own
+    /// operators), that canonical file; anything else a model file.
     pub fn from_path(path: &Path) -> ModelSource {
-        if path.is_dir() {
+        if path.is_dir() && !path.join("symbol").exists() && path.join("model.cvm").is_file() {
+            ModelSource::File(path.join("model.cvm"))
+        } else if path.is_dir() {
             ModelSource::Cvm {
                 symbol: path.join("symbol"),
                 params: path.join("params"),

@@ -24,6 +24,9 @@ pub enum ElementType {
     Int32,
     /// `INT64` (7).
     Int64,
+    /// `BOOL` (9), one byte per element in `raw_data`; read in constant tensors only (an
+    /// exporter's folded mask), never as a graph input or output.
+    Bool,
 }
 
 impl ElementType {
@@ -39,6 +42,15 @@ impl ElementType {
         }
     }
 
+    /// The type of a constant tensor of code `code`: those of [`ElementType::from_code`] and
+    /// `BOOL`.
+    pub fn of_tensor(code: i32) -> Option<ElementType> {
+        match DataType::try_from(code).ok()? {
+            DataType::Bool => Some(ElementType::Bool),
+            _ => ElementType::from_code(code),
+        }
+    }
+
     /// Its ONNX `TensorProto.DataType` code.
     pub fn code(self) -> i32 {
         let data_type = match self {
@@ -47,6 +59,7 @@ impl ElementType {
             ElementType::Int8 => DataType::Int8,
             ElementType::Int32 => DataType::Int32,
             ElementType::Int64 => DataType::Int64,
+            ElementType::Bool => DataType::Bool,
         };
         data_type as i32
     }
@@ -54,7 +67,7 @@ impl ElementType {
     /// Bytes one element takes in `raw_data`.
     pub fn size(self) -> usize {
         match self {
-            ElementType::Uint8 | ElementType::Int8 => 1,
+            ElementType::Uint8 | ElementType::Int8 | ElementType::Bool => 1,
             ElementType::Float32 | ElementType::Int32 => 4,
             ElementType::Int64 => 8,
         }
@@ -95,6 +108,8 @@ pub enum TensorData {
     Int32(Vec<i32>),
     /// int64 elements.
     Int64(Vec<i64>),
+    /// Boolean elements.
+    Bool(Vec<bool>),
 }
 
 impl TensorData {
@@ -106,6 +121,7 @@ impl TensorData {
             TensorData::Int8(_) => ElementType::Int8,
             TensorData::Int32(_) => ElementType::Int32,
             TensorData::Int64(_) => ElementType::Int64,
+            TensorData::Bool(_) => ElementType::Bool,
         }
     }
 
@@ -117,6 +133,7 @@ impl TensorData {
             TensorData::Int8(values) => values.len(),
             TensorData::Int32(values) => values.len(),
             TensorData::Int64(values) => values.len(),
+            TensorData::Bool(values) => values.len(),
         }
     }
 
@@ -222,14 +239,16 @@ pub(crate) fn decode_tensor(
     }
     let data_type = proto.data_type.unwrap_or_default();
     let element_type =
-        ElementType::from_code(data_type).ok_or_else(|| OnnxError::UnsupportedType {
+        ElementType::of_tensor(data_type).ok_or_else(|| OnnxError::UnsupportedType {
             what: what.to_string(),
             data_type,
         })?;
     let (shape, n_elements) = checked_shape(&proto.dims, what)?;
     let expected_field = match element_type {
         ElementType::Float32 => "float_data",
-        ElementType::Uint8 | ElementType::Int8 | ElementType::Int32 => "int32_data",
+        ElementType::Uint8 | ElementType::Int8 | ElementType::Int32 | ElementType::Bool => {
+            "int32_data"
+        }
         ElementType::Int64 => "int64_data",
     };
     let fields = [
@@ -288,7 +307,7 @@ pub(crate) fn decode_tensor(
         None => {
             let len = match element_type {
                 ElementType::Float32 => proto.float_data.len(),
-                ElementType::Uint8 | ElementType::Int8 | ElementType::Int32 => {
+                ElementType::Uint8 | ElementType::Int8 | ElementType::Int32 | ElementType::Bool => {
                     proto.int32_data.len()
                 }
                 ElementType::Int64 => proto.int64_data.len(),
@@ -308,6 +327,16 @@ pub(crate) fn decode_tensor(
                 ElementType::Uint8 => TensorData::Uint8(
                     narrow(&proto.int32_data, "uint8 range 0 to 255").map_err(data_error)?,
                 ),
+                ElementType::Bool => TensorData::Bool(
+                    bools(
+                        &proto
+                            .int32_data
+                            .iter()
+                            .map(|&v| i64::from(v))
+                            .collect::<Vec<_>>(),
+                    )
+                    .map_err(data_error)?,
+                ),
             }
         }
     };
@@ -326,6 +355,7 @@ fn type_label(element_type: ElementType) -> &'static str {
         ElementType::Int8 => "int8",
         ElementType::Int32 => "int32",
         ElementType::Int64 => "int64",
+        ElementType::Bool => "bool",
     }
 }
 
@@ -349,6 +379,9 @@ fn decode_raw(
         ));
     }
     Ok(match element_type {
+        ElementType::Bool => TensorData::Bool(bools(
+            &raw.iter().map(|&byte| i64::from(byte)).collect::<Vec<_>>(),
+        )?),
         ElementType::Uint8 => TensorData::Uint8(raw.to_vec()),
         ElementType::Int8 => TensorData::Int8(raw.iter().map(|&byte| byte as i8).collect()),
         ElementType::Float32 => TensorData::Float32(
@@ -372,6 +405,19 @@ fn decode_raw(
                 .collect(),
         ),
     })
+}
+
+/// Boolean elements stored as integers, each 0 or 1.
+fn bools(values: &[i64]) -> Result<Vec<bool>, String> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, &value)| match value {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(format!("boolean element {index} is {value}, not 0 or 1")),
+        })
+        .collect()
 }
 
 /// Converts the `int32_data` of an int8 or uint8 tensor (one element per entry), refusing a

@@ -3,7 +3,7 @@
 
 use cvm_cli::progress::Progress;
 use cvm_cli::render::{hundredths, percent, two_decimals};
-use cvm_formats::npy::{NpyF32Array, read_npy, read_npy_f32};
+use cvm_formats::npy::{NpyError, NpyF32Array, read_npy, read_npy_f32};
 use cvm_onnx::import::{Agreement, Imported, Importer, Options, RangeReport};
 
 use super::run::print_report;
@@ -35,9 +35,22 @@ const SAMPLES_LIMIT: FileLimit = FileLimit {
     what: "sample file (.npy)",
 };
 
-fn read_samples(path: &Path) -> Result<NpyF32Array, HostError> {
+/// A float32 `.npy` of samples, or for a model of token ids (`ids`) an integer one, as the
+/// float32 values of its integers (exact below 2^24; the importer checks them against the
+/// model's vocabulary).
+fn read_samples(path: &Path, ids: bool) -> Result<NpyF32Array, HostError> {
     let bytes = read_file(path, SAMPLES_LIMIT)?;
-    read_npy_f32(&bytes).map_err(|e| HostError::input(format!("{}: {e}", path.display())))
+    let error = |e: NpyError| HostError::input(format!("{}: {e}", path.display()));
+    match read_npy_f32(&bytes) {
+        Err(NpyError::NotFloat32(_)) if ids => {
+            let array = read_npy(&bytes).map_err(error)?;
+            Ok(NpyF32Array {
+                shape: array.shape,
+                data: array.data.iter().map(|&v| v as f32).collect(),
+            })
+        }
+        read => read.map_err(error),
+    }
 }
 
 fn failed(path: &Path, error: impl std::fmt::Display) -> HostError {
@@ -76,7 +89,8 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
     let model = cvm_onnx::read_file(args.model).map_err(|e| HostError::Import(e.to_string()))?;
     let importer = Importer::with_input_shapes(&model, args.input_shapes)
         .map_err(|e| failed(args.model, e))?;
-    let calibration_set = read_samples(args.calibrate)?;
+    let ids = importer.vocabulary().is_some();
+    let calibration_set = read_samples(args.calibrate, ids)?;
     let progress = Progress::new("calibrating");
     let calibration = importer
         .calibrate(&calibration_set, &mut |d, t| progress.update(d, t))
@@ -97,7 +111,7 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
     drop(calibration_set);
     let validation = match args.validate {
         Some(path) => {
-            let set = read_samples(path)?;
+            let set = read_samples(path, ids)?;
             let labels = match args.labels {
                 Some(labels) => {
                     let bytes = read_file(labels, FileLimit::TENSOR)?;
@@ -146,16 +160,28 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The files of an imported model, written into `dir` (created when missing).
+/// The files of an imported model, written into `dir` (created when missing): `symbol`,
+/// `params`, `model.cvm` and `quantization.json`, or for a model of the engine's own operators,
+/// which has no CVM pair, `model.cvm` and `quantization.json` only (a `symbol` and `params` an
+/// earlier import left there are removed, so that the directory holds one model).
 fn write(dir: &Path, imported: &Imported) -> Result<Vec<(PathBuf, usize)>, HostError> {
     std::fs::create_dir_all(dir).map_err(|source| HostError::io(dir, source))?;
     let quantization = imported.quantization.to_json();
-    let files: [(&str, &[u8]); 4] = [
+    let mut files: Vec<(&str, &[u8])> = vec![
         ("symbol", &imported.symbol),
         ("params", &imported.params),
         ("model.cvm", &imported.canonical),
         ("quantization.json", quantization.as_bytes()),
     ];
+    if imported.engine_only {
+        files.drain(..2);
+        for stale in ["symbol", "params"] {
+            let path = dir.join(stale);
+            if path.is_file() {
+                std::fs::remove_file(&path).map_err(|source| HostError::io(&path, source))?;
+            }
+        }
+    }
     let mut written = Vec::new();
     for (name, bytes) in files {
         let path = dir.join(name);
@@ -219,6 +245,13 @@ fn report_text(
     ));
     for note in &imported.notes {
         out.push_str(&format!("note: {note}\n"));
+    }
+    if imported.engine_only {
+        out.push_str(
+            "note: the model uses the engine's own operators (batch_matmul, softmax, \
+             layer_norm), which the deployed CVM runtime does not have: it is written as \
+             model.cvm only, with no symbol + params pair\n",
+        );
     }
     out.push_str("layers (requantization: q_out = clip(round(acc · M / 2^n)), acc first shifted right by s when above 16 bits):\n");
     for layer in &imported.layers {

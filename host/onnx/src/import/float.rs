@@ -8,7 +8,7 @@
 //! tanh) are computed here from those operations ([`exp`]), never by the platform's libm, whose
 //! results differ between systems.
 
-use super::graph::{Conv, Dense, FTensor, Function, Graph, Op, Pool, Reduce, Slice};
+use super::graph::{Conv, Dense, FTensor, Function, Graph, LayerNorm, Op, Pool, Reduce, Slice};
 
 /// Most multiply-accumulates (or element visits) one evaluation of the float graph may take:
 /// 2^33, about ten seconds on one core. A larger graph is refused before anything runs.
@@ -26,6 +26,10 @@ pub fn work(graph: &Graph) -> u64 {
             Op::Reduce(reduce) => {
                 let input = &graph.values[value.inputs[0]].shape;
                 reduce.axes.iter().map(|&a| input[a]).product::<usize>() as u64
+            }
+            Op::MatMul { .. } => {
+                let a = &graph.values[value.inputs[0]].shape;
+                a.last().copied().unwrap_or(1) as u64
             }
             _ => 1,
         };
@@ -90,6 +94,12 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
             Op::Sub => broadcast(arg(0), arg(1), &shape, |a, b| a - b),
             Op::Slice(slice) => cut(arg(0), slice, &shape),
             Op::Pad(pads) => pad(arg(0), *pads, &shape),
+            Op::MatMul { transpose_b, alpha } => {
+                matmul(arg(0), arg(1), *transpose_b, *alpha, &shape)
+            }
+            Op::Softmax { causal } => softmax(arg(0), *causal),
+            Op::Embedding(table) => embedding(arg(0), table),
+            Op::LayerNorm(norm) => layer_norm(arg(0), norm),
             Op::Fake(scale) => arg(0)
                 .data
                 .iter()
@@ -203,6 +213,114 @@ fn dense_layer(x: &FTensor, dense: &Dense, shape: &[usize]) -> Vec<f64> {
                     .zip(weights)
                     .fold(start, |sum, (&a, &b)| sum + a * b),
             );
+        }
+    }
+    out
+}
+
+/// `alpha · A·B` (`A·Bᵀ` with `transpose_b`) over the last two axes, the leading axes broadcast;
+/// each sum in the order of k, then multiplied by `alpha`.
+fn matmul(a: &FTensor, b: &FTensor, transpose_b: bool, alpha: f64, shape: &[usize]) -> Vec<f64> {
+    let rank = shape.len();
+    let (m, n) = (shape[rank - 2], shape[rank - 1]);
+    let k = a.shape[a.shape.len() - 1];
+    let lead = &shape[..rank - 2];
+    let matrices: usize = lead.iter().product();
+    let (sa, sb) = (
+        broadcast_strides(&a.shape[..a.shape.len() - 2], lead),
+        broadcast_strides(&b.shape[..b.shape.len() - 2], lead),
+    );
+    let mut index = vec![0usize; lead.len()];
+    let mut out = Vec::with_capacity(matrices * m * n);
+    for _ in 0..matrices {
+        let ia: usize = index.iter().zip(&sa).map(|(i, s)| i * s).sum();
+        let ib: usize = index.iter().zip(&sb).map(|(i, s)| i * s).sum();
+        let am = &a.data[ia * m * k..(ia + 1) * m * k];
+        let bm = &b.data[ib * k * n..(ib + 1) * k * n];
+        for row in 0..m {
+            for col in 0..n {
+                let mut sum = 0.0;
+                for j in 0..k {
+                    let bv = if transpose_b {
+                        bm[col * k + j]
+                    } else {
+                        bm[j * n + col]
+                    };
+                    sum += am[row * k + j] * bv;
+                }
+                out.push(sum * alpha);
+            }
+        }
+        for axis in (0..lead.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < lead[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
+}
+
+/// Softmax over the last axis: e^(x − max) / Σ e^(x − max) over the kept elements, with
+/// [`exp`]; with `causal`, element j of row i (of the last two axes, Tq × Tk) is left out
+/// (0) where j > i + Tk − Tq, and a row with nothing kept is 0.
+fn softmax(x: &FTensor, causal: bool) -> Vec<f64> {
+    let rank = x.shape.len();
+    let n = x.shape.last().copied().unwrap_or(1).max(1);
+    let tq = if rank >= 2 {
+        x.shape[rank - 2].max(1)
+    } else {
+        1
+    };
+    let mut out = Vec::with_capacity(x.data.len());
+    for (r, row) in x.data.chunks(n).enumerate() {
+        let i = r % tq;
+        let kept = |j: usize| !causal || j + tq <= i + n;
+        let max = row
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| kept(j))
+            .fold(f64::NEG_INFINITY, |m, (_, &v)| m.max(v));
+        let e: Vec<f64> = row
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| if kept(j) { exp(v - max) } else { 0.0 })
+            .collect();
+        let sum = e.iter().fold(0.0, |s, &v| s + v);
+        out.extend(e.iter().map(|&v| if sum > 0.0 { v / sum } else { 0.0 }));
+    }
+    out
+}
+
+/// The rows of `table` at the ids of `ids`, an id outside the table taken at its nearest edge
+/// (as the engine's `take`; the importer checks ids before it evaluates).
+fn embedding(ids: &FTensor, table: &FTensor) -> Vec<f64> {
+    let rows = table.shape[0];
+    let width: usize = table.shape[1..].iter().product();
+    let mut out = Vec::with_capacity(ids.data.len() * width);
+    for &id in &ids.data {
+        let row = (id.max(0.0) as usize).min(rows.saturating_sub(1));
+        out.extend_from_slice(&table.data[row * width..(row + 1) * width]);
+    }
+    out
+}
+
+/// Layer normalization over the last axis (the mean and variance summed in order).
+fn layer_norm(x: &FTensor, norm: &LayerNorm) -> Vec<f64> {
+    let n = norm.gamma.len().max(1);
+    let count = n as f64;
+    let mut out = Vec::with_capacity(x.data.len());
+    for row in x.data.chunks(n) {
+        let mean = if norm.rms {
+            0.0
+        } else {
+            row.iter().fold(0.0, |s, &v| s + v) / count
+        };
+        let variance = row.iter().fold(0.0, |s, &v| s + (v - mean) * (v - mean)) / count;
+        let denominator = (variance + norm.epsilon).sqrt();
+        for (j, &v) in row.iter().enumerate() {
+            out.push((v - mean) / denominator * norm.gamma[j] + norm.beta[j]);
         }
     }
     out

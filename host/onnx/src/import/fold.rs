@@ -122,6 +122,7 @@ impl Val {
                         ElementType::Int32,
                     ),
                     TensorData::Int64(v) => Data::Int(v.clone(), ElementType::Int64),
+                    TensorData::Bool(v) => Data::Bool(v.clone()),
                 };
                 Val { shape, data }
             }
@@ -187,6 +188,9 @@ impl Val {
                 ),
                 ElementType::Float32 => {
                     return Err("an integer result typed float32".into());
+                }
+                ElementType::Bool => {
+                    return Err("an integer result typed bool".into());
                 }
             })
         };

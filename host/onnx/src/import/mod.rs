@@ -1,16 +1,22 @@
 //! Import: a float ONNX model and a calibration set become an integer CVM model that any CVM
-//! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary.
+//! node runs, written as the CVM `symbol` + `params` pair and as the canonical binary; a
+//! transformer, which needs the engine's own operators, as the canonical binary only.
 //!
-//! The steps, each in its module:
-//! 1. [`graph`] lowers the ONNX graph to a few float operations with static shapes (an open
-//!    batch axis taken as 1), evaluating the nodes computed on constants only ([`fold`]: the
-//!    shape plumbing of exporters) and folding batch normalization, padding and biases into
-//!    the layers that absorb them;
-//! 2. [`float`] evaluates that graph on the calibration inputs and records every value's range;
-//! 3. [`quantize`] chooses the scales and writes the integer graph with the 37 CVM operators
-//!    only ([`cvm_graph`] lays out its files);
-//! 4. the result is read back through the CVM reader and validated by the engine, so what is
-//!    written is exactly what a node loads.
+//! The passes, each in its module:
+//! 1. **read**: [`crate::read`] decodes and checks the ONNX file; [`read`] takes the graph's
+//!    signature (its input, the shape of each axis, an open batch axis taken as 1, its output);
+//! 2. **fold**: [`fold`] evaluates, exactly, the nodes computed on constants only (the shape
+//!    plumbing of exporters);
+//! 3. **lower**: [`lower`] turns the other nodes into the float [`graph`], one file per family
+//!    of ONNX operators (`lower/conv.rs`, `lower/matmul.rs`, `lower/elementwise.rs`, …), folding
+//!    batch normalization, padding and biases into the layers that absorb them;
+//! 4. **calibrate**: [`calibrate`] evaluates that graph ([`float`]) on the calibration inputs
+//!    and records every value's range;
+//! 5. **quantize**: [`quantize`] chooses the scales and builds the integer graph with the 37 CVM
+//!    operators only;
+//! 6. **write**: [`write`] lays out its `symbol` and `params` files; the result is read back
+//!    through the CVM reader and validated by the engine, so what is written is exactly what a
+//!    node loads.
 //!
 //! Import is deterministic: the same ONNX file and calibration set give the same bytes on every
 //! machine. Host-side float arithmetic uses only the operations IEEE 754 defines exactly, in a
@@ -20,26 +26,30 @@
 // rounded operations, in a fixed order (module docs); never in the engine.
 #![allow(clippy::float_arithmetic)]
 
-mod cvm_graph;
+mod calibrate;
 mod float;
 mod fold;
 mod graph;
+mod lower;
 mod quantize;
+mod read;
+mod write;
 
 use cvm_engine::{InputTensor, Status, ValidatedModel};
 use cvm_formats::npy::NpyF32Array;
 
 use crate::model::OnnxModel;
+use calibrate::Stats;
 use graph::{Graph, Op};
-use quantize::Stats;
 
 /// The operators the importer reads, as its errors list them.
 pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Sub, Mul, \
      Div (by a constant), Sum, Relu, Clip, Sigmoid, Tanh, Erf, LeakyRelu, PRelu (one slope), Elu, \
      HardSigmoid, HardSwish, Gelu, Softplus, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, \
      ReduceSum, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Pad, \
-     Softmax and LogSoftmax (last step only), Dropout, Identity, Constant, and any node computed \
-     on constants only (shapes, indices)";
+     Softmax, LogSoftmax (last step only), LayerNormalization, Gather (of a computed tensor by \
+     constant indices, or of a constant table by token ids), Where (the causal mask), Dropout, \
+     Identity, Constant, and any node computed on constants only (shapes, indices)";
 
 /// Most calibration or validation samples one call takes.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -224,10 +234,18 @@ pub struct Calibration {
 
 /// An imported model.
 pub struct Imported {
-    /// The CVM graph JSON.
+    /// The CVM graph JSON; empty when [`Imported::engine_only`].
     pub symbol: Vec<u8>,
-    /// The CVM parameters.
+    /// The CVM parameters; empty when [`Imported::engine_only`].
     pub params: Vec<u8>,
+    /// The model uses the engine's own operators (`batch_matmul`, `softmax`, `layer_norm`:
+    /// a transformer), which the deployed CVM runtime does not have: it exists as the
+    /// canonical binary only, with no `symbol` + `params` pair.
+    pub engine_only: bool,
+    /// For a model of integer token ids, how many ids it reads ([`Importer::vocabulary`]):
+    /// [`Imported::run`] refuses any other value, and the ids pass through unquantized
+    /// (scale 1).
+    pub vocabulary: Option<usize>,
     /// The canonical binary of the same model.
     pub canonical: Vec<u8>,
     /// The edges' quantization.
@@ -297,7 +315,7 @@ impl Importer {
         model: &OnnxModel,
         shapes: &[InputShape],
     ) -> Result<Importer, ImportError> {
-        let graph = graph::lower(model, shapes)?;
+        let graph = lower::lower(model, shapes)?;
         let work = float::work(&graph);
         if work > float::MAX_WORK_PER_SAMPLE {
             return Err(ImportError::Graph(format!(
@@ -307,6 +325,13 @@ impl Importer {
             )));
         }
         Ok(Importer { graph })
+    }
+
+    /// Whether the integer model needs the engine's own operators (a transformer's products
+    /// of two activations, softmax, layer normalization), so that it has no CVM `symbol` +
+    /// `params` form ([`Imported::engine_only`]).
+    pub fn engine_only(&self) -> bool {
+        self.graph.values.iter().any(|v| v.op.engine_only())
     }
 
     /// The multiply-accumulates (or element visits) of one float evaluation.
@@ -344,7 +369,32 @@ impl Importer {
                 shape[0]
             )));
         }
+        if let Some(vocabulary) = self.vocabulary()
+            && let Some(i) = batch.data.iter().position(|&id| !is_id(id, vocabulary))
+        {
+            return Err(ImportError::Samples(format!(
+                "{what}: value {} at index {i} is not a token id (an integer from 0 to {})",
+                batch.data[i],
+                vocabulary.saturating_sub(1)
+            )));
+        }
         Ok(shape[0])
+    }
+
+    /// For a model of integer token ids, the number of ids its tables hold (the rows of the
+    /// smallest embedding table); `None` for a float input.
+    pub fn vocabulary(&self) -> Option<usize> {
+        self.graph.integer_input.then(|| {
+            self.graph
+                .values
+                .iter()
+                .filter_map(|v| match &v.op {
+                    Op::Embedding(table) => table.shape.first().copied(),
+                    _ => None,
+                })
+                .min()
+                .unwrap_or(0)
+        })
     }
 
     /// The float output of one sample (of the input's size).
@@ -364,17 +414,7 @@ impl Importer {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Calibration, ImportError> {
         let count = self.samples(batch, "calibration inputs")?;
-        let size = batch.data.len() / count;
-        let mut stats = vec![Stats::default(); self.graph.values.len()];
-        let mut mins = vec![0.0f64; self.graph.values.len()];
-        for (i, sample) in batch.data.chunks(size).enumerate() {
-            let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-            float::run(&self.graph, &input, &mut |id, value| {
-                stats[id].add(value);
-                mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
-            });
-            progress(i + 1, count);
-        }
+        let (stats, mins) = calibrate::ranges(&self.graph, batch, count, progress);
         Ok(Calibration {
             stats,
             mins,
@@ -392,11 +432,20 @@ impl Importer {
         options: Options,
     ) -> Result<Imported, ImportError> {
         let quantized = quantize::quantize(&self.graph, &calibration.stats, options.per_channel)?;
-        let symbol = quantized.graph.symbol(quantized.head);
-        let params = quantized.graph.params();
-        let cvm = cvm_formats::cvm::import(&symbol, &params)
-            .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
-        let canonical = cvm.model.encode();
+        let engine_only = self.engine_only();
+        let (symbol, params, canonical) = if engine_only {
+            let model = quantized
+                .graph
+                .model(quantized.head)
+                .map_err(ImportError::Refused)?;
+            (Vec::new(), Vec::new(), model.encode())
+        } else {
+            let symbol = quantized.graph.symbol(quantized.head);
+            let params = quantized.graph.params();
+            let cvm = cvm_formats::cvm::import(&symbol, &params)
+                .map_err(|rejection| ImportError::Refused(rejection.error.to_string()))?;
+            (symbol, params, cvm.model.encode())
+        };
         let model = cvm_engine::load(&canonical, options.schedule).map_err(|report| {
             ImportError::Refused(
                 report
@@ -428,6 +477,8 @@ impl Importer {
         Ok(Imported {
             symbol,
             params,
+            engine_only,
+            vocabulary: self.vocabulary(),
             canonical,
             quantization,
             layers: quantized.layers,
@@ -586,6 +637,11 @@ impl Quantization {
     }
 }
 
+/// Whether `id` is an integer from 0 to `vocabulary` − 1.
+fn is_id(id: f32, vocabulary: usize) -> bool {
+    id >= 0.0 && id.fract() == 0.0 && (id as usize) < vocabulary
+}
+
 /// The `format` of `quantization.json`.
 pub const QUANTIZATION_FORMAT: &str = "cvm-import-quantization-1";
 
@@ -596,9 +652,22 @@ impl Imported {
     /// # Errors
     /// The engine's failure message.
     pub fn run(&self, sample: &[f32]) -> Result<Vec<i32>, String> {
+        let data = match self.vocabulary {
+            Some(vocabulary) => {
+                if let Some(i) = sample.iter().position(|&id| !is_id(id, vocabulary)) {
+                    return Err(format!(
+                        "value {} at index {i} is not a token id (an integer from 0 to {})",
+                        sample[i],
+                        vocabulary.saturating_sub(1)
+                    ));
+                }
+                sample.iter().map(|&id| id as i32).collect()
+            }
+            None => self.quantization.quantize_input(sample),
+        };
         let input = InputTensor {
             shape: self.quantization.input_shape.clone(),
-            data: self.quantization.quantize_input(sample),
+            data,
         };
         let report = cvm_engine::run(
             &self.model,

@@ -16,43 +16,11 @@
 //! - The output layer (a convolution or dense layer) is left at its accumulator: int32 logits
 //!   at scale `s_x · s_w`, so argmax loses nothing to a last rounding.
 
-use super::cvm_graph::{CvmGraph, bits, tuple};
+use super::calibrate::Stats;
 use super::float::function;
 use super::graph::{FTensor, Graph, Op};
+use super::write::{CvmGraph, bits, tuple};
 use super::{ImportError, LayerReport, RangeReport};
-
-/// Ranges of one value over the calibration set.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stats {
-    /// Largest |v|.
-    pub max_abs: f64,
-    /// Largest v (at least 0).
-    pub max: f64,
-    /// Largest |v| per channel (axis 1), for values of rank ≥ 2.
-    pub channel_max_abs: Vec<f64>,
-}
-
-impl Stats {
-    /// Widens the ranges to cover `tensor`.
-    pub fn add(&mut self, tensor: &FTensor) {
-        let channels = if tensor.shape.len() >= 2 {
-            tensor.shape[1]
-        } else {
-            1
-        };
-        let inner: usize = tensor.shape.iter().skip(2).product();
-        if self.channel_max_abs.len() != channels {
-            self.channel_max_abs = vec![0.0; channels];
-        }
-        for (i, &v) in tensor.data.iter().enumerate() {
-            let a = v.abs();
-            self.max_abs = self.max_abs.max(a);
-            self.max = self.max.max(v);
-            let c = (i / inner.max(1)) % channels.max(1);
-            self.channel_max_abs[c] = self.channel_max_abs[c].max(a);
-        }
-    }
-}
 
 /// The largest factor M of a requantization: M has precision 16.
 const MAX_FACTOR: f64 = 32_767.0;
@@ -102,8 +70,10 @@ pub fn quantize(
         cvm: CvmGraph::default(),
         values: vec![None; graph.values.len()],
         layers: Vec::new(),
+        engine_only: graph.values.iter().any(|v| v.op.engine_only()),
+        needed: needed(graph),
     };
-    let needed = needed(graph);
+    let needed = q.needed.clone();
     let mut output_scale = 1.0;
     for (id, &needed) in needed.iter().enumerate() {
         if !needed || matches!(graph.values[id].op, Op::Const(_)) {
@@ -222,6 +192,11 @@ struct Quantizer<'a> {
     cvm: CvmGraph,
     values: Vec<Option<Q>>,
     layers: Vec<LayerReport>,
+    /// The graph needs the engine's own operators (a transformer): its residual stream may
+    /// be wider than 8 bits.
+    engine_only: bool,
+    /// [`needed`]: the values the output depends on.
+    needed: Vec<bool>,
 }
 
 impl Quantizer<'_> {
@@ -292,7 +267,39 @@ impl Quantizer<'_> {
                 .fold(0.0f64, f64::max);
             return scale_for(range);
         }
+        if self.wide(id) {
+            let range = self.stats[id].max_abs;
+            return if range > 0.0 { range / 32_767.0 } else { 1.0 };
+        }
         scale_for(self.stats[id].max_abs)
+    }
+
+    /// Whether value `id` belongs to a transformer's residual stream, which stays int16 (the
+    /// engine's layer_norm reads any precision): it is read only by layer normalizations and
+    /// sums, directly or through reshapes (values the output does not depend on, such as the
+    /// steps of a layer normalization written out, do not count).
+    fn wide(&self, id: usize) -> bool {
+        self.engine_only
+            && id != self.graph.output
+            && self.consumers[id].iter().any(|&c| self.needed[c])
+            && self.consumers[id]
+                .iter()
+                .filter(|&&c| self.needed[c])
+                .all(|&c| match self.graph.values[c].op {
+                    Op::LayerNorm(_) | Op::Add | Op::Sub => true,
+                    Op::Reshape => self.wide(c),
+                    _ => false,
+                })
+    }
+
+    /// Whether value `id` is the model's output, or the one value a reshape that is the
+    /// output reads (a dense layer on the rows of a per-token output).
+    fn is_output(&self, id: usize) -> bool {
+        let output = &self.graph.values[self.graph.output];
+        id == self.graph.output
+            || (matches!(output.op, Op::Reshape)
+                && output.inputs == [id]
+                && self.consumers[id] == [self.graph.output])
     }
 
     fn shape(&self, id: usize) -> &[usize] {
@@ -308,11 +315,46 @@ impl Quantizer<'_> {
         let shape = value.shape.clone();
         let name = self.name(id);
         match &value.op {
+            Op::Input if self.graph.integer_input => {
+                // Token ids pass through unquantized: precision enough for every row of the
+                // largest table that reads them.
+                let rows = self
+                    .graph
+                    .values
+                    .iter()
+                    .filter_map(|v| match &v.op {
+                        Op::Embedding(table) => table.shape.first().copied(),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(1);
+                let precision = bits(rows.saturating_sub(1) as u64) + 1;
+                let entry = self.cvm.input_of_precision(&shape, precision);
+                Ok(Q {
+                    entry,
+                    scale: 1.0,
+                    precision,
+                })
+            }
             Op::Input => {
                 let entry = self.cvm.input(&shape);
                 Ok(Q {
                     entry,
                     scale: self.target_scale(id),
+                    precision: 8,
+                })
+            }
+            Op::Embedding(table) => {
+                let ids = self.input(id, 0)?;
+                let (values, scales) = quantize_rows(&table.data, 1, false);
+                let (t, _) = self
+                    .cvm
+                    .param(&format!("{name}_table"), &table.shape, values);
+                let attrs = vec![("axis", "0".into())];
+                let entry = self.cvm.op(&name, "take", &[t, ids.entry], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: scales[0],
                     precision: 8,
                 })
             }
@@ -326,6 +368,120 @@ impl Quantizer<'_> {
                 self.requant(id, x, xmax, &[ratio], *scale, &name, &shape)
             }
             Op::Const(_) => Err(self.error(id, "a constant output")),
+            Op::MatMul { transpose_b, alpha } => {
+                let a = self.input(id, 0)?;
+                let b = self.input(id, 1)?;
+                if a.precision > 8 || b.precision > 8 {
+                    return Err(self.error(id, "a product of two tensors needs int8 operands"));
+                }
+                if !(*alpha > 0.0 && alpha.is_finite()) {
+                    return Err(self.error(
+                        id,
+                        format!("the factor {alpha} of the product is not positive"),
+                    ));
+                }
+                let k = self
+                    .shape(self.graph.values[id].inputs[0])
+                    .last()
+                    .copied()
+                    .unwrap_or(1);
+                let flag = if *transpose_b { "True" } else { "False" };
+                let attrs = vec![("transpose_b", flag.into())];
+                let softmax_only = !self.consumers[id].is_empty()
+                    && self.consumers[id]
+                        .iter()
+                        .all(|&c| matches!(self.graph.values[c].op, Op::Softmax { .. }));
+                let acc_name = if softmax_only {
+                    name.clone()
+                } else {
+                    format!("{name}_acc")
+                };
+                let entry = self.cvm.op(
+                    &acc_name,
+                    "batch_matmul",
+                    &[a.entry, b.entry],
+                    attrs,
+                    &shape,
+                );
+                let scale = a.scale * b.scale * alpha;
+                let acc = Q {
+                    entry,
+                    scale,
+                    precision: a.precision + b.precision + bits(k as u64),
+                };
+                if softmax_only {
+                    return Ok(acc);
+                }
+                let target = self.target_scale(id);
+                let xmax = self.stats[id].max_abs / scale;
+                self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
+            }
+            Op::Softmax { causal } => {
+                let x = self.input(id, 0)?;
+                let (multiplier, shift) = real_factor(x.scale).ok_or_else(|| {
+                    self.error(
+                        id,
+                        format!("the scores' scale {} has no multiplier and shift", x.scale),
+                    )
+                })?;
+                let attrs = vec![
+                    ("causal", if *causal { "True" } else { "False" }.into()),
+                    ("multiplier", multiplier.to_string()),
+                    ("precision", "8".into()),
+                    ("shift", shift.to_string()),
+                ];
+                let entry = self.cvm.op(&name, "softmax", &[x.entry], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: 1.0 / 128.0,
+                    precision: 8,
+                })
+            }
+            Op::LayerNorm(norm) => {
+                let x = self.input(id, 0)?;
+                let target = self.target_scale(id);
+                let gamma: Vec<f64> = norm.gamma.iter().map(|g| g / target).collect();
+                let largest = gamma.iter().fold(0.0f64, |m, g| m.max(g.abs()));
+                // γ carries `shift` fraction bits within 16 bits of precision.
+                let shift = (0..=62u32)
+                    .rev()
+                    .find(|&k| round(largest * pow2(k)) <= 32_767.0)
+                    .ok_or_else(|| {
+                        self.error(id, format!("γ / scale reaches {largest}, beyond 16 bits"))
+                    })?;
+                let gamma: Vec<i32> = gamma
+                    .iter()
+                    .map(|g| round(g * pow2(shift)) as i32)
+                    .collect();
+                let mut beta = Vec::with_capacity(norm.beta.len());
+                for &b in &norm.beta {
+                    let v = round(b / target);
+                    if v.abs() >= f64::from(1u32 << 30) {
+                        return Err(self.error(id, format!("β = {b} is beyond int32 at its scale")));
+                    }
+                    beta.push(v as i32);
+                }
+                // ε in units of 2^−16 of the input's unit squared (layer_norm's `epsilon`).
+                let epsilon =
+                    round(norm.epsilon / (x.scale * x.scale) * pow2(16)).min(f64::from(i32::MAX));
+                let n = norm.gamma.len();
+                let (g, _) = self.cvm.param(&format!("{name}_gamma"), &[n], gamma);
+                let (b, _) = self.cvm.param(&format!("{name}_beta"), &[n], beta);
+                let attrs = vec![
+                    ("epsilon", (epsilon as i64).to_string()),
+                    ("precision", "8".into()),
+                    ("rms", if norm.rms { "True" } else { "False" }.into()),
+                    ("shift", shift.to_string()),
+                ];
+                let entry = self
+                    .cvm
+                    .op(&name, "layer_norm", &[x.entry, g, b], attrs, &shape);
+                Ok(Q {
+                    entry,
+                    scale: target,
+                    precision: 8,
+                })
+            }
             Op::Pad(_) => Err(self.error(id, "a Pad that no convolution or pooling absorbed")),
             Op::Conv(conv) => {
                 let kernel = [conv.weight.shape[2], conv.weight.shape[3]];
@@ -679,7 +835,7 @@ impl Quantizer<'_> {
             rows,
             fixed_scales,
             self.per_channel,
-            id == self.graph.output,
+            self.is_output(id),
         );
         let fan_in = weight.data.len() / rows;
         let use_bias = if bias.is_some() { "True" } else { "False" };
@@ -719,7 +875,7 @@ impl Quantizer<'_> {
                 format!("its accumulator needs precision {precision}, above 32"),
             ));
         }
-        if id == self.graph.output {
+        if self.is_output(id) {
             self.layers.push(LayerReport {
                 node: self.graph.values[id].origin.clone(),
                 cvm: self.cvm.name(entry).to_string(),
@@ -768,9 +924,18 @@ impl Quantizer<'_> {
         if a.precision > 16 || b.precision > 16 {
             return Err(self.error(id, "an operand of precision above 16"));
         }
-        let target = self.target_scale(id);
+        // A transformer's residual stream (a sum read only by layer normalizations and further
+        // sums) stays int16, which the engine's layer_norm reads at any precision; its factors
+        // keep 14 bits so that an int16 operand's product fits 32 bits with the sum.
+        let wide = self.wide(id);
+        let (target, out_precision) = (self.target_scale(id), if wide { 16 } else { 8 });
+        let max_factor = if self.engine_only && (wide || a.precision > 8 || b.precision > 8) {
+            16_383.0
+        } else {
+            MAX_FACTOR
+        };
         let (ra, rb) = (a.scale / target, b.scale / target);
-        let n = factor_shift(ra.max(rb)).ok_or_else(|| {
+        let n = factor_shift_within(ra.max(rb), max_factor).ok_or_else(|| {
             self.error(
                 id,
                 format!(
@@ -809,7 +974,10 @@ impl Quantizer<'_> {
         if precision > 32 {
             return Err(self.error(id, "the rescaled sum needs more than 32 bits"));
         }
-        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let attrs = vec![
+            ("precision", out_precision.to_string()),
+            ("shift_bit", n.to_string()),
+        ];
         let entry = self.cvm.op(name, "cvm_right_shift", &[sum], attrs, shape);
         self.layers.push(LayerReport {
             node: self.graph.values[id].origin.clone(),
@@ -825,7 +993,7 @@ impl Quantizer<'_> {
         Ok(Q {
             entry,
             scale: target,
-            precision: 8,
+            precision: out_precision,
         })
     }
 
@@ -902,7 +1070,11 @@ impl Quantizer<'_> {
             Vec::new(),
             shape,
         );
-        let attrs = vec![("precision", "8".into()), ("shift_bit", n.to_string())];
+        let out_precision: u32 = if self.wide(id) { 16 } else { 8 };
+        let attrs = vec![
+            ("precision", out_precision.to_string()),
+            ("shift_bit", n.to_string()),
+        ];
         let entry = self
             .cvm
             .op(name, "cvm_right_shift", &[product], attrs, shape);
@@ -921,12 +1093,24 @@ impl Quantizer<'_> {
         Ok(Q {
             entry,
             scale: target,
-            precision: 8,
+            precision: out_precision,
         })
     }
 }
 
 /// 2^n, exactly.
+/// A real factor r > 0 as the engine's multiplier m in [1, 2^31 − 1] and shift s in [0, 62],
+/// r ≈ m / 2^s, with the largest s that keeps m within 31 bits.
+fn real_factor(r: f64) -> Option<(i64, u32)> {
+    if !(r > 0.0 && r.is_finite()) {
+        return None;
+    }
+    let limit = f64::from(i32::MAX);
+    let shift = (0..=62u32).rev().find(|&s| round(r * pow2(s)) <= limit)?;
+    let multiplier = round(r * pow2(shift));
+    (multiplier >= 1.0).then_some((multiplier as i64, shift))
+}
+
 fn pow2(n: u32) -> f64 {
     f64::from_bits(u64::from(1023 + n.min(1000)) << 52)
 }
@@ -934,11 +1118,16 @@ fn pow2(n: u32) -> f64 {
 /// The shift n in [1, 32] that gives the factor `round(ratio · 2^n)` the most bits within
 /// 15, or `None` when even n = 1 exceeds them.
 fn factor_shift(ratio: f64) -> Option<u32> {
-    if ratio * 2.0 > MAX_FACTOR {
+    factor_shift_within(ratio, MAX_FACTOR)
+}
+
+/// [`factor_shift`] for factors of at most `max_factor`.
+fn factor_shift_within(ratio: f64, max_factor: f64) -> Option<u32> {
+    if ratio * 2.0 > max_factor {
         return None;
     }
     let mut n = 1;
-    while n < 32 && ratio * pow2(n + 1) <= MAX_FACTOR {
+    while n < 32 && ratio * pow2(n + 1) <= max_factor {
         n += 1;
     }
     Some(n)

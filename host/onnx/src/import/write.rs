@@ -1,8 +1,15 @@
-//! A CVM graph under construction, and its two files: the `symbol` JSON (cvm-compat §1) and the
-//! `params` binary (§2), laid out as the deployed runtime reads them.
+//! Write: the integer model as a CVM graph under construction, and its two files: the `symbol`
+//! JSON (cvm-compat §1) and the `params` binary (§2), laid out as the deployed runtime reads them;
+//! or, for a model that uses the engine's own operators (which no CVM file can name), the
+//! engine's canonical model directly.
 
 use std::collections::{HashMap, HashSet};
 
+use cvm_engine::Model;
+use cvm_engine::attrs::AttrKind;
+use cvm_engine::model::{
+    Attr, AttrValue, InputDecl, Node, OutputDecl, ParamData, ParamDecl, ValueRef,
+};
 use cvm_formats::cvm::params::{self, Array, ArrayData};
 
 /// One node: a variable (the input or a parameter) or an operator.
@@ -71,6 +78,11 @@ impl CvmGraph {
 
     /// The model input, `data`, of precision 8.
     pub fn input(&mut self, shape: &[usize]) -> usize {
+        self.input_of_precision(shape, 8)
+    }
+
+    /// The model input, `data`, of `precision` (token ids).
+    pub fn input_of_precision(&mut self, shape: &[usize], precision: u32) -> usize {
         let name = self.unique("data");
         self.nodes.push(CvmNode {
             name,
@@ -78,7 +90,7 @@ impl CvmGraph {
             inputs: Vec::new(),
             attrs: Vec::new(),
             shape: shape.to_vec(),
-            precision: 8,
+            precision: precision as i32,
             values: None,
         });
         self.nodes.len() - 1
@@ -236,5 +248,116 @@ impl CvmGraph {
             })
             .collect();
         params::write(&arrays)
+    }
+
+    /// The engine's canonical model of the graph with `head` as the only output (the input
+    /// `data` of precision 8; parameters int8 where their precision is at most 8, else int32;
+    /// each attribute typed by the operator's schema). For models that use the engine's own
+    /// operators, which the `symbol` file cannot name.
+    ///
+    /// # Errors
+    /// An operator the engine does not have, or an attribute its schema does not read as
+    /// written (an importer bug, reported rather than written).
+    pub fn model(&self, head: usize) -> Result<Model, String> {
+        let mut inputs = Vec::new();
+        let mut params = Vec::new();
+        let mut nodes = Vec::new();
+        let mut refs = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let shape: Vec<u32> = node.shape.iter().map(|&d| d as u32).collect();
+            let reference = match (node.op, &node.values) {
+                (None, None) => {
+                    inputs.push(InputDecl {
+                        name: node.name.clone(),
+                        shape,
+                        precision: node.precision as u8,
+                    });
+                    ValueRef::Input(inputs.len() as u32 - 1)
+                }
+                (None, Some(values)) => {
+                    let data = if node.precision <= 8 {
+                        ParamData::I8(values.iter().map(|&v| v as i8).collect())
+                    } else {
+                        ParamData::I32(values.clone())
+                    };
+                    params.push(ParamDecl {
+                        name: node.name.clone(),
+                        shape,
+                        precision: node.precision as u8,
+                        data,
+                    });
+                    ValueRef::Param(params.len() as u32 - 1)
+                }
+                (Some(op), _) => {
+                    let def = cvm_engine::ops::by_name(op)
+                        .ok_or_else(|| format!("the engine has no operator {op}"))?;
+                    let mut attrs = Vec::with_capacity(node.attrs.len());
+                    for (key, text) in &node.attrs {
+                        let kind = def
+                            .attrs
+                            .iter()
+                            .find(|spec| spec.name == *key)
+                            .map(|spec| spec.kind)
+                            .ok_or_else(|| format!("{op} has no attribute {key}"))?;
+                        let value = attr_value(kind, text)
+                            .ok_or_else(|| format!("{op}: attribute {key} = {text:?}"))?;
+                        attrs.push(Attr {
+                            name: (*key).to_string(),
+                            value,
+                        });
+                    }
+                    attrs.sort_by(|a, b| a.name.cmp(&b.name));
+                    let inputs = node
+                        .inputs
+                        .iter()
+                        .map(|&i| refs.get(i).copied().ok_or("a forward reference"))
+                        .collect::<Result<Vec<ValueRef>, _>>()?;
+                    nodes.push(Node {
+                        name: node.name.clone(),
+                        op: def.code,
+                        inputs,
+                        attrs,
+                    });
+                    ValueRef::Node {
+                        node: nodes.len() as u32 - 1,
+                        output: 0,
+                    }
+                }
+            };
+            refs.push(reference);
+        }
+        let value = refs.get(head).copied().ok_or("no output")?;
+        Ok(Model {
+            inputs,
+            params,
+            nodes,
+            outputs: vec![OutputDecl {
+                name: self.nodes[head].name.clone(),
+                value,
+            }],
+        })
+    }
+}
+
+/// An attribute written as the CVM writes it (`True`, `12`, `(1, 2)`, text) read as `kind`.
+fn attr_value(kind: AttrKind, text: &str) -> Option<AttrValue> {
+    match kind {
+        AttrKind::Bool => match text {
+            "True" => Some(AttrValue::Bool(true)),
+            "False" => Some(AttrValue::Bool(false)),
+            _ => None,
+        },
+        AttrKind::Int | AttrKind::Fixed => text.parse().ok().map(AttrValue::Int),
+        AttrKind::Ints => {
+            let inner = text.strip_prefix('(')?.strip_suffix(')')?;
+            inner
+                .split(',')
+                .map(str::trim)
+                .filter(|part| !part.is_empty())
+                .map(|part| part.parse().ok())
+                .collect::<Option<Vec<i64>>>()
+                .map(AttrValue::Ints)
+        }
+        AttrKind::Str => Some(AttrValue::Str(text.to_string())),
     }
 }

@@ -1,0 +1,384 @@
+//! Elementwise operators: Add, Sub, Mul, Div (by a constant), Sum, Relu, Clip, PRelu, and the
+//! functions computed through tables (Sigmoid, Tanh, Erf, Softplus, HardSwish, LeakyRelu, Elu,
+//! HardSigmoid, Gelu).
+
+use crate::import::ImportError;
+use crate::import::graph::{Conv, Dense, FTensor, Function, Op};
+use crate::model::Node;
+use crate::tensor::TensorData;
+
+use super::{Lowering, Slot, float_tensor};
+
+impl<'a> Lowering<'a> {
+    /// Lowers the node if it is one of this family's: Add, Sub, Mul, Div, Sum, Relu, Clip, PRelu
+    /// and the tabled functions.
+    pub(super) fn lower_elementwise(&mut self, node: &'a Node) -> Option<Result<(), ImportError>> {
+        let function = |f| Op::Table(f);
+        Some(match node.op_type.as_str() {
+            "Add" => self.add(node),
+            "Sub" => self.binary(node, Op::Sub),
+            "Mul" => match self.dynamic_mul(node) {
+                Ok(Some(())) => Ok(()),
+                Ok(None) => match self.scale_product(node, false) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => match self.scale_norm(node, false) {
+                        Ok(true) => Ok(()),
+                        Ok(false) => self.binary(node, Op::Mul),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            },
+            "Div" => match self.normalized(node) {
+                Ok(true) => Ok(()),
+                Ok(false) => match self.scale_product(node, true) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => self.divide(node),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            },
+            "Sum" => self.sum(node),
+            "Relu" => self.unary(node, Op::Relu),
+            "Clip" => self.clip(node),
+            "PRelu" => self.prelu(node),
+            "Sigmoid" => self.unary(node, function(Function::Sigmoid)),
+            "Tanh" => self.unary(node, function(Function::Tanh)),
+            "Erf" => self.unary(node, function(Function::Erf)),
+            "Softplus" => self.unary(node, function(Function::Softplus)),
+            "HardSwish" => self.unary(node, function(Function::HardSwish)),
+            "LeakyRelu" => self
+                .float(node, "alpha", 0.01)
+                .and_then(|alpha| self.unary(node, function(Function::LeakyRelu(alpha)))),
+            "Elu" => self
+                .float(node, "alpha", 1.0)
+                .and_then(|alpha| self.unary(node, function(Function::Elu(alpha)))),
+            "HardSigmoid" => self.hard_sigmoid(node),
+            "Where" => self.causal_mask(node),
+            "Gelu" => self.gelu(node),
+            _ => return None,
+        })
+    }
+
+    /// `Where(mask, −∞, scores)` (`masked_fill` of the positions after each query's own):
+    /// the causal mask, left for the Softmax that reads it. Any other Where of a computed
+    /// tensor is refused.
+    fn causal_mask(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let refused = |this: &Self, why: &str| {
+            Err(this.error(format!(
+                "{why}; the importer reads a Where of a computed tensor only as the causal mask \
+                 of attention scores: Where(mask, -inf, scores), the mask true exactly after \
+                 each query's own position"
+            )))
+        };
+        let slot = |k: usize| node.inputs.get(k).and_then(|n| self.slots.get(n.as_str()));
+        let (Some(Slot::Bool(mask)), Some(Slot::Const(fill)), Some(Slot::Value(x))) =
+            (slot(0), slot(1), slot(2))
+        else {
+            return refused(
+                self,
+                "its inputs are not a boolean constant, a constant and a value",
+            );
+        };
+        let x = *x;
+        if !matches!(&fill.data, TensorData::Float32(v) if v.as_slice() == [f32::NEG_INFINITY]) {
+            return refused(self, "the value filled in is not -inf");
+        }
+        let shape = self.values[x].shape.clone();
+        let rank = shape.len();
+        let mask_shape: Vec<usize> = mask.shape.iter().map(|&d| d as usize).collect();
+        if rank < 2 || mask_shape.len() < 2 || mask_shape.len() > rank {
+            return refused(
+                self,
+                "the mask and the scores are not both of rank 2 or more",
+            );
+        }
+        let (tq, tk) = (shape[rank - 2], shape[rank - 1]);
+        let m = mask_shape.len();
+        let leading_ones = mask_shape[..m - 2].iter().all(|&d| d == 1);
+        if !leading_ones || mask_shape[m - 2] != tq || mask_shape[m - 1] != tk {
+            return refused(
+                self,
+                &format!("the mask of shape {mask_shape:?} is not one (Tq, Tk) for {shape:?}"),
+            );
+        }
+        let causal = (0..tq).all(|i| (0..tk).all(|j| mask.values[i * tk + j] == (j + tq > i + tk)));
+        if !causal {
+            return refused(self, "the mask is not the causal one");
+        }
+        if let Some(name) = node.outputs.first() {
+            self.slots.insert(name.as_str(), Slot::Causal(x));
+        }
+        Ok(())
+    }
+
+    fn hard_sigmoid(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let alpha = self.float(node, "alpha", 0.2)?;
+        let beta = self.float(node, "beta", 0.5)?;
+        self.unary(node, Op::Table(Function::HardSigmoid { alpha, beta }))
+    }
+
+    /// Gelu (opset 20), `approximate` "none" (erf) or "tanh".
+    fn gelu(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let approximate = self.string(node, "approximate")?.unwrap_or_default();
+        let tanh = match approximate.as_str() {
+            "" | "none" => false,
+            "tanh" => true,
+            other => {
+                return Err(self.error(format!(
+                    "approximate {} is not an ONNX value (\"none\" or \"tanh\")",
+                    cvm_formats::quote(other)
+                )));
+            }
+        };
+        self.unary(node, Op::Table(Function::Gelu { tanh }))
+    }
+
+    fn unary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let shape = self.values[x].shape.clone();
+        self.define(node, op, vec![x], shape)
+    }
+
+    /// PRelu with one slope (a scalar, or equal entries): a LeakyRelu table.
+    fn prelu(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let Some(slope) = self.float_constant(node, 1)? else {
+            return Err(self.error("input 1 (the slope) is missing or not a constant"));
+        };
+        let Some(&first) = slope.data.first() else {
+            return Err(self.error("the slope is empty"));
+        };
+        if slope.data.iter().any(|&s| s != first) {
+            return Err(self.error(format!(
+                "a slope per channel (shape {:?}) is not supported: the importer computes \
+                 PRelu as one table of its int8 inputs, which takes one slope",
+                slope.shape
+            )));
+        }
+        self.unary(node, Op::Table(Function::LeakyRelu(first)))
+    }
+
+    /// A product of two computed tensors (MatMul) read by nothing else, multiplied or divided
+    /// (`divide`, the product being the dividend) by a scalar constant: the factor is folded
+    /// into the product. Returns whether it was.
+    fn scale_product(&mut self, node: &'a Node, divide: bool) -> Result<bool, ImportError> {
+        for (v, k) in [(0usize, 1usize), (1, 0)] {
+            if divide && v == 1 {
+                continue;
+            }
+            let name = node.inputs.get(v).map(String::as_str).unwrap_or("");
+            let (Some(Slot::Value(id)), Some(Slot::Const(tensor))) = (
+                self.slots.get(name),
+                node.inputs.get(k).and_then(|n| self.slots.get(n.as_str())),
+            ) else {
+                continue;
+            };
+            let id = *id;
+            let Ok(c) = float_tensor(tensor) else {
+                continue;
+            };
+            let [factor] = c.data[..] else {
+                continue;
+            };
+            if !matches!(self.values[id].op, Op::MatMul { .. })
+                || self.readers(id) != 1
+                || factor == 0.0
+            {
+                continue;
+            }
+            let factor = if divide { 1.0 / factor } else { factor };
+            if let Op::MatMul { alpha, .. } = &mut self.values[id].op {
+                *alpha *= factor;
+            }
+            let origin = self.values[id].origin.clone();
+            self.notes
+                .push(format!("{} folded into the factor of {origin}", self.label));
+            self.bind(node, id)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn add(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        if self.plus_epsilon(node)? || self.scale_norm(node, true)? {
+            return Ok(());
+        }
+        // A constant added to a bias-less-or-not Dense or Conv read by nothing else folds into
+        // its bias.
+        for (v, k) in [(0usize, 1usize), (1, 0)] {
+            let name = node.inputs.get(v).map(String::as_str).unwrap_or("");
+            let (Some(Slot::Value(id)), Some(Slot::Const(tensor))) = (
+                self.slots.get(name),
+                node.inputs.get(k).and_then(|n| self.slots.get(n.as_str())),
+            ) else {
+                continue;
+            };
+            let id = *id;
+            let Ok(c) = float_tensor(tensor) else {
+                continue;
+            };
+            if self.readers(id) != 1 {
+                continue;
+            }
+            // A dense layer on the rows of a tensor of rank above 2 (MatMul's reshape around
+            // it): the bias is one per element of the last axis.
+            let inner = match (&self.values[id].op, self.values[id].inputs.as_slice()) {
+                (Op::Reshape, &[inner]) => Some(inner),
+                _ => None,
+            };
+            if let Some(inner) = inner {
+                let n = self.values[id].shape.last().copied().unwrap_or(0);
+                let fits = matches!(c.shape.as_slice(), [len] if *len == n);
+                if let (true, Op::Dense(Dense { bias, .. })) = (fits, &mut self.values[inner].op) {
+                    let old = bias.take().unwrap_or_else(|| vec![0.0; n]);
+                    *bias = Some(old.iter().zip(&c.data).map(|(a, b)| a + b).collect());
+                    let origin = self.values[inner].origin.clone();
+                    self.notes
+                        .push(format!("{} folded into the bias of {origin}", self.label));
+                    return self.bind(node, id);
+                }
+            }
+            let shape = self.values[id].shape.clone();
+            let channels = shape.get(1).copied().unwrap_or(0);
+            let per_channel = match (&self.values[id].op, c.shape.as_slice()) {
+                (Op::Dense(_), [n]) | (Op::Dense(_), [1, n]) => *n == channels,
+                (Op::Conv(_), [n, 1, 1]) | (Op::Conv(_), [1, n, 1, 1]) => *n == channels,
+                _ => false,
+            };
+            if !per_channel {
+                continue;
+            }
+            let origin = self.values[id].origin.clone();
+            if let Op::Dense(Dense { bias, .. }) | Op::Conv(Conv { bias, .. }) =
+                &mut self.values[id].op
+            {
+                let old = bias.take().unwrap_or_else(|| vec![0.0; channels]);
+                *bias = Some(old.iter().zip(&c.data).map(|(a, b)| a + b).collect());
+            }
+            self.notes
+                .push(format!("{} folded into the bias of {origin}", self.label));
+            return self.bind(node, id);
+        }
+        self.binary(node, Op::Add)
+    }
+
+    fn binary(&mut self, node: &'a Node, op: Op) -> Result<(), ImportError> {
+        let a = self.value_or_const(node, 0)?;
+        let b = self.value_or_const(node, 1)?;
+        self.no_pad(&[a, b])?;
+        if matches!(self.values[a].op, Op::Const(_)) && matches!(self.values[b].op, Op::Const(_)) {
+            return Err(self.error("both inputs are constants; fold them before importing"));
+        }
+        let shape = broadcast(&self.values[a].shape, &self.values[b].shape).ok_or_else(|| {
+            self.error(format!(
+                "shapes {:?} and {:?} do not broadcast",
+                self.values[a].shape, self.values[b].shape
+            ))
+        })?;
+        self.define(node, op, vec![a, b], shape)
+    }
+
+    /// Division by a constant: a product by its reciprocal (the float model's calibration
+    /// then multiplies too; the integer model approximates either by one factor).
+    fn divide(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let Some(divisor) = self.float_constant(node, 1).ok().flatten() else {
+            return Err(self.error(
+                "a division by a computed tensor is not supported; the importer divides by \
+                 constants only",
+            ));
+        };
+        if let Some(i) = divisor.data.iter().position(|&d| d == 0.0) {
+            return Err(self.error(format!("the divisor is 0 at index {i}")));
+        }
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let reciprocal = FTensor {
+            shape: divisor.shape.clone(),
+            data: divisor.data.iter().map(|&d| 1.0 / d).collect(),
+        };
+        let name = node.inputs.get(1).map(String::as_str).unwrap_or("");
+        let shape = reciprocal.shape.clone();
+        let c = self.push(
+            Op::Const(reciprocal),
+            Vec::new(),
+            shape,
+            &format!("{name}_reciprocal"),
+        );
+        let shape = broadcast(&self.values[x].shape, &self.values[c].shape).ok_or_else(|| {
+            self.error(format!(
+                "shapes {:?} and {:?} do not broadcast",
+                self.values[x].shape, self.values[c].shape
+            ))
+        })?;
+        self.define(node, Op::Mul, vec![x, c], shape)
+    }
+
+    /// `Sum` of n inputs: a chain of additions.
+    fn sum(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let mut acc = self.value_or_const(node, 0)?;
+        if node.inputs.len() == 1 {
+            return self.bind(node, acc);
+        }
+        let name = node.outputs.first().map(String::as_str).unwrap_or("");
+        for k in 1..node.inputs.len() {
+            let b = self.value_or_const(node, k)?;
+            self.no_pad(&[acc, b])?;
+            let shape = broadcast(&self.values[acc].shape, &self.values[b].shape)
+                .ok_or_else(|| self.error(format!("input {k} does not broadcast")))?;
+            if k + 1 == node.inputs.len() {
+                return self.define(node, Op::Add, vec![acc, b], shape);
+            }
+            acc = self.push(Op::Add, vec![acc, b], shape, &format!("{name}_{k}"));
+        }
+        Ok(())
+    }
+
+    fn clip(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let bound = |k: usize, attribute: &str, default: f64| -> Result<f64, ImportError> {
+            match self.float_constant(node, k)? {
+                Some(t) if t.data.len() == 1 => Ok(t.data[0]),
+                Some(t) => Err(self.error(format!(
+                    "input {k} of shape {:?}: Clip bounds are scalars",
+                    t.shape
+                ))),
+                None => self.float(node, attribute, default),
+            }
+        };
+        let lo = bound(1, "min", f64::NEG_INFINITY)?;
+        let hi = bound(2, "max", f64::INFINITY)?;
+        if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+            return Err(self.error(format!("bounds [{lo}, {hi}] are empty or not numbers")));
+        }
+        let shape = self.values[x].shape.clone();
+        let op = if lo == 0.0 && hi == f64::INFINITY {
+            Op::Relu
+        } else {
+            Op::Clip { lo, hi }
+        };
+        self.define(node, op, vec![x], shape)
+    }
+}
+
+/// The numpy broadcast of two shapes.
+pub(super) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,168 @@
+//! Transformers PyTorch exports, each by the torch.export-based and the TorchScript exporter
+//! with a dynamic batch, imported with no option to models of the engine's own operators:
+//! - `fixtures/onnx/vit/`: a tiny vision transformer of scikit-learn's digits (patch embedding
+//!   by Conv, class token by Concat, positional embedding, LayerNormalization, multi-head
+//!   attention as MatMul, Transpose, Reshape and Softmax, Gelu; at opset 14 the layer
+//!   normalization and GELU written out of smaller operators). Its float evaluation follows
+//!   onnxruntime's logits; its integer model keeps the float accuracy within a point and the
+//!   float argmax on at least 97 % of the validation images.
+//! - `fixtures/onnx/charlm/`: a character-level causal language model (int64 token ids, an
+//!   embedding Gather, a causal mask by masked_fill, logits per position). Its float
+//!   evaluation follows onnxruntime's; its integer model's next-token top-1 is within 2 points
+//!   of the float one and agrees with it on at least 93 % of the positions.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
+#![allow(clippy::float_arithmetic)] // comparing float outputs
+
+use std::path::PathBuf;
+
+use cvm_formats::npy::{NpyF32Array, read_npy, read_npy_f32};
+use cvm_onnx::import::{Importer, Options, argmax};
+
+fn fixture(dir: &str, name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/onnx")
+        .join(dir)
+        .join(name)
+}
+
+fn floats(dir: &str, name: &str) -> NpyF32Array {
+    read_npy_f32(&std::fs::read(fixture(dir, name)).unwrap()).unwrap()
+}
+
+fn ints(dir: &str, name: &str) -> Vec<i32> {
+    read_npy(&std::fs::read(fixture(dir, name)).unwrap())
+        .unwrap()
+        .data
+}
+
+/// Imports `file` and checks it on the validation set against onnxruntime's logits and the
+/// labels.
+fn check(file: &str) {
+    let model = cvm_onnx::read_file(&fixture("vit", &format!("{file}.onnx"))).unwrap();
+    let importer = Importer::new(&model).unwrap();
+    assert!(importer.engine_only(), "{file}");
+    let calibration = importer
+        .calibrate(&floats("torch", "calibration.npy"), &mut |_, _| {})
+        .unwrap();
+    let imported = importer.quantize(&calibration, Options::default()).unwrap();
+    assert!(imported.symbol.is_empty() && imported.params.is_empty());
+    let validation = floats("torch", "validation.npy");
+    let labels = ints("torch", "labels.npy");
+    let logits = floats("vit", &format!("{file}_logits.npy"));
+    let size = validation.data.len() / labels.len();
+    let (mut float_right, mut int_right, mut same) = (0, 0, 0);
+    for (i, (image, &label)) in validation.data.chunks(size).zip(&labels).enumerate() {
+        let float = importer.float_output(image);
+        for (f, &l) in float.iter().zip(&logits.data[i * 10..(i + 1) * 10]) {
+            assert!(
+                (f - f64::from(l)).abs() < 1e-4,
+                "{file} image {i}: {f} vs {l}"
+            );
+        }
+        let int = imported.run(image).unwrap();
+        let (fa, ia) = (argmax(&float), argmax(&int));
+        float_right += usize::from(fa == label as usize);
+        int_right += usize::from(ia == label as usize);
+        same += usize::from(fa == ia);
+    }
+    let count = labels.len();
+    eprintln!(
+        "{file}: float {float_right}/{count}, integer {int_right}/{count}, same argmax \
+         {same}/{count}, {} operators, {} gas",
+        imported.operators, imported.gas
+    );
+    assert!(
+        int_right * 100 + count >= float_right * 100,
+        "{file}: within a point"
+    );
+    assert!(same * 100 >= count * 97, "{file}: argmax agreement");
+}
+
+#[test]
+fn vit_exported_by_torch_export_imports_within_a_point() {
+    check("vit_dynamo");
+}
+
+#[test]
+fn vit_exported_by_torchscript_imports_within_a_point() {
+    check("vit_legacy");
+}
+
+/// At opset 14 the exporter writes LayerNormalization and GELU out of smaller operators.
+#[test]
+fn vit_at_opset_14_imports_within_a_point() {
+    check("vit_opset14");
+}
+
+/// Imports the character LM `file` and checks it on the held-out windows.
+fn check_lm(file: &str) {
+    let model = cvm_onnx::read_file(&fixture("charlm", &format!("{file}.onnx"))).unwrap();
+    let importer = Importer::new(&model).unwrap();
+    assert!(importer.engine_only(), "{file}");
+    let ids = |name: &str| {
+        let array = read_npy(&std::fs::read(fixture("charlm", name)).unwrap()).unwrap();
+        NpyF32Array {
+            shape: array.shape.clone(),
+            data: array.data.iter().map(|&id| id as f32).collect(),
+        }
+    };
+    let calibration = importer
+        .calibrate(&ids("calibration_ids.npy"), &mut |_, _| {})
+        .unwrap();
+    let imported = importer.quantize(&calibration, Options::default()).unwrap();
+    let vocabulary = imported.vocabulary.unwrap();
+    let validation = ids("validation_ids.npy");
+    let targets = ints("charlm", "validation_targets.npy");
+    let reference = ints("charlm", &format!("{file}_predictions.npy"));
+    let logits = floats("charlm", &format!("{file}_logits.npy"));
+    let context = validation.shape[1] as usize;
+    let (mut float_right, mut int_right, mut same, mut float_same) = (0, 0, 0, 0);
+    for (w, window) in validation.data.chunks(context).enumerate() {
+        let float = importer.float_output(window);
+        let int = imported.run(window).unwrap();
+        for t in 0..context {
+            let row = t * vocabulary..(t + 1) * vocabulary;
+            let (f, i) = (&float[row.clone()], &int[row]);
+            if w * context * vocabulary < logits.data.len() {
+                let offset = w * context * vocabulary;
+                for (a, &b) in f.iter().zip(&logits.data[offset + t * vocabulary..]) {
+                    assert!(
+                        (a - f64::from(b)).abs() < 1e-4,
+                        "{file} window {w}: {a} vs {b}"
+                    );
+                }
+            }
+            let (fa, ia) = (argmax(f), argmax(i));
+            let target = targets[w * context + t] as usize;
+            float_right += usize::from(fa == target);
+            int_right += usize::from(ia == target);
+            same += usize::from(fa == ia);
+            float_same += usize::from(fa == reference[w * context + t] as usize);
+        }
+    }
+    let count = targets.len();
+    eprintln!(
+        "{file}: top-1 float {float_right}/{count}, integer {int_right}/{count}, same \
+         {same}/{count}, float as onnxruntime {float_same}/{count}, {} operators, {} gas",
+        imported.operators, imported.gas
+    );
+    assert_eq!(
+        float_same, count,
+        "{file}: the float evaluation is onnxruntime's"
+    );
+    assert!(
+        int_right * 100 + 2 * count >= float_right * 100,
+        "{file}: within 2 points"
+    );
+    assert!(same * 100 >= count * 93, "{file}: top-1 agreement");
+}
+
+#[test]
+fn char_lm_exported_by_torch_export_imports_within_two_points() {
+    check_lm("charlm_dynamo");
+}
+
+#[test]
+fn char_lm_exported_by_torchscript_imports_within_two_points() {
+    check_lm("charlm_legacy");
+}
