@@ -1,6 +1,7 @@
 //! `cvm generate` on the hand-written causal decoder (`fixtures/models/transformer/decoder`):
 //! the same ids, gas and chain natively and in wasm, and equal to the runtime API's; a failed
 //! step is exit 1; prompts and models that cannot serve are usage errors (exit 2) saying why.
+//! And on the character model of `fixtures/onnx/charlm`, imported from ONNX.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 
 use std::path::{Path, PathBuf};
@@ -163,4 +164,50 @@ fn prompts_and_models_that_cannot_serve_are_refused() {
     let (status, _, stderr) = cvm(&[decoder, "--ids", missing.to_str().unwrap(), "--tokens", "1"]);
     assert_eq!(status, 2);
     assert!(stderr.contains("no-such-prompt.npy"), "{stderr}");
+}
+
+/// The character model of `fixtures/onnx/charlm`, imported with no option, generates the same
+/// text natively and in wasm from a held-out prompt of 10 characters.
+#[test]
+fn an_imported_language_model_generates_alike_natively_and_in_wasm() {
+    let charlm = root().join("fixtures/onnx/charlm");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generate-charlm");
+    let output = Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args([
+            "import",
+            charlm.join("charlm_dynamo.onnx").to_str().unwrap(),
+        ])
+        .args([
+            "--calibrate",
+            charlm.join("calibration_ids.npy").to_str().unwrap(),
+        ])
+        .args(["-o", dir.to_str().unwrap()])
+        .output()
+        .expect("cvm starts");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let held_out =
+        cvm_formats::npy::read_npy(&std::fs::read(charlm.join("validation_ids.npy")).unwrap())
+            .unwrap();
+    let ids = prompt("charlm", &[10], &held_out.data[..10]);
+    let run = |engine: &str| {
+        let (status, stdout, stderr) = cvm(&[
+            dir.to_str().unwrap(),
+            "--ids",
+            ids.to_str().unwrap(),
+            "--tokens",
+            "12",
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert_eq!(status, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let (native, wasm) = (run("native"), run("wasm"));
+    assert_eq!(native, wasm);
+    assert_eq!(wasm["ids"].as_array().unwrap().len(), 22);
 }
