@@ -235,7 +235,7 @@ def test_batch_equals_single_runs_over_every_digit(digits):
     predictions = np.load(DIGITS / "int_predictions.npy")
     assert np.array_equal(logits.argmax(axis=1), predictions)
     for index in range(1797):
-        single = digits.run(images[index])
+        single = digits.run(images[index : index + 1])
         assert np.array_equal(single.outputs["fc2"][0], logits[index])
         assert single.hash == batch.hashes[index]
         assert single.gas_used == batch.gas_used[index]
@@ -319,18 +319,18 @@ def test_import_report_equals_the_cli(imported, tmp_path):
 def test_imported_model_takes_float32_as_the_cli_quantizes(runtime, imported, tmp_path):
     directory, report = imported
     model = runtime.load(directory)
-    assert model.quantization["input_shape"] == [1, 1, 28, 28]
+    assert model.quantization["input"]["shape"] == [1, 1, 28, 28]
     images = np.load(ONNX_DIGITS / "images.npy")
     labels = np.load(ONNX_DIGITS / "labels.npy")
     batch = model.run_batch(images)
     correct = int((batch.outputs[model.outputs[0].name].argmax(axis=1) == labels).sum())
     assert correct == report["validation"]["integer_correct"]
-    single = model.run(images[0])
+    single = model.run(images[:1])
     assert single.hash == batch.hashes[0]
     assert model.estimate()["total_gas"] == report["gas"]
     binary = cvm_binary()
     if binary is not None:
-        np.save(tmp_path / "image.npy", images[0])
+        np.save(tmp_path / "image.npy", images[:1])
         printed = subprocess.run(
             [str(binary), "run", str(directory), "--input", str(tmp_path / "image.npy"),
              "--json", "--no-cache"],
@@ -338,9 +338,9 @@ def test_imported_model_takes_float32_as_the_cli_quantizes(runtime, imported, tm
         ).stdout
         assert json.loads(printed)["hash"] == single.hash_hex
     with pytest.raises(InputError, match="float32 input of shape"):
-        model.run(images[0].reshape(1, 28, 28, 1))
+        model.run(images[:1].reshape(1, 28, 28, 1))
     with pytest.raises(InputError, match="dtype float64"):
-        model.run(images[0].astype(np.float64))
+        model.run(images[:1].astype(np.float64))
 
 
 def test_import_errors(tmp_path):
@@ -355,9 +355,12 @@ def test_import_errors(tmp_path):
     with pytest.raises(OnnxImportError):
         cvm_engine.import_onnx(tmp_path / "absent.onnx", ONNX_DIGITS / "calibration.npy",
                                out=tmp_path / "d")
-    with pytest.raises(OnnxImportError):
+    with pytest.raises(ReadError, match="not float32"):
         cvm_engine.import_onnx(ONNX_DIGITS / "model.onnx", ONNX_DIGITS / "labels.npy",
                                out=tmp_path / "e")
+    with pytest.raises(OnnxImportError):
+        cvm_engine.import_onnx(FIXTURES / "onnx" / "ops" / "avgpool.onnx",
+                               ONNX_DIGITS / "calibration.npy", out=tmp_path / "h")
     with pytest.raises(InputError, match="negative"):
         cvm_engine.import_onnx(ONNX_DIGITS / "model.onnx", ONNX_DIGITS / "calibration.npy",
                                input_shapes={"data": [-1, 1]}, out=tmp_path / "f")
