@@ -389,3 +389,23 @@ def test_an_unwritable_import_directory(tmp_path):
     with pytest.raises(CvmError):
         cvm_engine.import_onnx(ONNX_DIGITS / "model.onnx", ONNX_DIGITS / "calibration.npy",
                                out=blocker / "sub")
+
+
+def test_the_documented_example(tmp_path, capsys):
+    """docs/python.md's numpy half (examples/evaluate.py), on the committed digits ONNX model
+    in place of the one examples/export_torch.py trains (which needs torch)."""
+    import importlib.util
+
+    for name, source in (("digits.onnx", "model.onnx"), ("calibration.npy", "calibration.npy"),
+                         ("images.npy", "images.npy"), ("labels.npy", "labels.npy")):
+        (tmp_path / name).symlink_to(ONNX_DIGITS / source)
+    spec = importlib.util.spec_from_file_location(
+        "evaluate", ROOT / "host" / "python" / "examples" / "evaluate.py"
+    )
+    assert spec is not None and spec.loader is not None
+    evaluate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evaluate)
+    binary = cvm_binary()
+    evaluate.main(tmp_path, None if binary is None else str(binary))
+    printed = capsys.readouterr().out
+    assert "engine accuracy" in printed and "hash" in printed
