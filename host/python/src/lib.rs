@@ -163,6 +163,7 @@ impl Runtime {
         base_dir: Option<PathBuf>,
     ) -> PyResult<Model> {
         let engine = EngineKind::parse(engine)?;
+        let runtime = self.runtime()?;
         let (loaded, quantization) = if let Ok(bytes) = model.cast::<PyBytes>() {
             let bytes = bytes.as_bytes().to_vec();
             let base_dir = base_dir.unwrap_or_default();
@@ -189,7 +190,6 @@ impl Runtime {
             })
             .map_err(read_error)?
         };
-        let runtime = self.runtime()?;
         let LoadedModel {
             bytes,
             cvm,
@@ -226,7 +226,7 @@ impl Runtime {
         }
     }
 
-    /// Releases the compiled engine; models loaded from this runtime refuse to run after it.
+    /// Closes the runtime: it loads no more models, and the models it loaded refuse to run.
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         *self.inner.write().unwrap_or_else(PoisonError::into_inner) = None;
@@ -621,7 +621,7 @@ impl Model {
         Ok(dict)
     }
 
-    /// Releases the model's engine instances; it refuses to run after it.
+    /// Closes the model: it refuses to run after it (its memory goes with its last reference).
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
     }
