@@ -129,38 +129,15 @@ pub fn read_input_quantized(
             path.display()
         )));
     };
-    if array.shape != quantization.input_shape {
-        return Err(HostError::input(format!(
-            "{}: float32 input of shape {:?}, the quantization's input is {:?}",
-            path.display(),
-            array.shape,
-            quantization.input_shape
-        )));
-    }
+    let data = cvm_onnx::workflow::quantize_input(quantization, &array.shape, &array.data)
+        .map_err(|message| HostError::input(format!("{}: {message}", path.display())))?;
     Ok(InputTensor {
-        data: quantization.quantize_input(&array.data),
+        data,
         shape: array.shape,
     })
 }
 
-/// The shape of one sample in a batch for an input of `declared` shape: `declared` without its
-/// leading 1, or the whole of `declared` when it does not begin with 1. A batch for the input
-/// is an array of shape (N, sample shape…): a model taking (1, 1, 28, 28) takes batches of
-/// (N, 1, 28, 28), one taking (4, 3) batches of (N, 4, 3).
-pub fn sample_shape(declared: &[u32]) -> &[u32] {
-    match declared {
-        [1, rest @ ..] => rest,
-        _ => declared,
-    }
-}
-
-/// (n, sample shape…) for a tensor of `shape` ([`sample_shape`]): the shape of a batch of `n`
-/// samples, and of the stacked outputs `cvm run --batch` writes.
-pub fn batch_shape(n: u32, shape: &[u32]) -> Vec<u32> {
-    std::iter::once(n)
-        .chain(sample_shape(shape).iter().copied())
-        .collect()
-}
+pub use cvm_runtime::batch::{batch_shape, sample_shape};
 
 /// The samples of one input of `cvm run --batch`: N rows of the input's declared shape.
 #[derive(Clone, Debug, PartialEq, Eq)]

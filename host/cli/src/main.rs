@@ -613,12 +613,7 @@ fn read_quantization(
         }
         return Ok(None);
     };
-    let bytes = read_file(&path, FileLimit::TENSOR)?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| HostError::input(format!("{}: not UTF-8 text", path.display())))?;
-    Quantization::from_json(&text)
-        .map(Some)
-        .map_err(|e| HostError::input(format!("{}: {e}", path.display())))
+    Ok(Some(cvm_onnx::workflow::read_quantization(&path)?))
 }
 
 fn version() -> Result<(), Failure> {

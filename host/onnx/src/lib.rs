@@ -1,5 +1,6 @@
 //! Reads ONNX model files into a typed, checked graph: the first step of importing an ONNX
-//! model into the CVM engine (the conversion to a CVM model comes after, elsewhere).
+//! model into the CVM engine (the conversion to a CVM model is [`import`]; the whole import,
+//! from files to a model directory and its report, is [`workflow`]).
 //!
 //! [`read`] sizes the decoded lists from the wire format first (`prescan.rs`: an element can
 //! take a hundred times its bytes), decodes the protobuf with [prost] and the message types of
@@ -34,6 +35,7 @@ mod model;
 mod prescan;
 mod read;
 mod tensor;
+pub mod workflow;
 
 pub use error::OnnxError;
 pub use model::{

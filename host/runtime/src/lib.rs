@@ -27,12 +27,15 @@
 //! picks a consensus parameter on the caller's behalf: the gas schedule version of a load and the
 //! gas limit of a run are always the caller's.
 //!
-//! [`wasm`] is the layer below (one engine instance, one session at a time), for the `cvm` tool
+//! [`native::NativeModel`] runs the same engine compiled for this machine, with the same
+//! verdicts, to compare the two builds. [`wasm`] is the layer below (one engine instance, one session at a time), for the `cvm` tool
 //! and the tests and benchmarks that time or meter single calls.
 
+pub mod batch;
 pub mod error;
 pub mod generate;
 pub mod hash;
+pub mod native;
 pub mod wasm;
 
 use std::path::PathBuf;
@@ -228,6 +231,12 @@ impl Verdict {
     /// the CVM load checks of `cvm-formats`): gas 0, hashed like the engine's own rejections.
     pub fn rejected(error: cvm_engine::Error) -> Verdict {
         Verdict::new(Report::failure(error, 0))
+    }
+
+    /// The verdict of a report made outside this crate's engines (a reader's rejection of a
+    /// CVM model, as `cvm_formats::model::load_model` gives it): hashed as any other.
+    pub fn of_report(report: Report) -> Verdict {
+        Verdict::new(report)
     }
 
     /// What every node must agree on.
