@@ -50,17 +50,17 @@ fn cvm(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn native_wasm_and_the_runtime_api_generate_alike() {
-    let ids = prompt("three", &[1, 3], &[12, 12, 43]);
-    let model = decoder();
+/// `cvm generate MODEL --ids IDS --tokens N --json` natively and in wasm: both must succeed
+/// and print the same object, which is returned.
+fn generate_both(model: &Path, ids: &Path, tokens: usize) -> Value {
+    let tokens = tokens.to_string();
     let run = |engine: &str| {
         let (status, stdout, stderr) = cvm(&[
             model.to_str().unwrap(),
             "--ids",
             ids.to_str().unwrap(),
             "--tokens",
-            "18",
+            &tokens,
             "--engine",
             engine,
             "--json",
@@ -70,6 +70,14 @@ fn native_wasm_and_the_runtime_api_generate_alike() {
     };
     let (native, wasm) = (run("native"), run("wasm"));
     assert_eq!(native, wasm);
+    wasm
+}
+
+#[test]
+fn native_wasm_and_the_runtime_api_generate_alike() {
+    let ids = prompt("three", &[1, 3], &[12, 12, 43]);
+    let model = decoder();
+    let wasm = generate_both(&model, &ids, 18);
     assert_eq!(wasm["ids"].as_array().unwrap().len(), 21);
     assert_eq!(wasm["steps"].as_array().unwrap().len(), 18);
 
@@ -193,21 +201,6 @@ fn an_imported_language_model_generates_alike_natively_and_in_wasm() {
         cvm_formats::npy::read_npy(&std::fs::read(charlm.join("validation_ids.npy")).unwrap())
             .unwrap();
     let ids = prompt("charlm", &[10], &held_out.data[..10]);
-    let run = |engine: &str| {
-        let (status, stdout, stderr) = cvm(&[
-            dir.to_str().unwrap(),
-            "--ids",
-            ids.to_str().unwrap(),
-            "--tokens",
-            "12",
-            "--engine",
-            engine,
-            "--json",
-        ]);
-        assert_eq!(status, 0, "{stderr}");
-        serde_json::from_str::<Value>(&stdout).unwrap()
-    };
-    let (native, wasm) = (run("native"), run("wasm"));
-    assert_eq!(native, wasm);
+    let wasm = generate_both(&dir, &ids, 12);
     assert_eq!(wasm["ids"].as_array().unwrap().len(), 22);
 }
