@@ -51,8 +51,8 @@ fn cvm(args: &[&str]) -> (i32, String, String) {
 }
 
 /// `cvm generate MODEL --ids IDS --tokens N --json` natively and in wasm: both must succeed
-/// and print the same object, which is returned.
-fn generate_both(model: &Path, ids: &Path, tokens: usize) -> Value {
+/// and print the same bytes, which are returned, with the object they hold.
+fn generate_both(model: &Path, ids: &Path, tokens: usize) -> (Value, String) {
     let tokens = tokens.to_string();
     let run = |engine: &str| {
         let (status, stdout, stderr) = cvm(&[
@@ -66,18 +66,18 @@ fn generate_both(model: &Path, ids: &Path, tokens: usize) -> Value {
             "--json",
         ]);
         assert_eq!(status, 0, "{stderr}");
-        serde_json::from_str::<Value>(&stdout).unwrap()
+        stdout
     };
     let (native, wasm) = (run("native"), run("wasm"));
     assert_eq!(native, wasm);
-    wasm
+    (serde_json::from_str(&wasm).unwrap(), wasm)
 }
 
 #[test]
 fn native_wasm_and_the_runtime_api_generate_alike() {
     let ids = prompt("three", &[1, 3], &[12, 12, 43]);
     let model = decoder();
-    let wasm = generate_both(&model, &ids, 18);
+    let (wasm, _) = generate_both(&model, &ids, 18);
     assert_eq!(wasm["ids"].as_array().unwrap().len(), 21);
     assert_eq!(wasm["steps"].as_array().unwrap().len(), 18);
 
@@ -200,7 +200,28 @@ fn an_imported_language_model_generates_alike_natively_and_in_wasm() {
     let held_out =
         cvm_formats::npy::read_npy(&std::fs::read(charlm.join("validation_ids.npy")).unwrap())
             .unwrap();
-    let ids = prompt("charlm", &[10], &held_out.data[..10]);
-    let wasm = generate_both(&dir, &ids, 12);
-    assert_eq!(wasm["ids"].as_array().unwrap().len(), 22);
+    let prompt = NpyArray {
+        shape: vec![10],
+        data: held_out.data[..10].to_vec(),
+    };
+    let prompt = blessed(&charlm.join("prompt.npy"), write_npy(&prompt));
+    let (wasm, stdout) = generate_both(&dir, &prompt, 32);
+    assert_eq!(wasm["ids"].as_array().unwrap().len(), 42);
+    // The 32 steps are pinned: `scripts/cross-arch.sh` compares the aarch64 runs with this file.
+    blessed(&charlm.join("generate-32.json"), stdout.into_bytes());
+}
+
+/// Checks that the committed file at `path` holds `bytes`, or with `CVM_BLESS=1` writes them.
+/// Returns the path.
+fn blessed(path: &Path, bytes: Vec<u8>) -> PathBuf {
+    if std::env::var_os("CVM_BLESS").is_some() {
+        std::fs::write(path, &bytes).unwrap();
+    }
+    let committed = std::fs::read(path).unwrap_or_default();
+    assert!(
+        committed == bytes,
+        "{} differs from this run (CVM_BLESS=1 rewrites it after review)",
+        path.display()
+    );
+    path.to_path_buf()
 }
