@@ -169,13 +169,14 @@ class Runtime:
 
 def import_onnx(
     model: PathLike,
-    calibration: PathLike,
-    validate: Optional[PathLike] = None,
+    calibration: Union[PathLike, Mapping[str, PathLike]],
+    validate: Optional[Union[PathLike, Mapping[str, PathLike]]] = None,
     labels: Optional[PathLike] = None,
     out: Optional[PathLike] = None,
     per_tensor: bool = False,
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
     schedule: int = 1,
+    graph_output: Optional[str] = None,
 ) -> Tuple[str, dict]:
     """Imports an ONNX model as `cvm import` does; returns (model directory, report)."""
 

@@ -185,12 +185,14 @@ enum Command {
         /// Canonical model file to write; for an ONNX model, the directory to write.
         #[arg(short = 'o', long = "output", value_name = "FILE|DIR")]
         output: PathBuf,
-        /// ONNX models: float32 .npy of calibration inputs, (N, …) for the model's (1, …).
-        #[arg(long, value_name = "FILE")]
-        calibrate: Option<PathBuf>,
-        /// ONNX models: float32 .npy of inputs to compare the float and integer models on.
-        #[arg(long, value_name = "FILE")]
-        validate: Option<PathBuf>,
+        /// ONNX models: .npy of calibration inputs, (N, …) for the model's (1, …): float32, or
+        /// integer token ids; for a model of several inputs, once per input as NAME=FILE.
+        #[arg(long, value_name = "[NAME=]FILE")]
+        calibrate: Vec<cvm_onnx::workflow::SampleFile>,
+        /// ONNX models: .npy of inputs to compare the float and integer models on (as
+        /// --calibrate).
+        #[arg(long, value_name = "[NAME=]FILE")]
+        validate: Vec<cvm_onnx::workflow::SampleFile>,
         /// ONNX models: integer .npy of one label per `--validate` sample, for accuracy.
         #[arg(long, value_name = "FILE")]
         labels: Option<PathBuf>,
@@ -201,6 +203,9 @@ enum Command {
         /// its batch axis (an open batch axis is taken as 1 without it).
         #[arg(long, value_name = "NAME=D0,D1,…")]
         input_shape: Vec<cvm_onnx::import::InputShape>,
+        /// ONNX models: the graph output to import (needed when the graph has several).
+        #[arg(long, value_name = "NAME")]
+        graph_output: Option<String>,
         /// ONNX models: print the report as one JSON object.
         #[arg(long)]
         json: bool,
@@ -504,36 +509,39 @@ fn main() -> ExitCode {
             labels,
             per_tensor,
             input_shape,
+            graph_output,
             json,
             schedule,
-        } => match (&model.model, &calibrate) {
-            (Some(path), Some(calibrate)) if is_onnx(path) => import_onnx(&OnnxImport {
+        } => match &model.model {
+            Some(path) if is_onnx(path) && !calibrate.is_empty() => import_onnx(&OnnxImport {
                 model: path,
                 output: &output,
-                calibrate,
-                validate: validate.as_deref(),
+                calibrate: &calibrate,
+                validate: &validate,
                 labels: labels.as_deref(),
                 per_tensor,
                 input_shapes: &input_shape,
+                graph_output: graph_output.as_deref(),
                 json,
                 schedule: schedule.version,
             }),
-            (Some(path), None) if is_onnx(path) => Err(HostError::Usage(
-                "importing an ONNX model needs --calibrate <inputs.npy>: float32 inputs whose \
-                 ranges set the integer model's scales"
+            Some(path) if is_onnx(path) => Err(HostError::Usage(
+                "importing an ONNX model needs --calibrate <inputs.npy>: float32 inputs (or \
+                 token ids) whose ranges set the integer model's scales"
                     .into(),
             )
             .into()),
-            _ if calibrate.is_some()
-                || validate.is_some()
+            _ if !calibrate.is_empty()
+                || !validate.is_empty()
                 || labels.is_some()
                 || per_tensor
                 || json
+                || graph_output.is_some()
                 || !input_shape.is_empty() =>
             {
                 Err(HostError::Usage(
-                    "--calibrate, --validate, --labels, --per-tensor, --input-shape and --json \
-                     are for ONNX models (MODEL.onnx)"
+                    "--calibrate, --validate, --labels, --per-tensor, --input-shape, \
+                     --graph-output and --json are for ONNX models (MODEL.onnx)"
                         .into(),
                 )
                 .into())

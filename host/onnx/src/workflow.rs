@@ -21,16 +21,20 @@ pub struct ImportRequest<'a> {
     pub model: &'a Path,
     /// The directory the imported model is written into (created when missing).
     pub output: &'a Path,
-    /// The calibration set: a float32 `.npy` array of shape (N, …).
-    pub calibrate: &'a Path,
-    /// A held-out float32 set to report the agreement (and accuracy) on.
-    pub validate: Option<&'a Path>,
+    /// The calibration set: a float32 `.npy` array of shape (N, …), or for a model of
+    /// several inputs one array per input, each named.
+    pub calibrate: &'a [SampleFile],
+    /// A held-out set, as `calibrate`, to report the agreement (and accuracy) on; empty for
+    /// none.
+    pub validate: &'a [SampleFile],
     /// The integer labels of the validation set (`.npy`), for the accuracies.
     pub labels: Option<&'a Path>,
     /// One scale per tensor instead of per output channel.
     pub per_tensor: bool,
     /// The values of the input's open dimensions.
     pub input_shapes: &'a [InputShape],
+    /// The graph output to import, which a graph of several outputs needs.
+    pub graph_output: Option<&'a str>,
     /// The gas schedule version the model is validated and priced under.
     pub schedule: u32,
 }
@@ -66,6 +70,42 @@ pub struct ImportOutcome {
     pub written: Vec<(PathBuf, usize)>,
 }
 
+/// A file of samples (`.npy`, N samples first) for one input: `NAME=FILE`, or `FILE` for a
+/// model of one input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampleFile {
+    /// The input it is for; `None` for a model's only input.
+    pub input: Option<String>,
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl std::str::FromStr for SampleFile {
+    type Err = String;
+
+    /// Reads `NAME=FILE`, or `FILE` (a path that exists as written, or holds no `=`).
+    fn from_str(text: &str) -> Result<SampleFile, String> {
+        if text.is_empty() {
+            return Err("an empty file name".into());
+        }
+        match text.split_once('=') {
+            Some((name, path)) if !Path::new(text).exists() => {
+                if name.is_empty() || path.is_empty() {
+                    return Err(format!("{text:?} is not NAME=FILE or FILE"));
+                }
+                Ok(SampleFile {
+                    input: Some(name.to_string()),
+                    path: PathBuf::from(path),
+                })
+            }
+            _ => Ok(SampleFile {
+                input: None,
+                path: PathBuf::from(text),
+            }),
+        }
+    }
+}
+
 /// Most bytes of a calibration or validation file: 2 GiB.
 const SAMPLES_LIMIT: FileLimit = FileLimit {
     bytes: 2 << 30,
@@ -94,6 +134,98 @@ fn failed(path: &Path, error: impl std::fmt::Display) -> WorkflowError {
     WorkflowError::Import(format!("{}: {error}", path.display()))
 }
 
+/// The files of a sample set in the model's input order: one unnamed file for a model of one
+/// input, else one named file per input.
+fn match_inputs<'f>(
+    files: &'f [SampleFile],
+    inputs: &[crate::import::ModelInput],
+    flag: &str,
+) -> Result<Vec<&'f SampleFile>, WorkflowError> {
+    let names = || {
+        inputs
+            .iter()
+            .map(|i| cvm_formats::quote(&i.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let [file] = files
+        && file.input.is_none()
+    {
+        if inputs.len() == 1 {
+            return Ok(vec![file]);
+        }
+        return Err(WorkflowError::Usage(format!(
+            "{flag} {}: the model has {} inputs ({}); give one file per input as {flag} \
+             NAME=FILE",
+            file.path.display(),
+            inputs.len(),
+            names()
+        )));
+    }
+    let mut ordered = Vec::with_capacity(inputs.len());
+    for file in files {
+        let Some(name) = &file.input else {
+            return Err(WorkflowError::Usage(format!(
+                "{flag} {}: with several files, each names its input as NAME=FILE",
+                file.path.display()
+            )));
+        };
+        if !inputs.iter().any(|i| &i.name == name) {
+            return Err(WorkflowError::Usage(format!(
+                "{flag} {name}=…: the model has no input {} (its inputs: {})",
+                cvm_formats::quote(name),
+                names()
+            )));
+        }
+        if files
+            .iter()
+            .filter(|f| f.input.as_ref() == Some(name))
+            .count()
+            > 1
+        {
+            return Err(WorkflowError::Usage(format!(
+                "{flag} names input {} twice",
+                cvm_formats::quote(name)
+            )));
+        }
+    }
+    for input in inputs {
+        match files
+            .iter()
+            .find(|f| f.input.as_deref() == Some(&input.name))
+        {
+            Some(file) => ordered.push(file),
+            None => {
+                return Err(WorkflowError::Usage(format!(
+                    "{flag} gives no file for input {} (the model's inputs: {})",
+                    cvm_formats::quote(&input.name),
+                    names()
+                )));
+            }
+        }
+    }
+    Ok(ordered)
+}
+
+/// The arrays of a sample set, in the model's input order.
+fn read_set(
+    files: &[SampleFile],
+    inputs: &[crate::import::ModelInput],
+    flag: &str,
+) -> Result<Vec<NpyF32Array>, WorkflowError> {
+    let mut arrays = Vec::with_capacity(inputs.len());
+    for (file, input) in match_inputs(files, inputs, flag)?.into_iter().zip(inputs) {
+        let integer = !matches!(input.holds, crate::import::Holds::Float);
+        arrays.push(read_samples(&file.path, integer)?);
+    }
+    Ok(arrays)
+}
+
+/// The file a sample set's errors name: its only file, or the first.
+fn set_path(files: &[SampleFile]) -> &Path {
+    files.first().map_or(Path::new(""), |f| f.path.as_path())
+}
+
 /// The checks that need no model, made before the model is read and calibrated so that a
 /// mistake in the request is told at once.
 ///
@@ -102,7 +234,14 @@ fn failed(path: &Path, error: impl std::fmt::Display) -> WorkflowError {
 /// not a directory; [`WorkflowError::Schedule`] for a schedule version the engine does not
 /// define.
 pub fn check_request(request: &ImportRequest<'_>) -> Result<(), WorkflowError> {
-    if request.labels.is_some() && request.validate.is_none() {
+    if request.calibrate.is_empty() {
+        return Err(WorkflowError::Usage(
+            "importing an ONNX model needs --calibrate <inputs.npy>: inputs whose ranges set \
+             the integer model's scales"
+                .into(),
+        ));
+    }
+    if request.labels.is_some() && request.validate.is_empty() {
         return Err(WorkflowError::Usage("--labels needs --validate".into()));
     }
     if request.output.exists() && !request.output.is_dir() {
@@ -130,13 +269,13 @@ pub fn import(
     // The reader's errors name the file already.
     let model =
         crate::read_file(request.model).map_err(|e| WorkflowError::Import(e.to_string()))?;
-    let importer = Importer::with_input_shapes(&model, request.input_shapes)
+    let importer = Importer::with_output(&model, request.input_shapes, request.graph_output)
         .map_err(|e| failed(request.model, e))?;
-    let ids = importer.vocabulary().is_some();
-    let calibration_set = read_samples(request.calibrate, ids)?;
+    let inputs = importer.inputs();
+    let calibration_set = read_set(request.calibrate, &inputs, "--calibrate")?;
     let calibration = importer
-        .calibrate(&calibration_set, &mut |d, t| progress("calibrating", d, t))
-        .map_err(|e| failed(request.calibrate, e))?;
+        .calibrate_inputs(&calibration_set, &mut |d, t| progress("calibrating", d, t))
+        .map_err(|e| failed(set_path(request.calibrate), e))?;
     let options = Options {
         per_channel: !request.per_tensor,
         schedule: request.schedule,
@@ -145,32 +284,31 @@ pub fn import(
         .quantize(&calibration, options)
         .map_err(|e| failed(request.model, e))?;
     let on_calibration = importer
-        .compare(&imported, &calibration_set, None, &mut |d, t| {
+        .compare_inputs(&imported, &calibration_set, None, &mut |d, t| {
             progress("checking", d, t)
         })
-        .map_err(|e| failed(request.calibrate, e))?;
+        .map_err(|e| failed(set_path(request.calibrate), e))?;
     drop(calibration_set);
-    let validation = match request.validate {
-        Some(path) => {
-            let set = read_samples(path, ids)?;
-            let labels = match request.labels {
-                Some(labels) => {
-                    let bytes = read_file(labels, FileLimit::TENSOR)?;
-                    let array = read_npy(&bytes)
-                        .map_err(|e| ReadError::Input(format!("{}: {e}", labels.display())))?;
-                    Some(array.data)
-                }
-                None => None,
-            };
-            Some(
-                importer
-                    .compare(&imported, &set, labels.as_deref(), &mut |d, t| {
-                        progress("validating", d, t)
-                    })
-                    .map_err(|e| failed(path, e))?,
-            )
-        }
-        None => None,
+    let validation = if request.validate.is_empty() {
+        None
+    } else {
+        let set = read_set(request.validate, &inputs, "--validate")?;
+        let labels = match request.labels {
+            Some(labels) => {
+                let bytes = read_file(labels, FileLimit::TENSOR)?;
+                let array = read_npy(&bytes)
+                    .map_err(|e| ReadError::Input(format!("{}: {e}", labels.display())))?;
+                Some(array.data)
+            }
+            None => None,
+        };
+        Some(
+            importer
+                .compare_inputs(&imported, &set, labels.as_deref(), &mut |d, t| {
+                    progress("validating", d, t)
+                })
+                .map_err(|e| failed(set_path(request.validate), e))?,
+        )
     };
     let written = write_model_dir(request.output, &imported)?;
     Ok(ImportOutcome {
@@ -315,6 +453,15 @@ pub fn report_json(model: &Path, outcome: &ImportOutcome) -> serde_json::Value {
         "gas": imported.gas,
         "schedule": imported.schedule,
         "input": {"shape": q.input_shape, "scale": q.input_scale},
+        "inputs": imported.inputs.iter().map(|i| serde_json::json!({
+            "name": i.name,
+            "shape": i.shape,
+            "holds": match i.holds {
+                crate::import::Holds::Float => serde_json::json!("float"),
+                crate::import::Holds::Ids { vocabulary } => serde_json::json!({"token_ids": vocabulary}),
+                crate::import::Holds::Mask => serde_json::json!("mask"),
+            },
+        })).collect::<Vec<_>>(),
         "output": {"shape": q.output_shape, "scale": q.output_scale},
         "notes": imported.notes,
         "layers": layers,

@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use cvm_formats::cvm::CvmMeta;
 use cvm_formats::model::{LoadedModel, ModelSource, load_model, load_model_bytes};
 use cvm_onnx::import::{InputShape, Quantization};
-use cvm_onnx::workflow::{self, ImportRequest, WorkflowError};
+use cvm_onnx::workflow::{self, ImportRequest, SampleFile, WorkflowError};
 use cvm_runtime::hash::{HashAlgorithm, hex};
 use cvm_runtime::native::NativeModel;
 use cvm_runtime::{InputTensor, LoadError, Status, Verdict};
@@ -1008,11 +1008,13 @@ fn json_to_python<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny
 }
 
 /// Imports an ONNX model (float, or quantized by onnxruntime) as an integer CVM model, as `cvm
-/// import` does: calibrates on `calibration` (a float32 .npy file of shape (N, …)), writes the
-/// model directory `out` (default: the model's path without `.onnx`, plus `.cvm`), and
-/// compares the integer model with the float one on the calibration set and, when given, on
-/// `validate` (with its `labels`, an integer .npy, for the accuracies). `input_shapes` gives
-/// the values of open dimensions by input name.
+/// import` does: calibrates on `calibration` (a float32 .npy file of shape (N, …), or integer
+/// token ids; for a model of several inputs, a dict of input name to file), writes the model
+/// directory `out` (default: the model's path without `.onnx`, plus `.cvm`), and compares the
+/// integer model with the float one on the calibration set and, when given, on `validate`
+/// (as `calibration`; with its `labels`, an integer .npy, for the accuracies). `input_shapes`
+/// gives the values of open dimensions by input name; `graph_output` names the graph output
+/// to import, which a graph of several outputs needs.
 ///
 /// Returns (model directory, report), the report a dict as `cvm import --json` prints it.
 ///
@@ -1021,19 +1023,47 @@ fn json_to_python<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny
 ///     OnnxImportError: the model or a sample set cannot be imported.
 ///     InputError: labels without a validation set, an output path that is a file, a
 ///         schedule the engine does not define.
+/// A sample set as `import_onnx` takes it: one path, or a dict of input name to path.
+struct SampleFiles(Vec<SampleFile>);
+
+impl<'py> FromPyObject<'_, 'py> for SampleFiles {
+    type Error = PyErr;
+
+    fn extract(value: Borrowed<'_, 'py, PyAny>) -> PyResult<SampleFiles> {
+        if let Ok(path) = value.extract::<PathBuf>() {
+            return Ok(SampleFiles(vec![SampleFile { input: None, path }]));
+        }
+        let files: std::collections::BTreeMap<String, PathBuf> = value.extract().map_err(|_| {
+            InputError::new_err(
+                "a sample set is a path, or a dict of input name to path (one per input)",
+            )
+        })?;
+        Ok(SampleFiles(
+            files
+                .into_iter()
+                .map(|(input, path)| SampleFile {
+                    input: Some(input),
+                    path,
+                })
+                .collect(),
+        ))
+    }
+}
+
 #[pyfunction]
-#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1))]
+#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1, graph_output = None))]
 #[allow(clippy::too_many_arguments)]
 fn import_onnx<'py>(
     py: Python<'py>,
     model: PathBuf,
-    calibration: PathBuf,
-    validate: Option<PathBuf>,
+    calibration: SampleFiles,
+    validate: Option<SampleFiles>,
     labels: Option<PathBuf>,
     out: Option<PathBuf>,
     per_tensor: bool,
     input_shapes: Option<std::collections::BTreeMap<String, Vec<i64>>>,
     schedule: u32,
+    graph_output: Option<String>,
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
     let output = out.unwrap_or_else(|| model.with_extension("cvm"));
     let mut shapes = Vec::new();
@@ -1060,11 +1090,12 @@ fn import_onnx<'py>(
     let request = ImportRequest {
         model: &model,
         output: &output,
-        calibrate: &calibration,
-        validate: validate.as_deref(),
+        calibrate: &calibration.0,
+        validate: validate.as_ref().map_or(&[], |v| v.0.as_slice()),
         labels: labels.as_deref(),
         per_tensor,
         input_shapes: &shapes,
+        graph_output: graph_output.as_deref(),
         schedule,
     };
     let outcome = py

@@ -3,7 +3,7 @@
 
 use cvm_cli::progress::Progress;
 use cvm_cli::render::{hundredths, percent, two_decimals};
-use cvm_onnx::import::{Agreement, Imported, RangeReport};
+use cvm_onnx::import::{Agreement, Holds, Imported, RangeReport};
 use cvm_onnx::workflow::{self, ImportRequest, WorkflowError};
 
 use super::run::print_report;
@@ -14,11 +14,12 @@ use crate::*;
 pub(crate) struct OnnxImport<'a> {
     pub(crate) model: &'a Path,
     pub(crate) output: &'a Path,
-    pub(crate) calibrate: &'a Path,
-    pub(crate) validate: Option<&'a Path>,
+    pub(crate) calibrate: &'a [workflow::SampleFile],
+    pub(crate) validate: &'a [workflow::SampleFile],
     pub(crate) labels: Option<&'a Path>,
     pub(crate) per_tensor: bool,
     pub(crate) input_shapes: &'a [cvm_onnx::import::InputShape],
+    pub(crate) graph_output: Option<&'a str>,
     pub(crate) json: bool,
     pub(crate) schedule: u32,
 }
@@ -55,6 +56,7 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
         labels: args.labels,
         per_tensor: args.per_tensor,
         input_shapes: args.input_shapes,
+        graph_output: args.graph_output,
         schedule: args.schedule,
     };
     let mut bar: Option<(&'static str, Progress)> = None;
@@ -135,10 +137,34 @@ fn report_text(
         imported.gas,
         imported.schedule
     );
-    out.push_str(&format!(
-        "input  {:?}, scale {:.6e}: q = clip(round(x / scale), −127, 127)\noutput {:?}, scale {:.6e}: y ≈ q · scale\n",
-        q.input_shape, q.input_scale, q.output_shape, q.output_scale
-    ));
+    if imported.inputs.len() > 1 {
+        for input in &imported.inputs {
+            let holds = match input.holds {
+                Holds::Float => format!(
+                    "scale {:.6e}: q = clip(round(x / scale), −127, 127)",
+                    q.input_scale
+                ),
+                Holds::Ids { vocabulary } => {
+                    format!("token ids from 0 to {}", vocabulary.saturating_sub(1))
+                }
+                Holds::Mask => "attention mask: 1 kept, 0 masked".into(),
+            };
+            out.push_str(&format!(
+                "input  {} {:?}, {holds}\n",
+                cvm_formats::quote(&input.name),
+                input.shape
+            ));
+        }
+        out.push_str(&format!(
+            "output {:?}, scale {:.6e}: y ≈ q · scale\n",
+            q.output_shape, q.output_scale
+        ));
+    } else {
+        out.push_str(&format!(
+            "input  {:?}, scale {:.6e}: q = clip(round(x / scale), −127, 127)\noutput {:?}, scale {:.6e}: y ≈ q · scale\n",
+            q.input_shape, q.input_scale, q.output_shape, q.output_scale
+        ));
+    }
     for note in &imported.notes {
         out.push_str(&format!("note: {note}\n"));
     }

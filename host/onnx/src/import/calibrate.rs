@@ -39,21 +39,23 @@ impl Stats {
     }
 }
 
-/// The ranges of every value of `graph` over the `count` samples of `batch` (each of
-/// `batch.data.len() / count` values): the [`Stats`] and the smallest value seen (at most 0);
+/// The ranges of every value of `graph` over the `count` samples of `batch` (one array per
+/// input, each of `count` samples): the [`Stats`] and the smallest value seen (at most 0);
 /// `progress(done, total)` after each sample.
 pub fn ranges(
     graph: &Graph,
-    batch: &NpyF32Array,
+    batch: &[NpyF32Array],
     count: usize,
     progress: &mut dyn FnMut(usize, usize),
 ) -> (Vec<Stats>, Vec<f64>) {
-    let size = batch.data.len() / count;
     let mut stats = vec![Stats::default(); graph.values.len()];
     let mut mins = vec![0.0f64; graph.values.len()];
-    for (i, sample) in batch.data.chunks(size).enumerate() {
-        let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-        float::run(graph, &input, &mut |id, value| {
+    for i in 0..count {
+        let inputs: Vec<Vec<f64>> = super::sample(batch, count, i)
+            .iter()
+            .map(|values| values.iter().map(|&v| f64::from(v)).collect())
+            .collect();
+        float::run(graph, &inputs, &mut |id, value| {
             stats[id].add(value);
             mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
         });

@@ -45,11 +45,12 @@ const DROPPED: &FTensor = &FTensor {
     data: Vec::new(),
 };
 
-/// Evaluates `graph` on one input (row-major, of the input's shape) and returns its output.
+/// Evaluates `graph` on one sample, a value per input (row-major, of the input's shape), and
+/// returns its output.
 /// `visit(id, value)` sees every value, in order. A value is dropped once the last value that
 /// reads it has been computed, so the memory held is that of the values alive at one time, not
 /// of the whole graph.
-pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor)) -> FTensor {
+pub fn run(graph: &Graph, inputs: &[Vec<f64>], visit: &mut dyn FnMut(usize, &FTensor)) -> FTensor {
     let count = graph.values.len();
     // The last reader of each value (itself when none reads it); the output is kept to the end.
     let mut last_reader: Vec<usize> = graph
@@ -73,7 +74,7 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
         };
         let shape = value.shape.clone();
         let data = match &value.op {
-            Op::Input => input.to_vec(),
+            Op::Input(k) => inputs.get(*k).cloned().unwrap_or_default(),
             Op::Const(tensor) => tensor.data.clone(),
             Op::Conv(conv) => conv2d(arg(0), conv, &shape),
             Op::Dense(dense) => dense_layer(arg(0), dense, &shape),
@@ -97,7 +98,10 @@ pub fn run(graph: &Graph, input: &[f64], visit: &mut dyn FnMut(usize, &FTensor))
             Op::MatMul { transpose_b, alpha } => {
                 matmul(arg(0), arg(1), *transpose_b, *alpha, &shape)
             }
-            Op::Softmax { causal } => softmax(arg(0), *causal),
+            Op::Softmax { causal, masked } => softmax(arg(0), *causal, masked.then(|| arg(1))),
+            Op::DivCount => broadcast(arg(0), arg(1), &shape, |sum, count| {
+                if count > 0.0 { sum / count } else { 0.0 }
+            }),
             Op::Embedding(table) => embedding(arg(0), table),
             Op::LayerNorm(norm) => layer_norm(arg(0), norm),
             Op::Fake(scale) => arg(0)
@@ -264,8 +268,10 @@ fn matmul(a: &FTensor, b: &FTensor, transpose_b: bool, alpha: f64, shape: &[usiz
 
 /// Softmax over the last axis: e^(x − max) / Σ e^(x − max) over the kept elements, with
 /// [`exp`]; with `causal`, element j of row i (of the last two axes, Tq × Tk) is left out
-/// (0) where j > i + Tk − Tq, and a row with nothing kept is 0.
-fn softmax(x: &FTensor, causal: bool) -> Vec<f64> {
+/// (0) where j > i + Tk − Tq; with `mask`, an element is left out where the mask (broadcast
+/// to `x`) is 0; a row with nothing kept is 0.
+fn softmax(x: &FTensor, causal: bool, mask: Option<&FTensor>) -> Vec<f64> {
+    let keep: Option<Vec<f64>> = mask.map(|m| broadcast(x, m, &x.shape, |_, m| m));
     let rank = x.shape.len();
     let n = x.shape.last().copied().unwrap_or(1).max(1);
     let tq = if rank >= 2 {
@@ -276,7 +282,9 @@ fn softmax(x: &FTensor, causal: bool) -> Vec<f64> {
     let mut out = Vec::with_capacity(x.data.len());
     for (r, row) in x.data.chunks(n).enumerate() {
         let i = r % tq;
-        let kept = |j: usize| !causal || j + tq <= i + n;
+        let kept = |j: usize| {
+            (!causal || j + tq <= i + n) && keep.as_ref().is_none_or(|k| k[r * n + j] != 0.0)
+        };
         let max = row
             .iter()
             .enumerate()

@@ -132,8 +132,8 @@ pub struct LayerNorm {
 /// What computes a value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    /// The graph input.
-    Input,
+    /// Graph input k ([`Graph::inputs`]).
+    Input(usize),
     /// A constant tensor.
     Const(FTensor),
     /// Convolution.
@@ -189,11 +189,19 @@ pub enum Op {
         alpha: f64,
     },
     /// Softmax over the last axis; with `causal`, element j of row i (on the last two axes,
-    /// Tq × Tk) is left out where j > i + Tk − Tq, as `softmax`'s attribute says.
+    /// Tq × Tk) is left out where j > i + Tk − Tq, as `softmax`'s attribute says; with
+    /// `masked`, the second input is a keep mask (an attention mask of 0 and 1, broadcast to
+    /// the scores): an element is left out where the mask is 0.
     Softmax {
         /// Each query sees the keys up to its own position only.
         causal: bool,
+        /// A keep mask is the second input.
+        masked: bool,
     },
+    /// The first input divided by the second, a count of kept positions (the sum of an
+    /// attention mask, broadcast): mean pooling over a mask. A count of 0 gives 0 (the sum
+    /// divided is 0 there).
+    DivCount,
     /// Rows of a constant table picked by the integer ids of the value read (an embedding):
     /// the output is the ids' shape followed by a row's.
     Embedding(FTensor),
@@ -210,6 +218,33 @@ impl Op {
             Op::MatMul { .. } | Op::Softmax { .. } | Op::LayerNorm(_) | Op::Embedding(_)
         )
     }
+}
+
+/// What a graph input holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// Float values, quantized to int8.
+    Float,
+    /// Integer token ids, read only by embeddings: they pass through unquantized, and must
+    /// lie below `vocabulary`, the rows of the smallest table that reads them.
+    Ids {
+        /// Rows of the smallest table reading them.
+        vocabulary: usize,
+        /// Rows of the largest, for the input's precision.
+        rows: usize,
+    },
+    /// An attention mask of 0 and 1 (keep), read only as a mask: by a softmax over scores
+    /// and by mean pooling.
+    Mask,
+}
+
+/// A graph input: the value `id` = its index in [`Graph::inputs`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    /// Its ONNX name.
+    pub name: String,
+    /// What it holds.
+    pub kind: InputKind,
 }
 
 /// One value of the graph.
@@ -230,12 +265,13 @@ pub struct Value {
 /// The lowered graph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Graph {
-    /// Values in evaluation order; value 0 is the input.
+    /// Values in evaluation order; values 0 to `inputs.len()` − 1 are the inputs, in the
+    /// ONNX graph's order.
     pub values: Vec<Value>,
+    /// The inputs.
+    pub inputs: Vec<Input>,
     /// The value the model outputs.
     pub output: usize,
-    /// The input holds integer token ids (read only by embeddings), not float values.
-    pub integer_input: bool,
     /// What lowering changed beyond a one-to-one translation, for the report.
     pub notes: Vec<String>,
 }

@@ -40,16 +40,18 @@ use cvm_formats::npy::NpyF32Array;
 
 use crate::model::OnnxModel;
 use calibrate::Stats;
-use graph::{Graph, Op};
+use graph::{Graph, InputKind, Op};
 
 /// The operators the importer reads, as its errors list them.
 pub const SUPPORTED_OPERATORS: &str = "Conv, BatchNormalization, Gemm, MatMul, Add, Sub, Mul, \
-     Div (by a constant), Sum, Relu, Clip, Sigmoid, Tanh, Erf, LeakyRelu, PRelu (one slope), Elu, \
+     Div (by a constant, or by the count of an attention mask), Sum, Relu, Clip, Sigmoid, Tanh, Erf, LeakyRelu, PRelu (one slope), Elu, \
      HardSigmoid, HardSwish, Gelu, Softplus, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, \
      ReduceSum, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Pad, \
      Softmax, LogSoftmax (last step only), LayerNormalization, Gather (of a computed tensor by \
-     constant indices, or of a constant table by token ids), Where (the causal mask), Dropout, \
-     Identity, Constant, and any node computed on constants only (shapes, indices)";
+     constant indices, or of a constant table by token ids), Where (the causal mask), an attention mask \
+     input (Unsqueeze, Reshape, Expand, Cast, 1 − mask, times a large negative number, added to \
+     a Softmax's scores; or multiplied in, summed and divided by its count), Dropout, Identity, \
+     Constant, and any node computed on constants only (shapes, indices)";
 
 /// Most calibration or validation samples one call takes.
 pub const MAX_SAMPLES: usize = 100_000;
@@ -246,6 +248,8 @@ pub struct Imported {
     /// [`Imported::run`] refuses any other value, and the ids pass through unquantized
     /// (scale 1).
     pub vocabulary: Option<usize>,
+    /// Every input, in the model's order.
+    pub inputs: Vec<ModelInput>,
     /// The canonical binary of the same model.
     pub canonical: Vec<u8>,
     /// The edges' quantization.
@@ -315,7 +319,21 @@ impl Importer {
         model: &OnnxModel,
         shapes: &[InputShape],
     ) -> Result<Importer, ImportError> {
-        let graph = lower::lower(model, shapes)?;
+        Importer::with_output(model, shapes, None)
+    }
+
+    /// As [`Importer::with_input_shapes`], importing the graph output named `output`, which a
+    /// graph of several outputs needs.
+    ///
+    /// # Errors
+    /// As [`Importer::with_input_shapes`], and several outputs with none named, or a name that
+    /// is not an output.
+    pub fn with_output(
+        model: &OnnxModel,
+        shapes: &[InputShape],
+        output: Option<&str>,
+    ) -> Result<Importer, ImportError> {
+        let graph = lower::lower(model, shapes, output)?;
         let work = float::work(&graph);
         if work > float::MAX_WORK_PER_SAMPLE {
             return Err(ImportError::Graph(format!(
@@ -339,68 +357,126 @@ impl Importer {
         float::work(&self.graph)
     }
 
-    /// The input's shape, batch of 1 included.
+    /// The first input's shape, batch of 1 included.
     pub fn input_shape(&self) -> &[usize] {
         &self.graph.values[0].shape
     }
 
-    /// How many samples `batch` holds: its shape must be the input's, or the input's with the
-    /// leading 1 replaced by the number of samples.
+    /// The inputs, in the graph's order: name, shape (batch of 1 included) and what they hold.
+    pub fn inputs(&self) -> Vec<ModelInput> {
+        self.graph
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, input)| ModelInput {
+                name: input.name.clone(),
+                shape: self.graph.values[k].shape.clone(),
+                holds: match input.kind {
+                    InputKind::Float => Holds::Float,
+                    InputKind::Ids { vocabulary, .. } => Holds::Ids { vocabulary },
+                    InputKind::Mask => Holds::Mask,
+                },
+            })
+            .collect()
+    }
+
+    /// How many samples `batch` holds (one array per input, in the inputs' order): each
+    /// array's shape must be its input's, or its input's with the leading 1 replaced by the
+    /// number of samples, the same for all; token ids must be ids of their tables, masks 0
+    /// or 1.
     ///
     /// # Errors
-    /// [`ImportError::Samples`] naming both shapes.
-    pub fn samples(&self, batch: &NpyF32Array, what: &str) -> Result<usize, ImportError> {
-        let input = self.input_shape();
-        let shape: Vec<usize> = batch.shape.iter().map(|&d| d as usize).collect();
-        let fits = shape.len() == input.len() && shape[1..] == input[1..];
-        if !fits || shape[0] == 0 {
+    /// [`ImportError::Samples`] naming the input and both shapes, or the first value that is
+    /// not an id or a mask value.
+    pub fn samples_of(&self, batch: &[NpyF32Array], what: &str) -> Result<usize, ImportError> {
+        let inputs = self.inputs();
+        if batch.len() != inputs.len() {
             return Err(ImportError::Samples(format!(
-                "{what}: shape {shape:?}; the model takes {input:?}, so samples must be (N, {})",
-                input[1..]
+                "{what}: {} arrays for the model's {} inputs ({})",
+                batch.len(),
+                inputs.len(),
+                inputs
                     .iter()
-                    .map(ToString::to_string)
+                    .map(|i| cvm_formats::quote(&i.name))
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
         }
-        if shape[0] > MAX_SAMPLES {
-            return Err(ImportError::Samples(format!(
-                "{what}: {} samples, more than the {MAX_SAMPLES} the importer takes",
-                shape[0]
-            )));
+        let mut count = None;
+        for (input, array) in inputs.iter().zip(batch) {
+            let label = if inputs.len() == 1 {
+                what.to_string()
+            } else {
+                format!("{what} of input {}", cvm_formats::quote(&input.name))
+            };
+            let shape: Vec<usize> = array.shape.iter().map(|&d| d as usize).collect();
+            let fits = shape.len() == input.shape.len() && shape[1..] == input.shape[1..];
+            if !fits || shape[0] == 0 {
+                return Err(ImportError::Samples(format!(
+                    "{label}: shape {shape:?}; the model takes {:?}, so samples must be (N, {})",
+                    input.shape,
+                    input.shape[1..]
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if shape[0] > MAX_SAMPLES {
+                return Err(ImportError::Samples(format!(
+                    "{label}: {} samples, more than the {MAX_SAMPLES} the importer takes",
+                    shape[0]
+                )));
+            }
+            if let Some(before) = count
+                && before != shape[0]
+            {
+                return Err(ImportError::Samples(format!(
+                    "{label}: {} samples, but the first input has {before}",
+                    shape[0]
+                )));
+            }
+            count = Some(shape[0]);
+            if let Some(i) = input.holds.first_invalid(&array.data) {
+                return Err(ImportError::Samples(format!(
+                    "{label}: value {} at index {i} is not {}",
+                    array.data[i],
+                    input.holds.describe()
+                )));
+            }
         }
-        if let Some(vocabulary) = self.vocabulary()
-            && let Some(i) = batch.data.iter().position(|&id| !is_id(id, vocabulary))
-        {
-            return Err(ImportError::Samples(format!(
-                "{what}: value {} at index {i} is not a token id (an integer from 0 to {})",
-                batch.data[i],
-                vocabulary.saturating_sub(1)
-            )));
-        }
-        Ok(shape[0])
+        Ok(count.unwrap_or(0))
     }
 
-    /// For a model of integer token ids, the number of ids its tables hold (the rows of the
-    /// smallest embedding table); `None` for a float input.
+    /// [`Importer::samples_of`] for a model of one input.
+    ///
+    /// # Errors
+    /// As [`Importer::samples_of`].
+    pub fn samples(&self, batch: &NpyF32Array, what: &str) -> Result<usize, ImportError> {
+        self.samples_of(std::slice::from_ref(batch), what)
+    }
+
+    /// For a model whose first input is integer token ids, the number of ids its tables hold
+    /// (the rows of the smallest embedding table that reads them); `None` otherwise.
     pub fn vocabulary(&self) -> Option<usize> {
-        self.graph.integer_input.then(|| {
-            self.graph
-                .values
-                .iter()
-                .filter_map(|v| match &v.op {
-                    Op::Embedding(table) => table.shape.first().copied(),
-                    _ => None,
-                })
-                .min()
-                .unwrap_or(0)
-        })
+        match self.graph.inputs.first().map(|i| i.kind) {
+            Some(InputKind::Ids { vocabulary, .. }) => Some(vocabulary),
+            _ => None,
+        }
     }
 
-    /// The float output of one sample (of the input's size).
+    /// The float output of one sample (of the input's size), for a model of one input.
     pub fn float_output(&self, sample: &[f32]) -> Vec<f64> {
-        let input: Vec<f64> = sample.iter().map(|&v| f64::from(v)).collect();
-        float::run(&self.graph, &input, &mut |_, _| {}).data
+        self.float_output_of(&[sample])
+    }
+
+    /// The float output of one sample: a value per input, in the inputs' order.
+    pub fn float_output_of(&self, sample: &[&[f32]]) -> Vec<f64> {
+        let inputs: Vec<Vec<f64>> = sample
+            .iter()
+            .map(|values| values.iter().map(|&v| f64::from(v)).collect())
+            .collect();
+        float::run(&self.graph, &inputs, &mut |_, _| {}).data
     }
 
     /// Evaluates the float graph on every sample of `batch` and records the ranges;
@@ -413,7 +489,20 @@ impl Importer {
         batch: &NpyF32Array,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Calibration, ImportError> {
-        let count = self.samples(batch, "calibration inputs")?;
+        self.calibrate_inputs(std::slice::from_ref(batch), progress)
+    }
+
+    /// [`Importer::calibrate`] on samples of every input (one array per input, in the
+    /// inputs' order).
+    ///
+    /// # Errors
+    /// As [`Importer::samples_of`].
+    pub fn calibrate_inputs(
+        &self,
+        batch: &[NpyF32Array],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Calibration, ImportError> {
+        let count = self.samples_of(batch, "calibration inputs")?;
         let (stats, mins) = calibrate::ranges(&self.graph, batch, count, progress);
         Ok(Calibration {
             stats,
@@ -455,6 +544,7 @@ impl Importer {
             )
         })?;
         let dims = |shape: &[usize]| shape.iter().map(|&d| d as u32).collect::<Vec<u32>>();
+        let inputs = self.inputs();
         let quantization = Quantization {
             input_shape: dims(self.input_shape()),
             input_scale: quantized.input_scale,
@@ -479,6 +569,7 @@ impl Importer {
             params,
             engine_only,
             vocabulary: self.vocabulary(),
+            inputs,
             canonical,
             quantization,
             layers: quantized.layers,
@@ -504,7 +595,22 @@ impl Importer {
         labels: Option<&[i32]>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Agreement, ImportError> {
-        let count = self.samples(batch, "validation inputs")?;
+        self.compare_inputs(imported, std::slice::from_ref(batch), labels, progress)
+    }
+
+    /// [`Importer::compare`] on samples of every input (one array per input, in the inputs'
+    /// order).
+    ///
+    /// # Errors
+    /// As [`Importer::compare`].
+    pub fn compare_inputs(
+        &self,
+        imported: &Imported,
+        batch: &[NpyF32Array],
+        labels: Option<&[i32]>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Agreement, ImportError> {
+        let count = self.samples_of(batch, "validation inputs")?;
         if let Some(labels) = labels
             && labels.len() != count
         {
@@ -513,16 +619,16 @@ impl Importer {
                 labels.len()
             )));
         }
-        let size = batch.data.len() / count;
         let mut agreement = Agreement {
             samples: count,
             float_correct: labels.map(|_| 0),
             int_correct: labels.map(|_| 0),
             ..Agreement::default()
         };
-        for (i, sample) in batch.data.chunks(size).enumerate() {
-            let float = self.float_output(sample);
-            let int = imported.run(sample).map_err(ImportError::Samples)?;
+        for i in 0..count {
+            let sample = sample(batch, count, i);
+            let float = self.float_output_of(&sample);
+            let int = imported.run_inputs(&sample).map_err(ImportError::Samples)?;
             let scale = imported.quantization.output_scale;
             for (f, &q) in float.iter().zip(&int) {
                 agreement.max_error = agreement.max_error.max((f - f64::from(q) * scale).abs());
@@ -637,6 +743,65 @@ impl Quantization {
     }
 }
 
+/// Sample `i` of `count` in `batch`: a slice of each array.
+pub(crate) fn sample(batch: &[NpyF32Array], count: usize, i: usize) -> Vec<&[f32]> {
+    batch
+        .iter()
+        .map(|array| {
+            let size = array.data.len() / count.max(1);
+            &array.data[i * size..(i + 1) * size]
+        })
+        .collect()
+}
+
+/// A model input as [`Importer::inputs`] describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelInput {
+    /// Its ONNX name.
+    pub name: String,
+    /// Its shape, batch of 1 first.
+    pub shape: Vec<usize>,
+    /// What it holds.
+    pub holds: Holds,
+}
+
+/// What a model input holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holds {
+    /// Float values, quantized to int8 ([`Quantization::quantize_input`]).
+    Float,
+    /// Integer token ids from 0 to `vocabulary` − 1, passed through unquantized.
+    Ids {
+        /// How many ids the tables reading them hold.
+        vocabulary: usize,
+    },
+    /// An attention mask: 1 where a position is kept, 0 where it is masked.
+    Mask,
+}
+
+impl Holds {
+    /// The index of the first value that this input cannot hold.
+    pub fn first_invalid(self, values: &[f32]) -> Option<usize> {
+        match self {
+            Holds::Float => None,
+            Holds::Ids { vocabulary } => values.iter().position(|&id| !is_id(id, vocabulary)),
+            Holds::Mask => values.iter().position(|&m| m != 0.0 && m != 1.0),
+        }
+    }
+
+    /// What a value of it is, for messages.
+    pub fn describe(self) -> String {
+        match self {
+            Holds::Float => "a float".into(),
+            Holds::Ids { vocabulary } => format!(
+                "a token id (an integer from 0 to {})",
+                vocabulary.saturating_sub(1)
+            ),
+            Holds::Mask => "an attention mask value (0 or 1)".into(),
+        }
+    }
+}
+
 /// Whether `id` is an integer from 0 to `vocabulary` − 1.
 fn is_id(id: f32, vocabulary: usize) -> bool {
     id >= 0.0 && id.fract() == 0.0 && (id as usize) < vocabulary
@@ -652,28 +817,49 @@ impl Imported {
     /// # Errors
     /// The engine's failure message.
     pub fn run(&self, sample: &[f32]) -> Result<Vec<i32>, String> {
-        let data = match self.vocabulary {
-            Some(vocabulary) => {
-                if let Some(i) = sample.iter().position(|&id| !is_id(id, vocabulary)) {
-                    return Err(format!(
-                        "value {} at index {i} is not a token id (an integer from 0 to {})",
-                        sample[i],
-                        vocabulary.saturating_sub(1)
-                    ));
-                }
-                sample.iter().map(|&id| id as i32).collect()
+        self.run_inputs(&[sample])
+    }
+
+    /// [`Imported::run`] on a value per input, in the inputs' order: a float input is
+    /// quantized, token ids and masks are checked and passed through.
+    ///
+    /// # Errors
+    /// A value the input cannot hold, the wrong number of inputs, or the engine's failure
+    /// message.
+    pub fn run_inputs(&self, sample: &[&[f32]]) -> Result<Vec<i32>, String> {
+        if sample.len() != self.inputs.len() {
+            return Err(format!(
+                "{} inputs given, the model has {}",
+                sample.len(),
+                self.inputs.len()
+            ));
+        }
+        let mut tensors = Vec::with_capacity(sample.len());
+        for (k, (values, input)) in sample.iter().zip(&self.inputs).enumerate() {
+            let (shape, holds) = (&input.shape, input.holds);
+            if values.len() != shape.iter().product::<usize>() {
+                return Err(format!(
+                    "input {k}: {} values for shape {shape:?}",
+                    values.len()
+                ));
             }
-            None => self.quantization.quantize_input(sample),
-        };
-        let input = InputTensor {
-            shape: self.quantization.input_shape.clone(),
-            data,
-        };
-        let report = cvm_engine::run(
-            &self.model,
-            vec![input],
-            cvm_engine::limits::MAX_GAS_PER_RUN,
-        );
+            if let Some(i) = holds.first_invalid(values) {
+                return Err(format!(
+                    "value {} at index {i} is not {}",
+                    values[i],
+                    holds.describe()
+                ));
+            }
+            let data = match holds {
+                Holds::Float => self.quantization.quantize_input(values),
+                Holds::Ids { .. } | Holds::Mask => values.iter().map(|&v| v as i32).collect(),
+            };
+            tensors.push(InputTensor {
+                shape: shape.iter().map(|&d| d as u32).collect(),
+                data,
+            });
+        }
+        let report = cvm_engine::run(&self.model, tensors, cvm_engine::limits::MAX_GAS_PER_RUN);
         match report.outcome.status {
             Status::Ok { mut outputs } if !outputs.is_empty() => Ok(outputs.swap_remove(0).data),
             _ => Err(report

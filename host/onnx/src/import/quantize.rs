@@ -18,7 +18,7 @@
 
 use super::calibrate::Stats;
 use super::float::function;
-use super::graph::{FTensor, Graph, Op};
+use super::graph::{FTensor, Graph, InputKind, Op};
 use super::write::{CvmGraph, bits, tuple};
 use super::{ImportError, LayerReport, RangeReport};
 
@@ -110,7 +110,9 @@ fn needed(graph: &Graph) -> Vec<bool> {
             }
         }
     }
-    needed[0] = true;
+    for flag in needed.iter_mut().take(graph.inputs.len()) {
+        *flag = true;
+    }
     needed
 }
 
@@ -315,34 +317,43 @@ impl Quantizer<'_> {
         let shape = value.shape.clone();
         let name = self.name(id);
         match &value.op {
-            Op::Input if self.graph.integer_input => {
-                // Token ids pass through unquantized: precision enough for every row of the
-                // largest table that reads them.
-                let rows = self
-                    .graph
-                    .values
-                    .iter()
-                    .filter_map(|v| match &v.op {
-                        Op::Embedding(table) => table.shape.first().copied(),
-                        _ => None,
-                    })
-                    .max()
-                    .unwrap_or(1);
-                let precision = bits(rows.saturating_sub(1) as u64) + 1;
-                let entry = self.cvm.input_of_precision(&shape, precision);
-                Ok(Q {
-                    entry,
-                    scale: 1.0,
-                    precision,
-                })
-            }
-            Op::Input => {
-                let entry = self.cvm.input(&shape);
-                Ok(Q {
-                    entry,
-                    scale: self.target_scale(id),
-                    precision: 8,
-                })
+            Op::Input(k) => {
+                // One input keeps the CVM name `data`; several their own names.
+                let input_name = if self.graph.inputs.len() == 1 {
+                    "data".to_string()
+                } else {
+                    name.clone()
+                };
+                match self.graph.inputs[*k].kind {
+                    // Token ids pass through unquantized: precision enough for every row of
+                    // the largest table that reads them.
+                    InputKind::Ids { rows, .. } => {
+                        let precision = bits(rows.saturating_sub(1) as u64) + 1;
+                        let entry = self.cvm.input_named(&input_name, &shape, precision);
+                        Ok(Q {
+                            entry,
+                            scale: 1.0,
+                            precision,
+                        })
+                    }
+                    // A mask's 0s and 1s, as they are.
+                    InputKind::Mask => {
+                        let entry = self.cvm.input_named(&input_name, &shape, 2);
+                        Ok(Q {
+                            entry,
+                            scale: 1.0,
+                            precision: 2,
+                        })
+                    }
+                    InputKind::Float => {
+                        let entry = self.cvm.input_named(&input_name, &shape, 8);
+                        Ok(Q {
+                            entry,
+                            scale: self.target_scale(id),
+                            precision: 8,
+                        })
+                    }
+                }
             }
             Op::Embedding(table) => {
                 let ids = self.input(id, 0)?;
@@ -416,8 +427,12 @@ impl Quantizer<'_> {
                 let xmax = self.stats[id].max_abs / scale;
                 self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
             }
-            Op::Softmax { causal } => {
+            Op::Softmax { causal, masked } => {
                 let x = self.input(id, 0)?;
+                let mut operands = vec![x.entry];
+                if *masked {
+                    operands.push(self.input(id, 1)?.entry);
+                }
                 let (multiplier, shift) = real_factor(x.scale).ok_or_else(|| {
                     self.error(
                         id,
@@ -430,7 +445,7 @@ impl Quantizer<'_> {
                     ("precision", "8".into()),
                     ("shift", shift.to_string()),
                 ];
-                let entry = self.cvm.op(&name, "softmax", &[x.entry], attrs, &shape);
+                let entry = self.cvm.op(&name, "softmax", &operands, attrs, &shape);
                 Ok(Q {
                     entry,
                     scale: 1.0 / 128.0,
@@ -613,19 +628,67 @@ impl Quantizer<'_> {
                 let input = self.shape(self.graph.values[id].inputs[0]).to_vec();
                 let count: usize = reduce.axes.iter().map(|&a| input[a]).product();
                 let attrs = vec![("axis", tuple(&reduce.axes)), ("keepdims", "True".into())];
+                let precision = x.precision + bits(count as u64);
+                // An exact sum stays so: a count of mask positions, or a sum mean pooling
+                // divides (requantized after the division).
+                let exact = x.scale == 1.0 && x.precision <= 2;
+                let divided = !reduce.mean
+                    && !self.consumers[id].is_empty()
+                    && self.consumers[id].iter().all(|&c| {
+                        matches!(self.graph.values[c].op, Op::DivCount)
+                            && self.graph.values[c].inputs[0] == id
+                            || matches!(self.graph.values[c].op, Op::Reshape)
+                                && self.consumers[c].iter().all(|&d| {
+                                    matches!(self.graph.values[d].op, Op::DivCount)
+                                        && self.graph.values[d].inputs[0] == c
+                                })
+                    });
+                if (exact || divided) && !reduce.mean && precision <= 32 {
+                    let entry = self.cvm.op(&name, "sum", &[x.entry], attrs, &shape);
+                    return Ok(Q {
+                        entry,
+                        precision,
+                        ..x
+                    });
+                }
                 let sum = self
                     .cvm
                     .op(&format!("{name}_sum"), "sum", &[x.entry], attrs, &shape);
                 let divisor = if reduce.mean { count } else { 1 };
-                self.mean(
-                    id,
-                    x,
-                    sum,
-                    x.precision + bits(count as u64),
-                    divisor,
-                    &name,
+                self.mean(id, x, sum, precision, divisor, &name, &shape)
+            }
+            Op::DivCount => {
+                // The sum, shifted left so that truncation loses under 2^−k of its unit,
+                // divided by the count, then requantized.
+                let sum = self.input(id, 0)?;
+                let count = self.input(id, 1)?;
+                let k = 30u32.saturating_sub(sum.precision).min(12);
+                let (factor, factor_precision) =
+                    self.cvm.param(&format!("{name}_unit"), &[1], vec![1 << k]);
+                let sum_shape = self.shape(self.graph.values[id].inputs[0]).to_vec();
+                let shifted = self.cvm.op(
+                    &format!("{name}_shifted"),
+                    "broadcast_mul",
+                    &[sum.entry, factor],
+                    Vec::new(),
+                    &sum_shape,
+                );
+                let quotient = self.cvm.op(
+                    &format!("{name}_quotient"),
+                    "broadcast_div",
+                    &[shifted, count.entry],
+                    Vec::new(),
                     &shape,
-                )
+                );
+                let scale = sum.scale / pow2(k);
+                let acc = Q {
+                    entry: quotient,
+                    scale,
+                    precision: sum.precision + factor_precision,
+                };
+                let target = self.target_scale(id);
+                let xmax = self.stats[id].max_abs / scale;
+                self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
             }
             Op::Add => {
                 let a = self.input(id, 0)?;

@@ -76,14 +76,9 @@ impl CvmGraph {
         }
     }
 
-    /// The model input, `data`, of precision 8.
-    pub fn input(&mut self, shape: &[usize]) -> usize {
-        self.input_of_precision(shape, 8)
-    }
-
-    /// The model input, `data`, of `precision` (token ids).
-    pub fn input_of_precision(&mut self, shape: &[usize], precision: u32) -> usize {
-        let name = self.unique("data");
+    /// A model input named `name` (made unique), of `precision`.
+    pub fn input_named(&mut self, name: &str, shape: &[usize], precision: u32) -> usize {
+        let name = self.unique(name);
         self.nodes.push(CvmNode {
             name,
             op: None,

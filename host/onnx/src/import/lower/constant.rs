@@ -66,11 +66,12 @@ impl<'a> Lowering<'a> {
         }
         // Every shape is fixed: the shape of a computed value is a constant.
         if node.op_type == "Shape"
-            && let Some(Slot::Value(id)) =
-                node.inputs.first().and_then(|n| self.slots.get(n.as_str()))
+            && let Some(shape) = node
+                .inputs
+                .first()
+                .and_then(|n| self.computed_shape(n.as_str()))
         {
-            let id = *id;
-            return self.fold_shape(node, id);
+            return self.fold_shape(node, &shape);
         }
         let mut operands = Vec::with_capacity(node.inputs.len());
         for name in &node.inputs {
@@ -107,8 +108,8 @@ impl<'a> Lowering<'a> {
     }
 
     /// `Shape` of a computed value: its fixed shape, from `start` to `end`, as int64.
-    fn fold_shape(&mut self, node: &'a Node, id: usize) -> Result<bool, ImportError> {
-        let dims: Vec<i64> = self.values[id].shape.iter().map(|&d| d as i64).collect();
+    fn fold_shape(&mut self, node: &'a Node, shape: &[usize]) -> Result<bool, ImportError> {
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         let rank = dims.len() as i64;
         let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
         let start = clamp(self.int(node, "start", 0)?);

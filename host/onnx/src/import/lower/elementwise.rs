@@ -3,7 +3,7 @@
 //! HardSigmoid, Gelu).
 
 use crate::import::ImportError;
-use crate::import::graph::{Conv, Dense, FTensor, Function, Op};
+use crate::import::graph::{Conv, Dense, FTensor, Function, Op, Value};
 use crate::model::Node;
 use crate::tensor::TensorData;
 
@@ -23,7 +23,11 @@ impl<'a> Lowering<'a> {
                     Ok(true) => Ok(()),
                     Ok(false) => match self.scale_norm(node, false) {
                         Ok(true) => Ok(()),
-                        Ok(false) => self.binary(node, Op::Mul),
+                        Ok(false) => match self.gelu_product(node) {
+                            Ok(true) => Ok(()),
+                            Ok(false) => self.binary(node, Op::Mul),
+                            Err(e) => Err(e),
+                        },
                         Err(e) => Err(e),
                     },
                     Err(e) => Err(e),
@@ -111,6 +115,99 @@ impl<'a> Lowering<'a> {
             self.slots.insert(name.as_str(), Slot::Causal(x));
         }
         Ok(())
+    }
+
+    /// Whether value `id` is a constant of one element equal to `c` (within float32's
+    /// rounding of it).
+    fn is_scalar(&self, id: usize, c: f64) -> bool {
+        matches!(&self.values[id].op, Op::Const(t)
+            if t.data.len() == 1 && (t.data[0] - c).abs() <= 1e-6 * c.abs())
+    }
+
+    /// For a value `1 + erf(x / √2)` (`Add` of 1 to an `Erf` of x times 1/√2, the division
+    /// already a product), its x.
+    fn one_plus_erf(&self, id: usize) -> Option<usize> {
+        let sum = &self.values[id];
+        let erf = match (&sum.op, sum.inputs.as_slice()) {
+            (Op::Add, &[a, b]) if self.is_scalar(b, 1.0) => a,
+            (Op::Add, &[a, b]) if self.is_scalar(a, 1.0) => b,
+            _ => return None,
+        };
+        let Value {
+            op: Op::Table(Function::Erf),
+            inputs,
+            ..
+        } = &self.values[erf]
+        else {
+            return None;
+        };
+        let scaled = &self.values[*inputs.first()?];
+        match (&scaled.op, scaled.inputs.as_slice()) {
+            (Op::Mul, &[x, c]) if self.is_scalar(c, std::f64::consts::FRAC_1_SQRT_2) => Some(x),
+            (Op::Mul, &[c, x]) if self.is_scalar(c, std::f64::consts::FRAC_1_SQRT_2) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// GELU written out with Erf, `x · (1 + erf(x / √2)) · 0.5` in either order of the
+    /// products, as one GELU table (one rounding where the steps would take four):
+    /// - `Mul(Mul(x, 0.5), 1 + erf(x / √2))`: the GELU of x;
+    /// - `Mul(x, 1 + erf(x / √2))`: 2·GELU(x), kept as GELU(x) times 2 until the `Mul` by 0.5
+    ///   after it, which then reads the GELU itself.
+    ///
+    /// The steps stay in the float graph (calibration evaluates them) but nothing reads them.
+    fn gelu_product(&mut self, node: &'a Node) -> Result<bool, ImportError> {
+        let (Some(Slot::Value(a)), Some(Slot::Value(b))) = (self.slot(node, 0), self.slot(node, 1))
+        else {
+            // `Mul(2·GELU(x), 0.5)`: the GELU.
+            for (v, c) in [(0usize, 1usize), (1, 0)] {
+                if let (Some(&Slot::Value(id)), Some(0.5)) =
+                    (self.slot(node, v), self.scalar(node, c))
+                    && let (Op::Mul, &[g, two]) =
+                        (&self.values[id].op, self.values[id].inputs.as_slice())
+                    && self.is_scalar(two, 2.0)
+                    && matches!(self.values[g].op, Op::Table(Function::Gelu { tanh: false }))
+                    && self.readers(id) == 1
+                {
+                    self.bind(node, g)?;
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        };
+        let (a, b) = (*a, *b);
+        for (x, sum) in [(a, b), (b, a)] {
+            let Some(inner) = self.one_plus_erf(sum) else {
+                continue;
+            };
+            let shape = self.values[inner].shape.clone();
+            let gelu = Op::Table(Function::Gelu { tanh: false });
+            if inner == x {
+                let name = node.outputs.first().map(String::as_str).unwrap_or("");
+                let g = self.push(gelu, vec![inner], shape.clone(), &format!("{name}_gelu"));
+                let two = self.push(
+                    Op::Const(FTensor {
+                        shape: Vec::new(),
+                        data: vec![2.0],
+                    }),
+                    Vec::new(),
+                    Vec::new(),
+                    &format!("{name}_two"),
+                );
+                self.define(node, Op::Mul, vec![g, two], shape)?;
+                return Ok(true);
+            }
+            let half = &self.values[x];
+            let halved = match (&half.op, half.inputs.as_slice()) {
+                (Op::Mul, &[v, c]) | (Op::Mul, &[c, v]) if self.is_scalar(c, 0.5) => Some(v),
+                _ => None,
+            };
+            if halved == Some(inner) {
+                self.define(node, gelu, vec![inner], shape)?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn hard_sigmoid(&mut self, node: &'a Node) -> Result<(), ImportError> {

@@ -16,6 +16,7 @@
 mod constant;
 mod conv;
 mod elementwise;
+mod mask;
 mod matmul;
 mod norm;
 mod quantized;
@@ -81,6 +82,22 @@ enum Slot<'a> {
     /// A value with the causal mask applied (`Where` of the positions after each query's
     /// own by −∞): read only by a Softmax, which becomes a causal one.
     Causal(usize),
+    /// An integer graph input (its value id): token ids, read by a Gather of a table, or an
+    /// attention mask, read through the steps of [`Mask`].
+    Integer(usize),
+    /// An attention mask on its way to the scores or to mean pooling.
+    Mask(mask::Mask),
+    /// Scores with an additive attention mask added: read only by a Softmax, which takes the
+    /// mask as its keep mask.
+    Masked {
+        /// The scores.
+        scores: usize,
+        /// The mask's value (0 and 1), broadcast to the scores.
+        mask: usize,
+    },
+    /// The number of kept positions, a sum of an attention mask: read only as the divisor of
+    /// mean pooling.
+    Count(mask::Count),
 }
 
 /// The steps of `(d) / √(mean(d²) + ε)` as exporters write a layer normalization out, d being
@@ -113,6 +130,10 @@ struct Lowering<'a> {
     fold_budget: u64,
     /// How many nodes were folded into constants.
     folded: usize,
+    /// The output imported.
+    output_name: &'a str,
+    /// Per input, what reads it: for an integer input, as token ids or as a mask.
+    input_uses: Vec<Option<mask::IntegerUse>>,
 }
 
 fn product(shape: &[usize]) -> Option<usize> {
@@ -124,31 +145,46 @@ fn product(shape: &[usize]) -> Option<usize> {
 ///
 /// # Errors
 /// [`ImportError`] naming the node (or input, output) and what cannot be imported.
-pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportError> {
+pub fn lower(
+    model: &OnnxModel,
+    shapes: &[InputShape],
+    output: Option<&str>,
+) -> Result<Graph, ImportError> {
     let read::Signature {
-        input,
-        shape,
-        integer,
+        inputs,
         output,
         notes,
-    } = read::signature(model, shapes)?;
+    } = read::signature(model, shapes, output)?;
+    // One input keeps the CVM name `data`; several are named after the ONNX inputs.
+    let single = inputs.len() == 1;
+    let values = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, i)| Value {
+            op: Op::Input(k),
+            inputs: Vec::new(),
+            shape: i.shape.clone(),
+            origin: format!("input {}", cvm_formats::quote(&i.input.name)),
+            name: if single {
+                "data".into()
+            } else {
+                clean_name(&i.input.name)
+            },
+        })
+        .collect();
     let mut lowering = Lowering {
         model,
         slots: HashMap::new(),
         uses: HashMap::new(),
         bindings: HashMap::new(),
-        values: vec![Value {
-            op: Op::Input,
-            inputs: Vec::new(),
-            shape,
-            origin: format!("input {}", cvm_formats::quote(&input.name)),
-            name: "data".into(),
-        }],
+        values,
         notes,
         label: String::new(),
         fold_budget: fold::MAX_FOLDED_ELEMENTS,
         folded: 0,
         unscaled: std::collections::HashSet::new(),
+        output_name: output.name.as_str(),
+        input_uses: vec![None; inputs.len()],
     };
     for tensor in &model.initializers {
         lowering
@@ -161,7 +197,15 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
         }
     }
     *lowering.uses.entry(output.name.as_str()).or_default() += 1;
-    lowering.bind_name(input.name.as_str(), 0);
+    for (k, input) in inputs.iter().enumerate() {
+        if input.integer {
+            lowering
+                .slots
+                .insert(input.input.name.as_str(), Slot::Integer(k));
+        } else {
+            lowering.bind_name(input.input.name.as_str(), k);
+        }
+    }
     for (index, node) in model.nodes.iter().enumerate() {
         lowering.label = node.label(index);
         if !lowering.fold(node)? {
@@ -176,37 +220,38 @@ pub fn lower(model: &OnnxModel, shapes: &[InputShape]) -> Result<Graph, ImportEr
     }
     let output_id = match lowering.slots.get(output.name.as_str()) {
         Some(Slot::Value(id)) => *id,
-        _ => {
+        Some(Slot::Integer(_)) => {
+            return Err(ImportError::Graph(format!(
+                "output {} is an integer input passed through; there is nothing to import",
+                cvm_formats::quote(&output.name)
+            )));
+        }
+        Some(Slot::Const(_) | Slot::Bool(_) | Slot::Dequantized(..)) | None => {
             return Err(ImportError::Graph(format!(
                 "output {} is a constant; the importer needs an output computed from the input",
                 cvm_formats::quote(&output.name)
             )));
         }
+        Some(_) => {
+            return Err(ImportError::Graph(format!(
+                "output {} is an intermediate step (a mask, a count, a quantized or masked \
+                 tensor) that the importer reads only inside its pattern",
+                cvm_formats::quote(&output.name)
+            )));
+        }
     };
-    if matches!(lowering.values[output_id].op, Op::Pad(_) | Op::Input) {
+    if matches!(lowering.values[output_id].op, Op::Pad(_) | Op::Input(_)) {
         return Err(ImportError::Graph(format!(
             "output {} is {}; there is nothing to import",
             cvm_formats::quote(&output.name),
             lowering.values[output_id].origin
         )));
     }
-    if integer
-        && let Some(reader) = lowering
-            .values
-            .iter()
-            .find(|v| v.inputs.contains(&0) && !matches!(v.op, Op::Embedding(_)))
-    {
-        return Err(ImportError::Graph(format!(
-            "input {} holds integer token ids, and {} reads them; the importer reads token \
-             ids only by a Gather of a constant table (an embedding)",
-            cvm_formats::quote(&input.name),
-            reader.origin
-        )));
-    }
+    let inputs = lowering.input_kinds(&inputs)?;
     Ok(Graph {
         values: lowering.values,
+        inputs,
         output: output_id,
-        integer_input: integer,
         notes: lowering.notes,
     })
 }
@@ -221,6 +266,38 @@ impl<'a> Lowering<'a> {
 
     fn uses(&self, name: &str) -> usize {
         self.uses.get(name).copied().unwrap_or(0)
+    }
+
+    /// The shape of a computed value (an integer input, a mask at its broadcast shape
+    /// included), for `Shape`; `None` for a constant or a name not bound.
+    fn computed_shape(&self, name: &str) -> Option<Vec<usize>> {
+        match self.slots.get(name)? {
+            Slot::Value(id) | Slot::Integer(id) | Slot::Causal(id) => {
+                Some(self.values[*id].shape.clone())
+            }
+            Slot::Mask(mask) => Some(mask.shape.clone()),
+            Slot::Count(count) => Some(count.shape.clone()),
+            Slot::Masked { scores, .. } => Some(self.values[*scores].shape.clone()),
+            _ => None,
+        }
+    }
+
+    /// The slot input `k` names.
+    fn slot(&self, node: &Node, k: usize) -> Option<&Slot<'a>> {
+        node.inputs.get(k).and_then(|n| self.slots.get(n.as_str()))
+    }
+
+    /// The scalar constant at input `k` (float or integer), if it is one.
+    fn scalar(&self, node: &Node, k: usize) -> Option<f64> {
+        match self.slot(node, k) {
+            Some(Slot::Const(tensor)) => match &tensor.data {
+                TensorData::Float32(v) if v.len() == 1 => Some(f64::from(v[0])),
+                TensorData::Int64(v) if v.len() == 1 => Some(v[0] as f64),
+                TensorData::Int32(v) if v.len() == 1 => Some(f64::from(v[0])),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Binds `name` to value `id`.
@@ -257,6 +334,9 @@ impl<'a> Lowering<'a> {
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
+            Some(
+                slot @ (Slot::Integer(_) | Slot::Mask(_) | Slot::Masked { .. } | Slot::Count(_)),
+            ) => Err(self.mask_read(k, name, slot)),
             None => Err(self.error(format!("input {k} is missing"))),
         }
     }
@@ -300,6 +380,9 @@ impl<'a> Lowering<'a> {
             Some(Slot::DynamicScale(_) | Slot::DynamicZero) => Err(self.dynamic_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
+            Some(
+                slot @ (Slot::Integer(_) | Slot::Mask(_) | Slot::Masked { .. } | Slot::Count(_)),
+            ) => Err(self.mask_read(k, name, slot)),
             Some(Slot::Dequantized(tensor, _)) => {
                 let tensor = tensor.clone();
                 let shape = tensor.shape.clone();
@@ -345,6 +428,9 @@ impl<'a> Lowering<'a> {
             Some(Slot::Quantized { .. }) => Err(self.quantized_read(k, name)),
             Some(Slot::Causal(_)) => Err(self.causal_read(k, name)),
             Some(Slot::Norm(_)) => Err(self.norm_read(k, name)),
+            Some(
+                slot @ (Slot::Integer(_) | Slot::Mask(_) | Slot::Masked { .. } | Slot::Count(_)),
+            ) => Err(self.mask_read(k, name, slot)),
             Some(Slot::Value(_)) => Err(self.error(format!(
                 "input {k} ({}) is computed; the importer needs a constant (an initializer) there",
                 cvm_formats::quote(name)
@@ -471,7 +557,8 @@ impl<'a> Lowering<'a> {
                 cvm_formats::quote(&node.domain)
             )));
         }
-        let families: [Family<'a>; 8] = [
+        let families: [Family<'a>; 9] = [
+            Lowering::lower_mask,
             Lowering::lower_conv,
             Lowering::lower_matmul,
             Lowering::lower_norm,

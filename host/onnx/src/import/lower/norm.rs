@@ -5,7 +5,6 @@
 use crate::import::ImportError;
 use crate::import::graph::{LayerNorm, Op};
 use crate::model::Node;
-use crate::tensor::TensorData;
 
 use super::{Lowering, NormPart, Slot, float_tensor};
 
@@ -65,21 +64,6 @@ impl<'a> Lowering<'a> {
             rms: false,
         };
         self.define(node, Op::LayerNorm(norm), vec![x], shape)
-    }
-
-    fn slot(&self, node: &Node, k: usize) -> Option<&Slot<'a>> {
-        node.inputs.get(k).and_then(|n| self.slots.get(n.as_str()))
-    }
-
-    /// The scalar float constant at input `k`, if it is one.
-    fn scalar(&self, node: &Node, k: usize) -> Option<f64> {
-        match self.slot(node, k) {
-            Some(Slot::Const(tensor)) => match &tensor.data {
-                TensorData::Float32(v) if v.len() == 1 => Some(f64::from(v[0])),
-                _ => None,
-            },
-            _ => None,
-        }
     }
 
     fn hold(&mut self, node: &'a Node, part: NormPart) -> Result<(), ImportError> {

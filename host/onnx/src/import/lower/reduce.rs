@@ -22,7 +22,12 @@ impl<'a> Lowering<'a> {
     /// ReduceMean before 18) or a constant input, `keepdims`, `noop_with_empty_axes`.
     /// The axes a ReduceMean or ReduceSum reduces (attribute, or input from opsets 18 and 13),
     /// resolved against `rank`, ascending; all of them when none is given.
-    fn reduce_axes(&self, node: &Node, rank: usize, mean: bool) -> Result<Vec<usize>, ImportError> {
+    pub(super) fn reduce_axes(
+        &self,
+        node: &Node,
+        rank: usize,
+        mean: bool,
+    ) -> Result<Vec<usize>, ImportError> {
         let input_opset = if mean { 18 } else { 13 };
         let axes = if self.model.opset_version >= input_opset {
             match self.constant(node, 1)? {
@@ -130,10 +135,18 @@ impl<'a> Lowering<'a> {
             )));
         }
         let output = node.outputs.first().map(String::as_str).unwrap_or("");
-        let is_output = self.model.outputs.iter().any(|o| o.name == output);
+        let is_output = output == self.output_name;
         if causal || ((!is_output || self.uses(output) != 1) && node.op_type == "Softmax") {
             let shape = self.values[x].shape.clone();
-            return self.define(node, Op::Softmax { causal }, vec![x], shape);
+            return self.define(
+                node,
+                Op::Softmax {
+                    causal,
+                    masked: false,
+                },
+                vec![x],
+                shape,
+            );
         }
         if !is_output || self.uses(output) != 1 {
             return Err(self.error(

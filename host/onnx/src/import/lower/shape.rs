@@ -6,7 +6,7 @@ use crate::import::{ImportError, fold};
 use crate::model::Node;
 use crate::tensor::{Tensor, TensorData};
 
-use super::{Lowering, MAX_RANK, Slot, product};
+use super::{Lowering, MAX_RANK, product};
 
 impl<'a> Lowering<'a> {
     /// Lowers the node if it is one of this family's: Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Concat, Slice, Split, Identity, Dropout, Cast.
@@ -29,8 +29,8 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    /// Gather of a constant table (axis 0) by the model's integer input: an embedding.
-    fn embedding(&mut self, node: &'a Node) -> Result<(), ImportError> {
+    /// Gather of a constant table (axis 0) by integer input `ids`: an embedding.
+    pub(super) fn embedding(&mut self, node: &'a Node, ids: usize) -> Result<(), ImportError> {
         let Some(table) = self.float_constant(node, 0)? else {
             return Err(self.error("input 0 (the table) is missing"));
         };
@@ -43,21 +43,14 @@ impl<'a> Lowering<'a> {
                 table.shape
             )));
         }
-        let mut shape = self.values[0].shape.clone();
+        let mut shape = self.values[ids].shape.clone();
         shape.extend_from_slice(&table.shape[1..]);
-        self.define(node, Op::Embedding(table), vec![0], shape)
+        self.define(node, Op::Embedding(table), vec![ids], shape)
     }
 
     /// Gather of a computed tensor by constant indices: one index (a scalar, the axis
     /// dropped, or a list of one) or a list of consecutive ascending indices, a slice.
     fn gather(&mut self, node: &'a Node) -> Result<(), ImportError> {
-        let table_name = node.inputs.first().map(String::as_str).unwrap_or("");
-        let ids_name = node.inputs.get(1).map(String::as_str).unwrap_or("");
-        if let (Some(Slot::Const(_)), Some(&Slot::Value(0))) =
-            (self.slots.get(table_name), self.slots.get(ids_name))
-        {
-            return self.embedding(node);
-        }
         let x = self.value(node, 0)?;
         self.no_pad(&[x])?;
         let Some(indices) = self.constant(node, 1)? else {
@@ -168,6 +161,12 @@ impl<'a> Lowering<'a> {
         let x = self.value(node, 0)?;
         self.no_pad(&[x])?;
         let xs = self.values[x].shape.clone();
+        let shape = self.squeezed(node, &xs)?;
+        self.define(node, Op::Reshape, vec![x], shape)
+    }
+
+    /// The shape a Squeeze or Unsqueeze gives data of shape `xs`.
+    pub(super) fn squeezed(&self, node: &Node, xs: &[usize]) -> Result<Vec<usize>, ImportError> {
         let axes = match self.constant(node, 1)? {
             Some(Tensor {
                 data: TensorData::Int64(v),
@@ -222,7 +221,7 @@ impl<'a> Lowering<'a> {
                 })
                 .collect()
         };
-        self.define(node, Op::Reshape, vec![x], shape)
+        Ok(shape)
     }
 
     fn transpose(&mut self, node: &'a Node) -> Result<(), ImportError> {
