@@ -432,9 +432,9 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
-    fn clip(&mut self, node: &'a Node) -> Result<(), ImportError> {
-        let x = self.value(node, 0)?;
-        self.no_pad(&[x])?;
+    /// A Clip's bounds: scalar inputs 1 and 2 (from opset 11), or the `min` and `max`
+    /// attributes; −∞ and ∞ when absent.
+    pub(super) fn clip_bounds(&self, node: &Node) -> Result<(f64, f64), ImportError> {
         let bound = |k: usize, attribute: &str, default: f64| -> Result<f64, ImportError> {
             match self.float_constant(node, k)? {
                 Some(t) if t.data.len() == 1 => Ok(t.data[0]),
@@ -445,8 +445,16 @@ impl<'a> Lowering<'a> {
                 None => self.float(node, attribute, default),
             }
         };
-        let lo = bound(1, "min", f64::NEG_INFINITY)?;
-        let hi = bound(2, "max", f64::INFINITY)?;
+        Ok((
+            bound(1, "min", f64::NEG_INFINITY)?,
+            bound(2, "max", f64::INFINITY)?,
+        ))
+    }
+
+    fn clip(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        self.no_pad(&[x])?;
+        let (lo, hi) = self.clip_bounds(node)?;
         if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
             return Err(self.error(format!("bounds [{lo}, {hi}] are empty or not numbers")));
         }

@@ -488,18 +488,7 @@ impl<'a> Lowering<'a> {
             return Err(self.first_mask_read(node));
         };
         let count = count.clone();
-        let bound = |k: usize, attribute: &str, default: f64| -> Result<f64, ImportError> {
-            match self.float_constant(node, k)? {
-                Some(t) if t.data.len() == 1 => Ok(t.data[0]),
-                Some(t) => Err(self.error(format!(
-                    "input {k} of shape {:?}: Clip bounds are scalars",
-                    t.shape
-                ))),
-                None => self.float(node, attribute, default),
-            }
-        };
-        let lo = bound(1, "min", f64::NEG_INFINITY)?;
-        let hi = bound(2, "max", f64::INFINITY)?;
+        let (lo, hi) = self.clip_bounds(node)?;
         if lo > 1.0 || hi < count.terms as f64 {
             return Err(self.error(format!(
                 "a Clip of a count of kept positions to [{lo}, {hi}]; the importer reads only a \
