@@ -177,6 +177,7 @@ def import_onnx(
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
     schedule: int = 1,
     graph_output: Optional[str] = None,
+    ranges: Optional[str] = None,
 ) -> Tuple[str, dict]:
     """Imports an ONNX model as `cvm import` does; returns (model directory, report)."""
 

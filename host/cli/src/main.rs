@@ -199,6 +199,13 @@ enum Command {
         /// ONNX models: one weight scale per layer instead of one per output channel.
         #[arg(long)]
         per_tensor: bool,
+        /// ONNX models: how each int8 activation's range is chosen from the calibration set:
+        /// the largest |v| seen, or the range of least mean squared error (rounding and
+        /// clipping together), which keeps a few outliers from coarsening every other value.
+        /// Default: mse for a transformer (a model needing the engine's own operators), max
+        /// for the others.
+        #[arg(long, value_name = "max|mse")]
+        ranges: Option<cvm_onnx::import::Ranges>,
         /// ONNX models: every dimension of an input whose shape the file leaves open beyond
         /// its batch axis (an open batch axis is taken as 1 without it).
         #[arg(long, value_name = "NAME=D0,D1,…")]
@@ -508,6 +515,7 @@ fn main() -> ExitCode {
             validate,
             labels,
             per_tensor,
+            ranges,
             input_shape,
             graph_output,
             json,
@@ -520,6 +528,7 @@ fn main() -> ExitCode {
                 validate: &validate,
                 labels: labels.as_deref(),
                 per_tensor,
+                ranges,
                 input_shapes: &input_shape,
                 graph_output: graph_output.as_deref(),
                 json,
@@ -535,13 +544,14 @@ fn main() -> ExitCode {
                 || !validate.is_empty()
                 || labels.is_some()
                 || per_tensor
+                || ranges.is_some()
                 || json
                 || graph_output.is_some()
                 || !input_shape.is_empty() =>
             {
                 Err(HostError::Usage(
-                    "--calibrate, --validate, --labels, --per-tensor, --input-shape, \
-                     --graph-output and --json are for ONNX models (MODEL.onnx)"
+                    "--calibrate, --validate, --labels, --per-tensor, --ranges, \
+                     --input-shape, --graph-output and --json are for ONNX models (MODEL.onnx)"
                         .into(),
                 )
                 .into())

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use cvm_formats::npy::{NpyError, NpyF32Array, read_npy, read_npy_f32};
 use cvm_formats::{FileLimit, ReadError, read_file};
 
-use crate::import::{Agreement, Imported, Importer, InputShape, Options, Quantization};
+use crate::import::{Agreement, Imported, Importer, InputShape, Options, Quantization, Ranges};
 
 /// What an import is given.
 #[derive(Clone, Debug)]
@@ -31,6 +31,9 @@ pub struct ImportRequest<'a> {
     pub labels: Option<&'a Path>,
     /// One scale per tensor instead of per output channel.
     pub per_tensor: bool,
+    /// How int8 activation ranges are chosen from the calibration set (`None`: the graph's
+    /// default, [`Options::ranges`]).
+    pub ranges: Option<Ranges>,
     /// The values of the input's open dimensions.
     pub input_shapes: &'a [InputShape],
     /// The graph output to import, which a graph of several outputs needs.
@@ -278,6 +281,7 @@ pub fn import(
         .map_err(|e| failed(set_path(request.calibrate), e))?;
     let options = Options {
         per_channel: !request.per_tensor,
+        ranges: request.ranges,
         schedule: request.schedule,
     };
     let imported = importer

@@ -205,6 +205,7 @@ fn imported(model: &cvm_onnx::OnnxModel) -> cvm_onnx::import::Imported {
             Options {
                 per_channel: true,
                 schedule: 1,
+                ..Options::default()
             },
         )
         .unwrap()

@@ -72,6 +72,7 @@ fn check(
             Options {
                 per_channel: true,
                 schedule: 1,
+                ..Options::default()
             },
         )
         .unwrap();

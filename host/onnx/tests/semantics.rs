@@ -51,6 +51,7 @@ fn refusal(model: &ModelProto, calibration: &NpyF32Array) -> Option<String> {
             Options {
                 per_channel: true,
                 schedule: 1,
+                ..Options::default()
             },
         )
         .err()
@@ -255,6 +256,7 @@ fn a_value_read_under_several_names_is_not_rewritten_by_a_fold() {
             Options {
                 per_channel: true,
                 schedule: 1,
+                ..Options::default()
             },
         )
         .unwrap();

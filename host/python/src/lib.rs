@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use cvm_formats::cvm::CvmMeta;
 use cvm_formats::model::{LoadedModel, ModelSource, load_model, load_model_bytes};
-use cvm_onnx::import::{InputShape, Quantization};
+use cvm_onnx::import::{InputShape, Quantization, Ranges};
 use cvm_onnx::workflow::{self, ImportRequest, SampleFile, WorkflowError};
 use cvm_runtime::hash::{HashAlgorithm, hex};
 use cvm_runtime::native::NativeModel;
@@ -1051,7 +1051,7 @@ impl<'py> FromPyObject<'_, 'py> for SampleFiles {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1, graph_output = None))]
+#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1, graph_output = None, ranges = None))]
 #[allow(clippy::too_many_arguments)]
 fn import_onnx<'py>(
     py: Python<'py>,
@@ -1064,7 +1064,12 @@ fn import_onnx<'py>(
     input_shapes: Option<std::collections::BTreeMap<String, Vec<i64>>>,
     schedule: u32,
     graph_output: Option<String>,
+    ranges: Option<&str>,
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let ranges = ranges
+        .map(str::parse::<Ranges>)
+        .transpose()
+        .map_err(|e| InputError::new_err(format!("ranges: {e}")))?;
     let output = out.unwrap_or_else(|| model.with_extension("cvm"));
     let mut shapes = Vec::new();
     for (name, dims) in input_shapes.unwrap_or_default() {
@@ -1094,6 +1099,7 @@ fn import_onnx<'py>(
         validate: validate.as_ref().map_or(&[], |v| v.0.as_slice()),
         labels: labels.as_deref(),
         per_tensor,
+        ranges,
         input_shapes: &shapes,
         graph_output: graph_output.as_deref(),
         schedule,

@@ -95,14 +95,43 @@ pub struct Options {
     /// A weight scale per output channel (the default) rather than per tensor. The layer that
     /// produces the output always has one scale, so that its outputs compare.
     pub per_channel: bool,
+    /// How an int8 activation's range is chosen from its calibrated values; `None` for the
+    /// graph's default: [`Ranges::Mse`] for a transformer (a graph that needs the engine's own
+    /// operators), [`Ranges::Max`] for the graphs the deployed runtime runs.
+    pub ranges: Option<Ranges>,
     /// The gas schedule the model is validated and priced under.
     pub schedule: u32,
+}
+
+/// How the range of an int8 activation (its scale × 127) is chosen from the calibration set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ranges {
+    /// The largest |v| seen: nothing the calibration set reached is clipped.
+    Max,
+    /// The range of least mean squared error over the values seen, rounding and clipping
+    /// together: a few outliers (a transformer's GELU outputs, its layer norms' outlier
+    /// channels) no longer coarsen the scale for every other value. The model's output keeps
+    /// the largest.
+    Mse,
+}
+
+impl std::str::FromStr for Ranges {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Ranges, String> {
+        match text {
+            "max" => Ok(Ranges::Max),
+            "mse" => Ok(Ranges::Mse),
+            _ => Err(format!("unknown range choice {text:?}: max or mse")),
+        }
+    }
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             per_channel: true,
+            ranges: None,
             schedule: cvm_engine::gas::Schedule::NEWEST.version,
         }
     }
@@ -520,7 +549,12 @@ impl Importer {
         calibration: &Calibration,
         options: Options,
     ) -> Result<Imported, ImportError> {
-        let quantized = quantize::quantize(&self.graph, &calibration.stats, options.per_channel)?;
+        let quantized = quantize::quantize(
+            &self.graph,
+            &calibration.stats,
+            options.per_channel,
+            options.ranges,
+        )?;
         let engine_only = self.engine_only();
         let (symbol, params, canonical) = if engine_only {
             let model = quantized

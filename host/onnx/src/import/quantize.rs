@@ -20,7 +20,7 @@ use super::calibrate::Stats;
 use super::float::function;
 use super::graph::{FTensor, Graph, InputKind, Op};
 use super::write::{CvmGraph, bits, tuple};
-use super::{ImportError, LayerReport, RangeReport};
+use super::{ImportError, LayerReport, RangeReport, Ranges};
 
 /// The largest factor M of a requantization: M has precision 16.
 const MAX_FACTOR: f64 = 32_767.0;
@@ -61,16 +61,25 @@ pub fn quantize(
     graph: &Graph,
     stats: &[Stats],
     per_channel: bool,
+    ranges: Option<Ranges>,
 ) -> Result<Quantized, ImportError> {
+    let engine_only = graph.values.iter().any(|v| v.op.engine_only());
+    let ranges = ranges.unwrap_or(if engine_only {
+        Ranges::Mse
+    } else {
+        Ranges::Max
+    });
     let mut q = Quantizer {
         graph,
         consumers: graph.consumers(),
         stats,
         per_channel,
+        ranges,
         cvm: CvmGraph::default(),
         values: vec![None; graph.values.len()],
+        fine: vec![None; graph.values.len()],
         layers: Vec::new(),
-        engine_only: graph.values.iter().any(|v| v.op.engine_only()),
+        engine_only,
         needed: needed(graph),
     };
     let needed = q.needed.clone();
@@ -119,6 +128,27 @@ fn needed(graph: &Graph) -> Vec<bool> {
 /// A scale for `range`: range / 127, or 1 for a value that is always 0.
 fn scale_for(range: f64) -> f64 {
     if range > 0.0 { range / 127.0 } else { 1.0 }
+}
+
+/// A scale for `range` at int16: range / 32767, or 1 for a value that is always 0.
+fn wide_scale_for(range: f64) -> f64 {
+    if range > 0.0 { range / 32_767.0 } else { 1.0 }
+}
+
+/// The values of a tensor at one scale, and the scale: int8, or int16 when `wide` (a table or
+/// constant summed into a transformer's residual stream, whose small entries int8 would round
+/// away beside its largest).
+fn quantize_tensor(data: &[f64], wide: bool) -> (Vec<i32>, f64) {
+    if !wide {
+        let (values, scales) = quantize_rows(data, 1, false);
+        return (values, scales[0]);
+    }
+    let scale = wide_scale_for(data.iter().fold(0.0f64, |m, v| m.max(v.abs())));
+    let values = data
+        .iter()
+        .map(|&v| round(v / scale).clamp(-32_767.0, 32_767.0) as i32)
+        .collect();
+    (values, scale)
 }
 
 /// int8 values of `data` at per-row scales (`rows` rows), and the scales.
@@ -191,8 +221,12 @@ struct Quantizer<'a> {
     consumers: Vec<Vec<usize>>,
     stats: &'a [Stats],
     per_channel: bool,
+    ranges: Ranges,
     cvm: CvmGraph,
     values: Vec<Option<Q>>,
+    /// A layer normalization's int16 output, which the sums that read it (the residual
+    /// stream) take in place of its int8 rounding.
+    fine: Vec<Option<Q>>,
     layers: Vec<LayerReport>,
     /// The graph needs the engine's own operators (a transformer): its residual stream may
     /// be wider than 8 bits.
@@ -214,11 +248,12 @@ impl Quantizer<'_> {
         if let Some(q) = &self.values[source] {
             return Ok(*q);
         }
-        // A constant operand: int8 at its own scale.
+        // A constant operand: int8 at its own scale, int16 in a sum of the residual stream.
         let Op::Const(tensor) = &self.graph.values[source].op else {
             return Err(self.error(id, "an operand has no integer form"));
         };
-        let (values, scales) = quantize_rows(&tensor.data, 1, false);
+        let wide = matches!(self.graph.values[id].op, Op::Add | Op::Sub) && self.wide(id);
+        let (values, scale) = quantize_tensor(&tensor.data, wide);
         let name = format!("{}_const", self.graph.values[source].name);
         // A scalar is a CVM tensor of one element, which broadcasts alike.
         let shape: &[usize] = if tensor.shape.is_empty() {
@@ -229,11 +264,20 @@ impl Quantizer<'_> {
         let (entry, precision) = self.cvm.param(&name, shape, values);
         let q = Q {
             entry,
-            scale: scales[0],
+            scale,
             precision,
         };
         self.values[source] = Some(q);
         Ok(q)
+    }
+
+    /// Operand `k` of sum `id`: a layer normalization's int16 output where it has one, else
+    /// [`Quantizer::input`].
+    fn summand(&mut self, id: usize, k: usize) -> Result<Q, ImportError> {
+        match self.fine[self.graph.values[id].inputs[k]] {
+            Some(q) => Ok(q),
+            None => self.input(id, k),
+        }
     }
 
     /// The scale value `id` is requantized to: its range, or for a value read only by relu or
@@ -265,15 +309,23 @@ impl Quantizer<'_> {
         {
             let range = consumers
                 .iter()
-                .map(|&c| self.stats[c].max)
+                .map(|&c| self.range(c))
                 .fold(0.0f64, f64::max);
             return scale_for(range);
         }
         if self.wide(id) {
-            let range = self.stats[id].max_abs;
-            return if range > 0.0 { range / 32_767.0 } else { 1.0 };
+            return wide_scale_for(self.stats[id].max_abs);
         }
-        scale_for(self.stats[id].max_abs)
+        scale_for(self.range(id))
+    }
+
+    /// The calibrated range of int8 value `id`, as [`Ranges`] chooses it; the output's is
+    /// always its largest |v|.
+    fn range(&self, id: usize) -> f64 {
+        match self.ranges {
+            Ranges::Mse if !self.is_output(id) => self.stats[id].mse_range(),
+            _ => self.stats[id].max_abs,
+        }
     }
 
     /// Whether value `id` belongs to a transformer's residual stream, which stays int16 (the
@@ -357,16 +409,16 @@ impl Quantizer<'_> {
             }
             Op::Embedding(table) => {
                 let ids = self.input(id, 0)?;
-                let (values, scales) = quantize_rows(&table.data, 1, false);
-                let (t, _) = self
+                let (values, scale) = quantize_tensor(&table.data, self.wide(id));
+                let (t, precision) = self
                     .cvm
                     .param(&format!("{name}_table"), &table.shape, values);
                 let attrs = vec![("axis", "0".into())];
                 let entry = self.cvm.op(&name, "take", &[t, ids.entry], attrs, &shape);
                 Ok(Q {
                     entry,
-                    scale: scales[0],
-                    precision: 8,
+                    scale,
+                    precision,
                 })
             }
             Op::Fake(scale) => {
@@ -455,7 +507,13 @@ impl Quantizer<'_> {
             Op::LayerNorm(norm) => {
                 let x = self.input(id, 0)?;
                 let target = self.target_scale(id);
-                let gamma: Vec<f64> = norm.gamma.iter().map(|g| g / target).collect();
+                // layer_norm adds β after its one rounding, so β rounded at the int8 scale
+                // would shift each channel by up to half a step for every token alike, an
+                // error that mean pooling keeps whole. The norm is computed at int16 with
+                // FRACTION more bits, and then rounded to int8 once per element.
+                const FRACTION: u32 = 8;
+                let fine = target / pow2(FRACTION);
+                let gamma: Vec<f64> = norm.gamma.iter().map(|g| g / fine).collect();
                 let largest = gamma.iter().fold(0.0f64, |m, g| m.max(g.abs()));
                 // γ carries `shift` fraction bits within 16 bits of precision.
                 let shift = (0..=62u32)
@@ -470,7 +528,7 @@ impl Quantizer<'_> {
                     .collect();
                 let mut beta = Vec::with_capacity(norm.beta.len());
                 for &b in &norm.beta {
-                    let v = round(b / target);
+                    let v = round(b / fine);
                     if v.abs() >= f64::from(1u32 << 30) {
                         return Err(self.error(id, format!("β = {b} is beyond int32 at its scale")));
                     }
@@ -484,13 +542,38 @@ impl Quantizer<'_> {
                 let (b, _) = self.cvm.param(&format!("{name}_beta"), &[n], beta);
                 let attrs = vec![
                     ("epsilon", (epsilon as i64).to_string()),
-                    ("precision", "8".into()),
+                    ("precision", "16".into()),
                     ("rms", if norm.rms { "True" } else { "False" }.into()),
                     ("shift", shift.to_string()),
                 ];
+                let normed = self.cvm.op(
+                    &format!("{name}_16"),
+                    "layer_norm",
+                    &[x.entry, g, b],
+                    attrs,
+                    &shape,
+                );
+                let fine = Q {
+                    entry: normed,
+                    scale: fine,
+                    precision: 16,
+                };
+                let sums_only = !self.is_output(id)
+                    && self.consumers[id]
+                        .iter()
+                        .filter(|&&c| self.needed[c])
+                        .all(|&c| matches!(self.graph.values[c].op, Op::Add | Op::Sub));
+                if sums_only {
+                    return Ok(fine);
+                }
+                self.fine[id] = Some(fine);
+                let attrs = vec![
+                    ("precision", "8".into()),
+                    ("shift_bit", FRACTION.to_string()),
+                ];
                 let entry = self
                     .cvm
-                    .op(&name, "layer_norm", &[x.entry, g, b], attrs, &shape);
+                    .op(&name, "cvm_right_shift", &[normed], attrs, &shape);
                 Ok(Q {
                     entry,
                     scale: target,
@@ -691,13 +774,13 @@ impl Quantizer<'_> {
                 self.requant(id, acc, xmax, &[scale / target], target, &name, &shape)
             }
             Op::Add => {
-                let a = self.input(id, 0)?;
-                let b = self.input(id, 1)?;
+                let a = self.summand(id, 0)?;
+                let b = self.summand(id, 1)?;
                 self.add(id, a, b, false, &shape, &name)
             }
             Op::Sub => {
-                let a = self.input(id, 0)?;
-                let b = self.input(id, 1)?;
+                let a = self.summand(id, 0)?;
+                let b = self.summand(id, 1)?;
                 self.add(id, a, b, true, &shape, &name)
             }
             Op::Slice(slice) => {
@@ -988,25 +1071,32 @@ impl Quantizer<'_> {
             return Err(self.error(id, "an operand of precision above 16"));
         }
         // A transformer's residual stream (a sum read only by layer normalizations and further
-        // sums) stays int16, which the engine's layer_norm reads at any precision; its factors
-        // keep 14 bits so that an int16 operand's product fits 32 bits with the sum.
+        // sums) stays int16, which the engine's layer_norm reads at any precision. There each
+        // operand's factor takes every bit its product leaves within 31 (an int16 operand 14,
+        // an int8 one 22), so that the smaller of two scale ratios keeps its precision; the
+        // graphs the deployed runtime runs keep factors of 15 bits.
         let wide = self.wide(id);
         let (target, out_precision) = (self.target_scale(id), if wide { 16 } else { 8 });
-        let max_factor = if self.engine_only && (wide || a.precision > 8 || b.precision > 8) {
-            16_383.0
-        } else {
-            MAX_FACTOR
+        let limit = |q: Q| {
+            if self.engine_only {
+                pow2(30 - q.precision) - 1.0
+            } else {
+                MAX_FACTOR
+            }
         };
         let (ra, rb) = (a.scale / target, b.scale / target);
-        let n = factor_shift_within(ra.max(rb), max_factor).ok_or_else(|| {
-            self.error(
-                id,
-                format!(
-                    "the scale ratio {} is too large for a factor of 15 bits",
-                    ra.max(rb)
-                ),
-            )
-        })?;
+        let n = factor_shift_within(ra, limit(a))
+            .zip(factor_shift_within(rb, limit(b)))
+            .map(|(na, nb)| na.min(nb))
+            .ok_or_else(|| {
+                self.error(
+                    id,
+                    format!(
+                        "the scale ratio {} is too large for the sum's factors",
+                        ra.max(rb)
+                    ),
+                )
+            })?;
         let ma = round(ra * pow2(n)) as i32;
         let mb = round(rb * pow2(n)) as i32;
         // a − b: the second operand's factor negated, the same sum otherwise.
