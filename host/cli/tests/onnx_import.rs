@@ -350,6 +350,56 @@ fn causal_lm_takes_token_ids_and_runs_the_same_natively_and_in_wasm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A sentence encoder of three integer inputs, calibrated with one `NAME=FILE` per input, runs
+/// on named inputs with the same outcome natively and in wasm.
+#[test]
+fn sentence_encoder_takes_named_inputs_and_runs_the_same_natively_and_in_wasm() {
+    let dir = scratch("encoder");
+    let names = ["input_ids", "token_type_ids", "attention_mask"];
+    let mut inputs = Vec::new();
+    for name in names {
+        let path = onnx(&format!("encoder/validation_{name}.npy"));
+        let set = read_npy(&std::fs::read(path).unwrap()).unwrap();
+        let context = set.shape[1];
+        let first = NpyArray {
+            shape: vec![1, context],
+            data: set.data[..context as usize].to_vec(),
+        };
+        let file = dir.join(format!("{name}.npy"));
+        std::fs::write(&file, write_npy(&first)).unwrap();
+        inputs.push(format!("{name}={}", file.display()));
+    }
+    for model in ["encoder_dynamo", "encoder_legacy"] {
+        let out = dir.join(model).display().to_string();
+        let mut args = vec![
+            "import".to_string(),
+            onnx(&format!("encoder/{model}.onnx")),
+            "-o".into(),
+            out.clone(),
+        ];
+        for name in names {
+            args.push("--calibrate".into());
+            args.push(format!(
+                "{name}={}",
+                onnx(&format!("encoder/calibration_{name}.npy"))
+            ));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        expect_status(&args, 0);
+        let mut run = vec!["run", &out, "--json"];
+        for input in &inputs {
+            run.extend(["--input", input]);
+        }
+        let wasm = json(&run);
+        run.extend(["--engine", "native"]);
+        let native = json(&run);
+        assert_eq!(native["status"], "ok", "{model}");
+        assert_eq!(native["hash"], wasm["hash"], "{model}");
+        assert_eq!(native["outputs"], wasm["outputs"], "{model}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn refusals_exit_2_with_the_node_and_the_reason() {
     let dir = scratch("refusals");
