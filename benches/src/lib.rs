@@ -8,6 +8,8 @@
 //! next one. Their weights are synthetic (`int8_values`), so their outputs mean nothing; their
 //! shapes, operators, gas and work are those of the real networks.
 
+pub mod gpt2;
+
 use std::path::{Path, PathBuf};
 
 use cvm_cli::HostError;

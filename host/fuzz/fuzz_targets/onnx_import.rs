@@ -1,12 +1,14 @@
 //! Fuzz target: the whole ONNX import on arbitrary bytes (read, lower, calibrate on one
-//! deterministic sample, quantize, validate, run) must give a model or an error, never panic.
-//! `scripts/fuzz.sh` seeds it with the committed models, among them PyTorch's exports whose
-//! shape computations (Shape, Gather, Concat, Unsqueeze, Reshape) the lowering folds, so that
-//! folding is explored with the rest.
+//! deterministic sample of every input, quantize, validate, run) must give a model or an
+//! error, never panic. `scripts/fuzz.sh` seeds it with the committed models, among them
+//! PyTorch's exports whose shape computations (Shape, Gather, Concat, Unsqueeze, Reshape) the
+//! lowering folds, and the transformers of several integer inputs (token ids, token types, an
+//! attention mask read by the attention and by mean pooling), so that folding and the
+//! lowering of ids and masks are explored with the rest.
 #![no_main]
 
 use cvm_formats::npy::NpyF32Array;
-use cvm_onnx::import::{Importer, Options};
+use cvm_onnx::import::{Holds, Importer, Options};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(model) = cvm_onnx::read(data) else {
@@ -19,15 +21,29 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if importer.work() > 1 << 22 {
         return;
     }
-    let size: usize = importer.input_shape().iter().product();
-    let sample = NpyF32Array {
-        shape: importer.input_shape().iter().map(|&d| d as u32).collect(),
-        data: (0..size).map(|i| (i % 7) as f32 - 3.0).collect(),
-    };
-    let Ok(calibration) = importer.calibrate(&sample, &mut |_, _| {}) else {
+    // One sample per input, of what it holds: floats from −3 to 3, ids over the vocabulary,
+    // a mask that keeps the first position and every other one after it.
+    let samples: Vec<NpyF32Array> = importer
+        .inputs()
+        .iter()
+        .map(|input| {
+            let size: usize = input.shape.iter().product();
+            let value = |i: usize| match input.holds {
+                Holds::Float => (i % 7) as f32 - 3.0,
+                Holds::Ids { vocabulary } => (i % vocabulary.max(1)) as f32,
+                Holds::Mask => f32::from(u8::from(i % 2 == 0)),
+            };
+            NpyF32Array {
+                shape: input.shape.iter().map(|&d| d as u32).collect(),
+                data: (0..size).map(value).collect(),
+            }
+        })
+        .collect();
+    let Ok(calibration) = importer.calibrate_inputs(&samples, &mut |_, _| {}) else {
         return;
     };
     if let Ok(imported) = importer.quantize(&calibration, Options::default()) {
-        let _ = imported.run(&sample.data);
+        let sample: Vec<&[f32]> = samples.iter().map(|s| s.data.as_slice()).collect();
+        let _ = imported.run_inputs(&sample);
     }
 });

@@ -11,8 +11,9 @@
 use super::graph::{Conv, Dense, FTensor, Function, Graph, LayerNorm, Op, Pool, Reduce, Slice};
 
 /// Most multiply-accumulates (or element visits) one evaluation of the float graph may take:
-/// 2^33, about ten seconds on one core. A larger graph is refused before anything runs.
-pub const MAX_WORK_PER_SAMPLE: u64 = 1 << 33;
+/// 2^35, twice a GPT-2-small forward pass over 128 tokens (16.1 G), about a minute on one
+/// core. A larger graph is refused before anything runs.
+pub const MAX_WORK_PER_SAMPLE: u64 = 1 << 35;
 
 /// The work one evaluation of `graph` takes, in multiply-accumulates or element visits.
 pub fn work(graph: &Graph) -> u64 {
