@@ -62,6 +62,7 @@ use commands::generate::{GenerateOptions, generate};
 use commands::model::{build, estimate, import, inspect};
 use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
+use commands::trace::{TraceRunOptions, diff_traces, run_node, trace};
 
 /// Writes `text` to standard output and flushes it.
 fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), Failure> {
@@ -252,6 +253,69 @@ enum Command {
         schedule: ScheduleArg,
         #[command(flatten)]
         cache: CacheArgs,
+    },
+    /// Run a model with a trace: for every node in execution order its index, name, operator,
+    /// output shapes, gas charged so far and the SHA3-256 of each output, then the Merkle root
+    /// of the node records and the outcome (docs/model-format.md, section 4). Exit status 1 when
+    /// the run fails deterministically.
+    Trace {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input tensor: `FILE` (inputs in declared order) or `NAME=FILE`. Repeatable.
+        #[arg(long = "input", value_name = "[NAME=]FILE")]
+        inputs: Vec<String>,
+        /// Engine build to run: wasm (consensus configuration) or native.
+        #[arg(long, value_enum, default_value_t = EngineArg::Wasm)]
+        engine: EngineArg,
+        /// Keep the output values of the nodes too, in execution order, up to 2^24 values in
+        /// all (then `cvm diff` shows the first differing elements).
+        #[arg(long)]
+        values: bool,
+        /// Write the trace file here, for `cvm diff`.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The run's gas limit.
+        #[arg(long, value_name = "N", default_value_t = cvm_engine::limits::MAX_GAS_PER_RUN)]
+        gas_limit: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Compare two trace files of one model: the first node whose outputs differ while its
+    /// operands agree, with its operator, attributes and (when both traces hold values) the first
+    /// differing elements. Exit status 0 when equal, 1 when they differ, 2 for an unreadable or
+    /// damaged trace.
+    Diff {
+        /// The first trace file (`cvm trace -o`).
+        a: PathBuf,
+        /// The second trace file.
+        b: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one node alone from its operand tensors and print its outputs' hashes, to check one
+    /// step of a trace by itself. Exit status 1 when the node's kernel fails deterministically,
+    /// 2 for a node or operands that do not fit the model.
+    RunNode {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The node's index in the canonical model (`cvm trace` and `cvm inspect` list them).
+        #[arg(long, value_name = "N")]
+        node: u32,
+        /// One integer .npy per operand of the node that is not a parameter of the model, in the
+        /// node's operand order (parameters come from the model).
+        #[arg(long = "inputs", value_name = "FILE", num_args = 0..)]
+        inputs: Vec<PathBuf>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
     /// Run every fixture natively and in wasm, and compare both outcome hashes with the
     /// committed golden hashes. Exit status 1 on any mismatch.
@@ -578,6 +642,40 @@ fn main() -> ExitCode {
             },
             &cache,
         ),
+        Command::Trace {
+            model,
+            inputs,
+            engine,
+            values,
+            output,
+            gas_limit,
+            json,
+            schedule,
+            cache,
+        } => trace(
+            &model.source(),
+            &inputs,
+            &TraceRunOptions {
+                engine: match engine {
+                    EngineArg::Wasm => EngineKind::Wasm,
+                    EngineArg::Native => EngineKind::Native,
+                },
+                gas_limit,
+                schedule: schedule.version,
+                values,
+                output: output.as_deref(),
+                json,
+            },
+            &cache,
+        ),
+        Command::Diff { a, b, json } => diff_traces(&a, &b, json),
+        Command::RunNode {
+            model,
+            node,
+            inputs,
+            json,
+            schedule,
+        } => run_node(&model.source(), node, &inputs, schedule.version, json),
         Command::Audit {
             dir,
             engine,

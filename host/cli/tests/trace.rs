@@ -123,3 +123,190 @@ fn the_digits_trace_agrees_natively_and_in_wasm_and_keeps_values_up_to_the_limit
     assert!(native_small.values.iter().all(Option::is_none));
     assert_eq!(native_small.root, native.root);
 }
+
+/// Runs `cvm` with `args`: exit status, stdout, stderr.
+fn cvm(args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cvm"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn digits_dir() -> String {
+    format!(
+        "{}/../../fixtures/models/digits",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// A scratch directory of this test, emptied first.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `cvm trace` of the digits CNN with `--values` on `engine`, written to `path`.
+fn trace_digits(engine: &str, path: &std::path::Path) -> Trace {
+    let dir = digits_dir();
+    let input = format!("{dir}/input_2.npy");
+    let (status, stdout, stderr) = cvm(&[
+        "trace",
+        &dir,
+        "--input",
+        &input,
+        "--engine",
+        engine,
+        "--values",
+        "--no-cache",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stdout.contains("node   16 fc2 (dense) [1, 10] gas 1762167"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("9c8892999a4d0c1cf7f24f171ee1ed3323ff967e4291607f3c73410a2b310058"));
+    Trace::from_file_bytes(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn cvm_diff_finds_equal_traces_equal_and_names_the_node_that_differs() {
+    let dir = scratch("diff");
+    let (a, b) = (dir.join("wasm.trace"), dir.join("native.trace"));
+    let trace = trace_digits("wasm", &a);
+    trace_digits("native", &b);
+    let (status, stdout, _) = cvm(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(status, 0);
+    assert!(stdout.starts_with("equal: 17 nodes"), "{stdout}");
+
+    // Node 5's second element changed, as a machine computing it differently would: its
+    // record's hash, the values and the root all follow, and every later node differs too.
+    let mut other = trace.clone();
+    for position in 5..other.nodes.len() {
+        let values = other.values[position].as_mut().unwrap();
+        values[0].data[1] += 1;
+        let tensor = &values[0];
+        other.nodes[position].output_hashes[0] =
+            cvm_runtime::trace::tensor_hash(&tensor.shape, tensor.precision, &tensor.data);
+    }
+    let leaves: Vec<[u8; 32]> = other
+        .nodes
+        .iter()
+        .map(cvm_runtime::trace::leaf_hash)
+        .collect();
+    other.root = cvm_runtime::trace::merkle_root(&leaves);
+    let changed = dir.join("changed.trace");
+    std::fs::write(&changed, other.to_file_bytes()).unwrap();
+    let (status, stdout, _) = cvm(&["diff", a.to_str().unwrap(), changed.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(
+        stdout.starts_with("differ at node 5 \"conv2_shift\" (cvm_right_shift)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("attributes: "), "{stdout}");
+    let was = trace.values[5].as_ref().unwrap()[0].data[1];
+    assert!(
+        stdout.contains(&format!("element 1: a {was}, b {}", was + 1)),
+        "{stdout}"
+    );
+    let (status, stdout, _) = cvm(&[
+        "diff",
+        "--json",
+        a.to_str().unwrap(),
+        changed.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 1);
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(value["node"], 5);
+    assert_eq!(value["op"], "cvm_right_shift");
+
+    // Damaged and foreign files are typed errors, exit status 2.
+    let mut bytes = std::fs::read(&a).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last / 2] ^= 0x55;
+    let damaged = dir.join("damaged.trace");
+    std::fs::write(&damaged, &bytes).unwrap();
+    for (file, message) in [
+        (damaged.to_str().unwrap().to_string(), "the trace"),
+        (format!("{}/input_2.npy", digits_dir()), "not a trace file"),
+        (dir.join("missing").to_str().unwrap().to_string(), "missing"),
+    ] {
+        let (status, _, stderr) = cvm(&["diff", a.to_str().unwrap(), &file]);
+        assert_eq!(status, 2, "{file}");
+        assert!(stderr.contains(message), "{file}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn cvm_run_node_reproduces_every_node_of_the_digits_trace() {
+    let dir = scratch("run_node");
+    let trace_file = dir.join("digits.trace");
+    let trace = trace_digits("native", &trace_file);
+    let model = digits_dir();
+    let input = format!("{model}/input_2.npy");
+    for (position, record) in trace.nodes.iter().enumerate() {
+        let mut files = Vec::new();
+        for (operand, reference) in record.inputs.iter().enumerate() {
+            match *reference {
+                cvm_engine::model::ValueRef::Input(_) => files.push(input.clone()),
+                cvm_engine::model::ValueRef::Param(_) => {}
+                cvm_engine::model::ValueRef::Node { node, output } => {
+                    let tensor = &trace.values[node as usize].as_ref().unwrap()[output as usize];
+                    let path = dir.join(format!("node{position}_operand{operand}.npy"));
+                    let array = cvm_formats::npy::NpyArray {
+                        shape: tensor.shape.clone(),
+                        data: tensor.data.clone(),
+                    };
+                    std::fs::write(&path, cvm_formats::npy::write_npy(&array)).unwrap();
+                    files.push(path.to_str().unwrap().to_string());
+                }
+            }
+        }
+        let index = record.index.to_string();
+        let mut args = vec!["run-node", &model, "--node", &index, "--json", "--inputs"];
+        args.extend(files.iter().map(String::as_str));
+        let (status, stdout, stderr) = cvm(&args);
+        assert_eq!(status, 0, "node {position}: {stderr}");
+        let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let hashes: Vec<String> = value["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|output| output["hash"].as_str().unwrap().to_string())
+            .collect();
+        let expected: Vec<String> = record
+            .output_hashes
+            .iter()
+            .map(|hash| cvm_runtime::hash::hex(hash))
+            .collect();
+        assert_eq!(hashes, expected, "node {position} ({})", record.name);
+    }
+
+    // A node the model does not have, operands of the wrong count or shape: exit status 2.
+    for (args, message) in [
+        (
+            vec!["--node", "17", "--inputs", &input],
+            "node 17 does not exist",
+        ),
+        (vec!["--node", "1"], "the node takes 1 operand tensor(s)"),
+        (
+            vec!["--node", "1", "--inputs", &input],
+            "must have shape [1, 32, 28, 28]",
+        ),
+    ] {
+        let mut all = vec!["run-node", &model];
+        all.extend(args);
+        let (status, _, stderr) = cvm(&all);
+        assert_eq!(status, 2, "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
+}
