@@ -16,6 +16,12 @@ fn trace_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
     let mut session =
         loaded_session(&wasm, bench, &checked).unwrap_or_else(|message| panic!("{message}"));
     let traced = TraceModel::from_bytes(&bench.bytes).expect("the model decodes");
+    println!(
+        "{}: {} nodes, {} bytes of node outputs and their headers in a trace",
+        bench.name,
+        checked.model.nodes.len(),
+        cvm_engine::trace::trace_bytes(&checked.model).unwrap_or(0)
+    );
     let hashes_only = TraceOptions::default();
     // The traced runs give the untraced report.
     let (report, _) = trace_native(
