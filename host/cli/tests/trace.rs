@@ -310,3 +310,40 @@ fn cvm_run_node_reproduces_every_node_of_the_digits_trace() {
         assert!(stderr.contains(message), "{stderr}");
     }
 }
+
+#[test]
+fn diff_tells_different_inputs_and_a_run_that_stopped_earlier() {
+    let (bytes, input) = digits();
+    let validated = cvm_engine::load(&bytes, 1).unwrap();
+    let model = TraceModel::from_bytes(&bytes).unwrap();
+    let trace = |input: &InputTensor, gas_limit: u64| {
+        trace_native(
+            &validated,
+            &model,
+            vec![input.clone()],
+            gas_limit,
+            TraceOptions::default(),
+        )
+        .unwrap()
+        .1
+    };
+    let full = trace(&input, u64::MAX);
+    let mut other_image = input.clone();
+    other_image.data[300] = 0;
+    other_image.data[301] = 100;
+    assert_eq!(
+        diff(&full, &trace(&other_image, u64::MAX)),
+        TraceDiff::DifferentInputs {
+            index: 0,
+            inputs: vec![0]
+        }
+    );
+    // Out of gas at node 5: the first five records agree.
+    let limit = full.nodes[4].gas_used;
+    let stopped = trace(&input, limit);
+    assert_eq!(stopped.nodes.len(), 5);
+    assert_eq!(diff(&full, &stopped), TraceDiff::Stopped { common: 5 });
+    let mut foreign = full.clone();
+    foreign.model_hash = [0; 32];
+    assert_eq!(diff(&full, &foreign), TraceDiff::DifferentModels);
+}
