@@ -214,16 +214,15 @@ pub fn run_node(
                 ty.precision
             )));
         }
-        supplied.push((
-            value,
-            Tensor {
-                shape: ty.shape.clone(),
-                precision: ty.precision,
-                data: operand.data,
-            },
-        ));
+        supplied.push(Tensor {
+            shape: ty.shape.clone(),
+            precision: ty.precision,
+            data: operand.data,
+        });
     }
+    // Operands in order: a parameter from the model, any other the next tensor supplied.
     let n_inputs = model.inputs.len();
+    let mut supplied = supplied.iter();
     let mut views: Vec<TensorRef<'_>> = Vec::with_capacity(node.inputs.len());
     for &value in &node.inputs {
         let view = if model.is_param(value) {
@@ -232,10 +231,7 @@ pub fn run_node(
                 .get(value - n_inputs)
                 .map(|(_, param)| param.view())
         } else {
-            supplied
-                .iter()
-                .find(|(id, _)| *id == value)
-                .map(|(_, tensor)| tensor.view())
+            supplied.next().map(Tensor::view)
         };
         views.push(view.ok_or_else(|| {
             fail!(

@@ -347,3 +347,34 @@ fn diff_tells_different_inputs_and_a_run_that_stopped_earlier() {
     foreign.model_hash = [0; 32];
     assert_eq!(diff(&full, &foreign), TraceDiff::DifferentModels);
 }
+
+#[test]
+fn a_node_that_fails_alone_is_a_deterministic_error_and_its_trace_stops_before_it() {
+    let dir = scratch("failing_node");
+    let model = dir.join("model.json");
+    std::fs::write(
+        &model,
+        r#"{"format": "cvm-text/1",
+            "inputs": [{"name": "x", "shape": [1], "precision": 32}],
+            "nodes": [{"name": "y", "op": "BitwiseNot", "inputs": ["x"]}],
+            "outputs": ["y"]}"#,
+    )
+    .unwrap();
+    let input = dir.join("x.npy");
+    let array = cvm_formats::npy::NpyArray {
+        shape: vec![1],
+        data: vec![i32::MAX],
+    };
+    std::fs::write(&input, cvm_formats::npy::write_npy(&array)).unwrap();
+    let (model, input) = (model.to_str().unwrap(), input.to_str().unwrap());
+    let (status, stdout, stderr) = cvm(&["run-node", model, "--node", "0", "--inputs", input]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stdout.contains("IntegerOverflow"), "{stdout}");
+    let (status, stdout, stderr) = cvm(&[
+        "trace", model, "--input", input, "--engine", "native", "--json",
+    ]);
+    assert_eq!(status, 1, "{stderr}");
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(value["status"], "error");
+    assert_eq!(value["nodes"].as_array().unwrap().len(), 0);
+}
