@@ -62,7 +62,7 @@ use commands::generate::{GenerateOptions, generate};
 use commands::model::{build, estimate, import, inspect};
 use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
-use commands::trace::{TraceRunOptions, diff_traces, run_node, trace};
+use commands::trace::{Operands, TraceRunOptions, diff_traces, run_node, trace};
 
 /// Writes `text` to standard output and flushes it.
 fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), Failure> {
@@ -299,8 +299,9 @@ enum Command {
         json: bool,
     },
     /// Run one node alone from its operand tensors and print its outputs' hashes, to check one
-    /// step of a trace by itself. Exit status 1 when the node's kernel fails deterministically,
-    /// 2 for a node or operands that do not fit the model.
+    /// step of a trace by itself. Exit status 1 when the node's kernel fails deterministically
+    /// or, with --trace, when its outputs are not the trace's; 2 for a node or operands that do
+    /// not fit the model.
     RunNode {
         #[command(flatten)]
         model: ModelArgs,
@@ -309,8 +310,16 @@ enum Command {
         node: u32,
         /// One integer .npy per operand of the node that is not a parameter of the model, in the
         /// node's operand order (parameters come from the model).
-        #[arg(long = "inputs", value_name = "FILE", num_args = 0..)]
+        #[arg(long = "inputs", value_name = "FILE", num_args = 0.., conflicts_with = "trace")]
         inputs: Vec<PathBuf>,
+        /// Take the operands from a trace of this model that keeps values (`cvm trace
+        /// --values`), and the model's inputs the node reads from `--input`; then check the
+        /// outputs against the trace's record of the node (exit status 1 when they differ).
+        #[arg(long, value_name = "TRACE")]
+        trace: Option<PathBuf>,
+        /// With `--trace`: the model's input tensors, as `cvm run` takes them.
+        #[arg(long = "input", value_name = "[NAME=]FILE", requires = "trace")]
+        model_inputs: Vec<String>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -673,9 +682,20 @@ fn main() -> ExitCode {
             model,
             node,
             inputs,
+            trace,
+            model_inputs,
             json,
             schedule,
-        } => run_node(&model.source(), node, &inputs, schedule.version, json),
+        } => {
+            let operands = match &trace {
+                Some(path) => Operands::Trace {
+                    path,
+                    model_inputs: &model_inputs,
+                },
+                None => Operands::Files(&inputs),
+            };
+            run_node(&model.source(), node, &operands, schedule.version, json)
+        }
         Command::Audit {
             dir,
             engine,

@@ -291,6 +291,39 @@ fn cvm_run_node_reproduces_every_node_of_the_digits_trace() {
         assert_eq!(hashes, expected, "node {position} ({})", record.name);
     }
 
+    // The same from the trace itself: every node's operands taken from its values (the image
+    // from --input), its outputs checked against its record.
+    let trace_path = trace_file.to_str().unwrap();
+    for record in &trace.nodes {
+        let index = record.index.to_string();
+        let args = [
+            "run-node", &model, "--node", &index, "--trace", trace_path, "--input", &input,
+        ];
+        let (status, stdout, stderr) = cvm(&args);
+        assert_eq!(status, 0, "node {index}: {stderr}");
+        assert!(stdout.contains("the outputs are the trace's"), "{stdout}");
+    }
+    // A trace whose node 4 claims other outputs (values and hash changed together): run alone
+    // from node 3's values, node 4 gives its true outputs, not the trace's.
+    let mut claimed = trace.clone();
+    let values = claimed.values[4].as_mut().unwrap();
+    values[0].data[0] += 1;
+    let tensor = &values[0];
+    claimed.nodes[4].output_hashes[0] =
+        cvm_runtime::trace::tensor_hash(&tensor.shape, tensor.precision, &tensor.data);
+    let leaves: Vec<[u8; 32]> = claimed
+        .nodes
+        .iter()
+        .map(cvm_runtime::trace::leaf_hash)
+        .collect();
+    claimed.root = cvm_runtime::trace::merkle_root(&leaves);
+    let claimed_path = dir.join("claimed.trace");
+    std::fs::write(&claimed_path, claimed.to_file_bytes()).unwrap();
+    let claimed_path = claimed_path.to_str().unwrap();
+    let (status, stdout, _) = cvm(&["run-node", &model, "--node", "4", "--trace", claimed_path]);
+    assert_eq!(status, 1);
+    assert!(stdout.contains("NOT the trace's"), "{stdout}");
+
     // A node the model does not have, operands of the wrong count or shape: exit status 2.
     for (args, message) in [
         (

@@ -348,16 +348,72 @@ pub(crate) fn diff_traces(first: &Path, second: &Path, json: bool) -> Result<(),
     }
 }
 
-/// `cvm run-node MODEL --node N --inputs FILE…`: the node's outputs' hashes.
+/// Where `cvm run-node` takes the node's operands from.
+pub(crate) enum Operands<'a> {
+    /// One `.npy` per operand that is not a parameter, in operand order (`--inputs`).
+    Files(&'a [PathBuf]),
+    /// A trace that keeps values (`--trace`): node operands from its values, model inputs from
+    /// the `--input` files; the outputs are then checked against the trace's record.
+    Trace {
+        path: &'a Path,
+        model_inputs: &'a [String],
+    },
+}
+
+/// The operand tensors of node `node` (its non-parameter operands, in order) taken from `trace`
+/// and the model's `inputs`.
+fn operands_from_trace(
+    trace: &Trace,
+    path: &Path,
+    record: &cvm_engine::model::Node,
+    inputs: &[cvm_engine::exec::InputTensor],
+) -> Result<Vec<cvm_engine::exec::InputTensor>, HostError> {
+    let mut operands = Vec::new();
+    for reference in &record.inputs {
+        match *reference {
+            ValueRef::Param(_) => {}
+            ValueRef::Input(index) => {
+                operands.push(inputs.get(index as usize).cloned().ok_or_else(|| {
+                    HostError::Usage(format!(
+                        "the node reads model input {index}: give the model's inputs with --input"
+                    ))
+                })?)
+            }
+            ValueRef::Node { node, output } => {
+                let tensor = trace
+                    .values_of(node as usize)
+                    .and_then(|outputs| outputs.get(output as usize))
+                    .ok_or_else(|| {
+                        HostError::Usage(format!(
+                            "{}: the trace keeps no values of node {node}, an operand of this node \
+                             (trace the run with --values)",
+                            path.display()
+                        ))
+                    })?;
+                operands.push(cvm_engine::exec::InputTensor {
+                    shape: tensor.shape.clone(),
+                    data: tensor.data.clone(),
+                });
+            }
+        }
+    }
+    Ok(operands)
+}
+
+/// `cvm run-node MODEL --node N (--inputs FILE… | --trace TRACE [--input …])`: the node's
+/// outputs' hashes; with `--trace`, also whether they are the trace's (exit status 1 if not).
 pub(crate) fn run_node(
     source: &ModelSource,
     node: u32,
-    operand_files: &[PathBuf],
+    operand_source: &Operands<'_>,
     schedule: u32,
     json: bool,
 ) -> Result<(), Failure> {
     let LoadedModel {
-        bytes, rejected, ..
+        bytes,
+        model,
+        rejected,
+        ..
     } = load_model(source)?;
     if let Some(report) = rejected {
         print_report(&report, HashAlgorithm::Sha3_256, json)?;
@@ -370,10 +426,54 @@ pub(crate) fn run_node(
             return Err(Failure::Deterministic);
         }
     };
-    let operands = operand_files
-        .iter()
-        .map(|path| cvm_cli::inputs::read_input(path))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (operands, expected) = match operand_source {
+        Operands::Files(files) => (
+            files
+                .iter()
+                .map(|path| cvm_cli::inputs::read_input(path))
+                .collect::<Result<Vec<_>, _>>()?,
+            None,
+        ),
+        Operands::Trace { path, model_inputs } => {
+            let trace = read_trace(path)?;
+            let model_hash: [u8; 32] = cvm_runtime::hash::HashAlgorithm::Sha3_256.digest(&bytes);
+            if trace.model_hash != model_hash {
+                return Err(HostError::Usage(format!(
+                    "{}: the trace is of another model (model {}, this one {})",
+                    path.display(),
+                    hex(&trace.model_hash),
+                    hex(&model_hash)
+                ))
+                .into());
+            }
+            let record = model
+                .as_ref()
+                .and_then(|model| model.nodes.get(node as usize))
+                .ok_or_else(|| {
+                    HostError::Usage(format!(
+                        "node {node} does not exist; the model has {} nodes",
+                        validated.nodes.len()
+                    ))
+                })?;
+            // The model's inputs are read only when the node reads one.
+            let reads_input = record
+                .inputs
+                .iter()
+                .any(|operand| matches!(operand, ValueRef::Input(_)));
+            let inputs = if reads_input {
+                read_inputs(model.as_ref(), model_inputs)?
+            } else {
+                Vec::new()
+            };
+            let operands = operands_from_trace(&trace, path, record, &inputs)?;
+            let expected = trace
+                .nodes
+                .iter()
+                .find(|traced| traced.index == node)
+                .map(|traced| traced.output_hashes.clone());
+            (operands, Some(expected))
+        }
+    };
     let ran = match cvm_engine::trace::run_node(&validated, node as usize, operands) {
         Ok(ran) => ran,
         Err(error) if error.code.number() < 400 => {
@@ -408,6 +508,18 @@ pub(crate) fn run_node(
         .nodes
         .get(node as usize)
         .map_or("", |node| node.name.as_str());
+    // With --trace: whether the outputs are those the trace records for the node.
+    let verdict = expected.map(|expected| match expected {
+        Some(expected) if expected.iter().map(|h| hex(h)).collect::<Vec<_>>() == hashes => {
+            (true, "the outputs are the trace's")
+        }
+        Some(_) => (false, "the outputs are NOT the trace's"),
+        None => (
+            false,
+            "the trace holds no record of the node (its run stopped before it)",
+        ),
+    });
+    let agrees = verdict.map(|(agrees, _)| agrees);
     if json {
         let outputs: Vec<serde_json::Value> = ran
             .outputs
@@ -419,7 +531,8 @@ pub(crate) fn run_node(
             .collect();
         outln!(
             "{}",
-            json!({"status": "ok", "node": node, "name": name, "gas": ran.gas, "outputs": outputs})
+            json!({"status": "ok", "node": node, "name": name, "gas": ran.gas, "outputs": outputs,
+                   "matches_trace": agrees})
         )?;
     } else {
         outln!("node:     {node} \"{name}\", gas {}", ran.gas)?;
@@ -430,6 +543,12 @@ pub(crate) fn run_node(
                 tensor.precision
             )?;
         }
+        if let Some((_, verdict)) = verdict {
+            outln!("trace:    {verdict}")?;
+        }
     }
-    Ok(())
+    match agrees {
+        Some(false) => Err(Failure::Deterministic),
+        _ => Ok(()),
+    }
 }
