@@ -17,6 +17,13 @@
 //! 5. `cvm_peak_memory_bytes() -> u64` is the loaded model's planned peak of tensor memory
 //!    ([`ValidatedModel::peak_memory_bytes`]; 0 when none is loaded), from which a host derives
 //!    how far a run may grow the memory.
+//! 6. `cvm_run_trace(ptr, len, gas_limit) -> status` runs as `cvm_run` does (the same reply)
+//!    and also keeps the run's trace ([`crate::trace::run_trace_reply`]), located by
+//!    `cvm_trace_ptr()` and `cvm_trace_len()` and valid until the next call. Status 0: a report
+//!    and a trace were produced; 1: no model is loaded; 2: the room for the trace cannot be
+//!    allocated (nothing ran). `cvm_trace_bytes() -> u64` is the most bytes a trace of the
+//!    loaded model takes ([`crate::trace::trace_bytes`]; 0 when none is loaded), by which a host
+//!    raises the memory cap of a traced run.
 //!
 //! Memory of a run: the request's bytes are freed once the inputs are decoded, before the run,
 //! and the previous reply before the run; the reply is reserved at its exact length and written
@@ -47,12 +54,14 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
 }
 
 /// Version of this export protocol; a host refuses modules of another version. Version 3: the
-/// gas schedule version is a required argument of `cvm_load`; version 4: `cvm_peak_memory_bytes`.
-pub const ABI_VERSION: u32 = 4;
+/// gas schedule version is a required argument of `cvm_load`; version 4: `cvm_peak_memory_bytes`;
+/// version 5: traced runs (`cvm_run_trace`, `cvm_trace_ptr`, `cvm_trace_len`, `cvm_trace_bytes`).
+pub const ABI_VERSION: u32 = 5;
 
 struct State {
     model: Option<ValidatedModel>,
     reply: Vec<u8>,
+    trace: Vec<u8>,
 }
 
 struct Global(RefCell<State>);
@@ -64,6 +73,7 @@ unsafe impl Sync for Global {}
 static STATE: Global = Global(RefCell::new(State {
     model: None,
     reply: Vec::new(),
+    trace: Vec::new(),
 }));
 
 fn layout(len: u32) -> Option<Layout> {
@@ -80,9 +90,11 @@ unsafe fn take_buffer(ptr: u32, len: u32) -> Vec<u8> {
     unsafe { Vec::from_raw_parts(ptr as *mut u8, len as usize, len.max(1) as usize) }
 }
 
-/// Frees the previous reply, so that its memory serves the next call.
+/// Frees the previous reply and trace, so that their memory serves the next call.
 fn forget_reply() {
-    STATE.0.borrow_mut().reply = Vec::new();
+    let mut state = STATE.0.borrow_mut();
+    state.reply = Vec::new();
+    state.trace = Vec::new();
 }
 
 /// The encoding of `report`, in a buffer of exactly its length.
@@ -193,6 +205,66 @@ pub unsafe extern "C" fn cvm_run(ptr: u32, len: u32, gas_limit: u64) -> u32 {
     };
     STATE.0.borrow_mut().reply = reply_bytes;
     0
+}
+
+/// Runs the loaded model as `cvm_run` does and keeps the run's trace as well; 0 when a report
+/// and a trace were produced, 1 when no model is loaded, 2 when the trace's room cannot be
+/// allocated.
+///
+/// # Safety
+/// `ptr` and `len` must come from one `cvm_alloc(len)` call, filled by the host.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cvm_run_trace(ptr: u32, len: u32, gas_limit: u64) -> u32 {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { take_buffer(ptr, len) };
+    forget_reply();
+    let inputs = crate::decode_inputs(&bytes);
+    drop(bytes);
+    let (reply_bytes, trace) = {
+        let state = STATE.0.borrow();
+        let Some(model) = &state.model else {
+            return 1;
+        };
+        match inputs {
+            Ok(inputs) => match crate::trace::run_trace_reply(model, inputs, gas_limit) {
+                Some(traced) => traced,
+                None => return 2,
+            },
+            // Inputs that do not decode: no node ran, the trace is empty.
+            Err(error) => (
+                encoded(&Report::failure(error, 0)),
+                0u32.to_le_bytes().to_vec(),
+            ),
+        }
+    };
+    let mut state = STATE.0.borrow_mut();
+    state.reply = reply_bytes;
+    state.trace = trace;
+    0
+}
+
+/// The most bytes a trace of the loaded model takes; 0 when no model is loaded.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_trace_bytes() -> u64 {
+    STATE
+        .0
+        .borrow()
+        .model
+        .as_ref()
+        .and_then(crate::trace::trace_bytes)
+        .unwrap_or(0)
+}
+
+/// Address of the latest trace.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_trace_ptr() -> u32 {
+    STATE.0.borrow().trace.as_ptr() as u32
+}
+
+/// Length of the latest trace.
+#[unsafe(no_mangle)]
+pub extern "C" fn cvm_trace_len() -> u32 {
+    STATE.0.borrow().trace.len() as u32
 }
 
 /// The loaded model's planned peak of tensor memory in bytes; 0 when no model is loaded.

@@ -18,6 +18,11 @@
 //!
 //! [`run_unmetered`] drives the same executor with a meter that charges nothing, so benchmarks
 //! can measure what metering costs.
+//!
+//! [`run_observed`] and [`run_reply_observed`] drive it with a [`NodeObserver`], which sees each
+//! node's outputs in the arena right after the node ran (what a trace of the run records,
+//! `crate::trace`). The executor is generic over the observer, and the other entry points pass
+//! one whose method is empty, so a run without a trace carries no trace of the observing code.
 
 use alloc::string::String;
 use alloc::vec;
@@ -131,8 +136,21 @@ pub fn encode_inputs_into(inputs: &[InputTensor], out: &mut [u8]) -> bool {
 ///
 /// Never panics on any input; every failure is a deterministic [`Report`] failure.
 pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Report {
+    run_observed(model, inputs, gas_limit, &mut Unobserved)
+}
+
+/// Runs `model` as [`run`] does, handing `observer` each node's outputs once the node has run.
+/// The report is [`run`]'s, whatever the observer does.
+pub fn run_observed(
+    model: &ValidatedModel,
+    inputs: Vec<InputTensor>,
+    gas_limit: u64,
+    observer: &mut impl NodeObserver,
+) -> Report {
     let mut meter = GasMeter::new(gas_limit);
-    match execute(model, inputs, &mut meter, |done| done.into_outputs()) {
+    match execute(model, inputs, &mut meter, observer, |done| {
+        done.into_outputs()
+    }) {
         Ok(outputs) => Report::success(outputs, meter.used),
         Err(error) => Report::failure(error, meter.used),
     }
@@ -144,8 +162,19 @@ pub fn run(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> 
 /// left them, without the copy into tensors [`run`] makes; failing to allocate the reply is a
 /// `MemoryLimit` failure, as failing to allocate that copy is in [`run`].
 pub fn run_reply(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u64) -> Vec<u8> {
+    run_reply_observed(model, inputs, gas_limit, &mut Unobserved)
+}
+
+/// [`run_reply`], handing `observer` each node's outputs once the node has run; the reply is
+/// [`run_reply`]'s, whatever the observer does.
+pub fn run_reply_observed(
+    model: &ValidatedModel,
+    inputs: Vec<InputTensor>,
+    gas_limit: u64,
+    observer: &mut impl NodeObserver,
+) -> Vec<u8> {
     let mut meter = GasMeter::new(gas_limit);
-    let encoded = execute(model, inputs, &mut meter, |mut done| {
+    let encoded = execute(model, inputs, &mut meter, observer, |mut done| {
         done.release_unlisted_inputs();
         let outputs = done.views()?;
         crate::outcome::success_bytes(&outputs, done.gas_used)
@@ -162,7 +191,9 @@ pub fn run_reply(model: &ValidatedModel, inputs: Vec<InputTensor>, gas_limit: u6
 /// measure what metering costs; its outcomes are not consensus outcomes.
 #[doc(hidden)]
 pub fn run_unmetered(model: &ValidatedModel, inputs: Vec<InputTensor>) -> Report {
-    match execute(model, inputs, &mut Unmetered, |done| done.into_outputs()) {
+    match execute(model, inputs, &mut Unmetered, &mut Unobserved, |done| {
+        done.into_outputs()
+    }) {
         Ok(outputs) => Report::success(outputs, 0),
         Err(error) => Report::failure(error, 0),
     }
@@ -211,6 +242,24 @@ impl Meter for GasMeter {
     fn used(&self) -> u64 {
         self.used
     }
+}
+
+/// What sees a run node by node ([`run_observed`]): after each node has run, its index, the gas
+/// charged so far (the run's own and every node's up to this one) and its outputs, where they lie
+/// in the arena. An observer cannot change the run: it sees the outputs read-only, and a run's
+/// report is the same with any observer.
+pub trait NodeObserver {
+    /// Node `node_index` has run and charged the run `gas_used` gas in all; `outputs` are its
+    /// outputs in order, with their types.
+    fn node_ran(&mut self, node_index: usize, gas_used: u64, outputs: &[TensorMut<'_>]);
+}
+
+/// Observes nothing: the executor of an untraced run.
+pub struct Unobserved;
+
+impl NodeObserver for Unobserved {
+    #[inline(always)]
+    fn node_ran(&mut self, _node_index: usize, _gas_used: u64, _outputs: &[TensorMut<'_>]) {}
 }
 
 /// Charges nothing ([`run_unmetered`]).
@@ -521,12 +570,13 @@ fn arena_skew(base: usize, inputs: &[Tensor]) -> usize {
     (wanted.wrapping_sub(base) % PAGE) / 4
 }
 
-/// Checks `inputs`, runs every node of `model` charging `meter`, and hands the finished run to
-/// `finish` (which takes the outputs from it).
-fn execute<M: Meter, R>(
+/// Checks `inputs`, runs every node of `model` charging `meter` and showing `observer` its
+/// outputs, and hands the finished run to `finish` (which takes the outputs from it).
+fn execute<M: Meter, O: NodeObserver, R>(
     model: &ValidatedModel,
     inputs: Vec<InputTensor>,
     meter: &mut M,
+    observer: &mut O,
     finish: impl FnOnce(Finished<'_>) -> Result<R>,
 ) -> Result<R> {
     let inputs = check_inputs(model, inputs)?;
@@ -562,6 +612,7 @@ fn execute<M: Meter, R>(
         node.operator
             .run(&operands, &mut results)
             .map_err(at_node)?;
+        observer.node_ran(node_index, meter.used(), &results);
     }
 
     finish(Finished {

@@ -8,7 +8,7 @@
 //!
 //! Code map: [`model`] (canonical format), [`attrs`] (attribute schemas), [`ops`] (the operator
 //! table and one file per family), [`validate`], [`plan`] (where node outputs live in a run's
-//! arena), [`exec`], [`outcome`], [`error`] (frozen codes), [`tensor`], [`limits`], [`kernels`]
+//! arena), [`exec`], [`trace`] (node outputs for a host's trace, one node run alone), [`outcome`], [`error`] (frozen codes), [`tensor`], [`limits`], [`kernels`]
 //! (vectorised conv2d, dense and pooling), and `abi` (the wasm32 exports). `unsafe` appears
 //! only in `abi` and in the vector loads and stores of `kernels::simd`.
 #![no_std]
@@ -26,6 +26,7 @@ pub mod ops;
 pub mod outcome;
 pub mod plan;
 pub mod tensor;
+pub mod trace;
 pub mod validate;
 
 // The wasm exports take raw pointers handed over by the host.

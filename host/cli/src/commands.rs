@@ -6,3 +6,4 @@ pub(crate) mod generate;
 pub(crate) mod model;
 pub(crate) mod onnx;
 pub(crate) mod run;
+pub(crate) mod trace;

@@ -62,6 +62,7 @@ use commands::generate::{GenerateOptions, generate};
 use commands::model::{build, estimate, import, inspect};
 use commands::onnx::{OnnxImport, import_onnx, is_onnx};
 use commands::run::{RunOptions, run};
+use commands::trace::{Operands, TraceRunOptions, diff_traces, run_node, trace};
 
 /// Writes `text` to standard output and flushes it.
 fn write_stdout(text: std::fmt::Arguments<'_>) -> Result<(), Failure> {
@@ -259,6 +260,78 @@ enum Command {
         schedule: ScheduleArg,
         #[command(flatten)]
         cache: CacheArgs,
+    },
+    /// Run a model with a trace: for every node in execution order its index, name, operator,
+    /// output shapes, gas charged so far and the SHA3-256 of each output, then the Merkle root
+    /// of the node records and the outcome (docs/model-format.md, section 4). Exit status 1 when
+    /// the run fails deterministically.
+    Trace {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input tensor: `FILE` (inputs in declared order) or `NAME=FILE`. Repeatable.
+        #[arg(long = "input", value_name = "[NAME=]FILE")]
+        inputs: Vec<String>,
+        /// Engine build to run: wasm (consensus configuration) or native.
+        #[arg(long, value_enum, default_value_t = EngineArg::Wasm)]
+        engine: EngineArg,
+        /// Keep the output values of the nodes too, in execution order, up to 2^24 values in
+        /// all (then `cvm diff` shows the first differing elements).
+        #[arg(long)]
+        values: bool,
+        /// Write the trace file here, for `cvm diff`.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The run's gas limit.
+        #[arg(long, value_name = "N", default_value_t = cvm_engine::limits::MAX_GAS_PER_RUN)]
+        gas_limit: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Compare two trace files of one model: the first node whose outputs differ while its
+    /// operands agree, with its operator, attributes and (when both traces hold values) the first
+    /// differing elements. Exit status 0 when equal, 1 when they differ, 2 for an unreadable or
+    /// damaged trace.
+    Diff {
+        /// The first trace file (`cvm trace -o`).
+        a: PathBuf,
+        /// The second trace file.
+        b: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one node alone from its operand tensors and print its outputs' hashes, to check one
+    /// step of a trace by itself. Exit status 1 when the node's kernel fails deterministically
+    /// or, with --trace, when its outputs are not the trace's; 2 for a node or operands that do
+    /// not fit the model.
+    RunNode {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The node's index in the canonical model (`cvm trace` and `cvm inspect` list them).
+        #[arg(long, value_name = "N")]
+        node: u32,
+        /// One integer .npy per operand of the node that is not a parameter of the model, in the
+        /// node's operand order (parameters come from the model).
+        #[arg(long = "inputs", value_name = "FILE", num_args = 0.., conflicts_with = "trace")]
+        inputs: Vec<PathBuf>,
+        /// Take the operands from a trace of this model that keeps values (`cvm trace
+        /// --values`), and the model's inputs the node reads from `--input`; then check the
+        /// outputs against the trace's record of the node (exit status 1 when they differ).
+        #[arg(long, value_name = "TRACE")]
+        trace: Option<PathBuf>,
+        /// With `--trace`: the model's input tensors, as `cvm run` takes them.
+        #[arg(long = "input", value_name = "[NAME=]FILE", requires = "trace")]
+        model_inputs: Vec<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        schedule: ScheduleArg,
     },
     /// Run every fixture natively and in wasm, and compare both outcome hashes with the
     /// committed golden hashes. Exit status 1 on any mismatch.
@@ -588,6 +661,51 @@ fn main() -> ExitCode {
             },
             &cache,
         ),
+        Command::Trace {
+            model,
+            inputs,
+            engine,
+            values,
+            output,
+            gas_limit,
+            json,
+            schedule,
+            cache,
+        } => trace(
+            &model.source(),
+            &inputs,
+            &TraceRunOptions {
+                engine: match engine {
+                    EngineArg::Wasm => EngineKind::Wasm,
+                    EngineArg::Native => EngineKind::Native,
+                },
+                gas_limit,
+                schedule: schedule.version,
+                values,
+                output: output.as_deref(),
+                json,
+            },
+            &cache,
+        ),
+        Command::Diff { a, b, json } => diff_traces(&a, &b, json),
+        Command::RunNode {
+            model,
+            node,
+            inputs,
+            trace,
+            model_inputs,
+            json,
+            schedule,
+        } => {
+            let operands = match &trace {
+                Some(path) => Operands::Trace {
+                    path,
+                    model_inputs: &model_inputs,
+                },
+                None => Operands::Files(&inputs),
+            };
+            run_node(&model.source(), node, &operands, schedule.version, json)
+        }
         Command::Audit {
             dir,
             engine,

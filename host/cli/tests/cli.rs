@@ -282,7 +282,7 @@ fn version_names_the_schedules_and_the_engine_hash() {
             schedules.join(", "),
             Schedule::NEWEST.version
         ),
-        "engine ABI version     4".to_string(),
+        "engine ABI version     5".to_string(),
         format!(
             "engine.wasm sha3-256   {} ({} bytes, the pinned module)",
             cvm_runtime::wasm::engine_wasm_sha3(),

@@ -164,9 +164,10 @@ fn section(id: u8, contents: &[u8]) -> Vec<u8> {
 /// (each from the ABI, with its signature), every function returning `version`.
 fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     assert!(version < 64 && names.len() < 16);
-    // `cvm_peak_memory_bytes` returns an i64 (0x7e), every other export an i32 (0x7f).
+    // `cvm_peak_memory_bytes` and `cvm_trace_bytes` return an i64 (0x7e), every other export
+    // an i32 (0x7f).
     let result = |name: &str| {
-        if name == "cvm_peak_memory_bytes" {
+        if name == "cvm_peak_memory_bytes" || name == "cvm_trace_bytes" {
             0x7e
         } else {
             0x7f
@@ -178,7 +179,7 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
             "cvm_free" => &[0x7f, 0x7f],
             "cvm_load" if version < 3 => &[0x7f, 0x7f],
             "cvm_load" => &[0x7f, 0x7f, 0x7f],
-            "cvm_run" => &[0x7f, 0x7f, 0x7e],
+            "cvm_run" | "cvm_run_trace" => &[0x7f, 0x7f, 0x7e],
             _ => &[],
         };
         [
@@ -221,9 +222,9 @@ fn stand_in_module(version: u8, names: &[&str]) -> Vec<u8> {
     .concat()
 }
 
-/// The exports of ABI version 4 (`cvm_load` takes the schedule version from 3 on,
-/// `cvm_peak_memory_bytes` is new in 4).
-const EXPORTS: [&str; 8] = [
+/// The exports of ABI version 5 (`cvm_load` takes the schedule version from 3 on,
+/// `cvm_peak_memory_bytes` is new in 4, the traced run's four exports in 5).
+const EXPORTS: [&str; 12] = [
     "cvm_abi_version",
     "cvm_alloc",
     "cvm_free",
@@ -232,28 +233,38 @@ const EXPORTS: [&str; 8] = [
     "cvm_reply_ptr",
     "cvm_reply_len",
     "cvm_peak_memory_bytes",
+    "cvm_run_trace",
+    "cvm_trace_ptr",
+    "cvm_trace_len",
+    "cvm_trace_bytes",
 ];
 
 #[test]
 fn the_host_refuses_other_abi_versions_and_needs_the_schedule_argument() {
-    assert_eq!(ABI_VERSION, 4);
-    // Engines of ABI versions 2 and 3 are refused for their version.
-    for version in [2, 3] {
-        let old = WasmEngine::from_module_bytes(&stand_in_module(version, &EXPORTS[..7])).unwrap();
+    assert_eq!(ABI_VERSION, 5);
+    // Engines of ABI versions 2 to 4 are refused for their version.
+    for (version, exports) in [(2, 7), (3, 7), (4, 8)] {
+        let old =
+            WasmEngine::from_module_bytes(&stand_in_module(version, &EXPORTS[..exports])).unwrap();
         let error = old.session().err().expect("refused").to_string();
         assert!(
             error.contains(&format!(
-                "engine.wasm speaks ABI version {version}, this host speaks 4"
+                "engine.wasm speaks ABI version {version}, this host speaks 5"
             )),
             "{error}"
         );
     }
-    // Version 4 with `cvm_load` taking the version and the plan's export: accepted.
-    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(4, &EXPORTS)).unwrap();
+    // Version 5 with `cvm_load` taking the version, the plan's and the trace's exports:
+    // accepted.
+    let stand_in = WasmEngine::from_module_bytes(&stand_in_module(5, &EXPORTS)).unwrap();
     assert!(stand_in.session().is_ok());
     assert!(WasmEngine::new().unwrap().session().is_ok());
-    // Version 4 without `cvm_peak_memory_bytes`: refused, naming the export.
-    let partial = WasmEngine::from_module_bytes(&stand_in_module(4, &EXPORTS[..7])).unwrap();
+    // Version 5 without `cvm_peak_memory_bytes`, or without `cvm_run_trace`: refused, naming
+    // the export.
+    let partial = WasmEngine::from_module_bytes(&stand_in_module(5, &EXPORTS[..7])).unwrap();
     let error = partial.session().err().expect("refused").to_string();
     assert!(error.contains("cvm_peak_memory_bytes"), "{error}");
+    let untraced = WasmEngine::from_module_bytes(&stand_in_module(5, &EXPORTS[..8])).unwrap();
+    let error = untraced.session().err().expect("refused").to_string();
+    assert!(error.contains("cvm_run_trace"), "{error}");
 }

@@ -36,6 +36,7 @@ pub mod error;
 pub mod generate;
 pub mod hash;
 pub mod native;
+pub mod trace;
 pub mod wasm;
 
 use std::path::PathBuf;
@@ -189,6 +190,41 @@ impl Model {
             .unwrap_or_else(PoisonError::into_inner)
             .push(session);
         Ok(Verdict::new(report))
+    }
+
+    /// Runs the model as [`Model::run`] does, with a trace of the run ([`trace`]): every node's
+    /// output hashes and gas so far, their Merkle root, and the values when `options` keeps
+    /// them. The verdict is the untraced run's; the trace is never part of it.
+    ///
+    /// # Errors
+    /// [`NodeError`] when this node's wasm runtime fails, or when the model's bytes no longer
+    /// decode on the host (an engine bug: they loaded).
+    pub fn trace(
+        &self,
+        inputs: &[InputTensor],
+        gas_limit: u64,
+        options: trace::TraceOptions,
+    ) -> Result<(Verdict, trace::Trace), NodeError> {
+        let traced = trace::TraceModel::from_bytes(&self.bytes).map_err(|error| {
+            NodeError::Wasm(format!("the loaded model does not decode: {error}"))
+        })?;
+        let mut session = match self.take_idle() {
+            Some(session) => session,
+            None => self.fresh_session()?,
+        };
+        let (report, trace) = trace::trace_wasm(
+            &mut session,
+            self.schedule_version,
+            &traced,
+            inputs,
+            gas_limit,
+            options,
+        )?;
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(session);
+        Ok((Verdict::new(report), trace))
     }
 
     fn take_idle(&self) -> Option<WasmSession> {

@@ -8,7 +8,8 @@
 use cvm_engine::ValidatedModel;
 use cvm_engine::exec::InputTensor;
 
-use crate::Verdict;
+use crate::trace::{Trace, TraceModel, TraceOptions};
+use crate::{NodeError, Verdict};
 
 /// A model decoded and validated natively under one gas schedule; `Send + Sync`, for any
 /// number of runs from any number of threads.
@@ -38,5 +39,23 @@ impl NativeModel {
     /// `gas_limit` gas. Wrong inputs and running out of gas are deterministic outcomes.
     pub fn run(&self, inputs: Vec<InputTensor>, gas_limit: u64) -> Verdict {
         Verdict::new(cvm_engine::run(&self.validated, inputs, gas_limit))
+    }
+
+    /// Runs the model as [`NativeModel::run`] does, with a trace of the run
+    /// ([`crate::trace`]); `model` is the same bytes decoded for tracing. The verdict is the
+    /// untraced run's.
+    ///
+    /// # Errors
+    /// [`NodeError::Wasm`] only on an engine bug (a node the model does not have).
+    pub fn trace(
+        &self,
+        model: &TraceModel,
+        inputs: Vec<InputTensor>,
+        gas_limit: u64,
+        options: TraceOptions,
+    ) -> Result<(Verdict, Trace), NodeError> {
+        let (report, trace) =
+            crate::trace::trace_native(&self.validated, model, inputs, gas_limit, options)?;
+        Ok((Verdict::new(report), trace))
     }
 }

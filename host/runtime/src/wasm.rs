@@ -46,10 +46,10 @@ pub fn engine_wasm_matches_pin() -> bool {
     engine_wasm_sha3() == ENGINE_WASM_SHA3_PIN.trim()
 }
 
-/// The ABI version this host speaks (see `engine/src/abi.rs`): version 4, whose `cvm_load`
-/// takes the gas schedule version and which reports a loaded model's planned memory
-/// (`cvm_peak_memory_bytes`).
-pub const ABI_VERSION: u32 = 4;
+/// The ABI version this host speaks (see `engine/src/abi.rs`): version 5, whose `cvm_load`
+/// takes the gas schedule version, which reports a loaded model's planned memory
+/// (`cvm_peak_memory_bytes`) and which runs with a trace (`cvm_run_trace`).
+pub const ABI_VERSION: u32 = 5;
 
 /// Most linear memory the engine instance may ever grow to.
 pub const MEMORY_CAP_BYTES: usize = 3 << 30;
@@ -132,6 +132,10 @@ struct Exports {
     reply_ptr: TypedFunc<(), u32>,
     reply_len: TypedFunc<(), u32>,
     peak_memory_bytes: TypedFunc<(), u64>,
+    run_trace: TypedFunc<(u32, u32, u64), u32>,
+    trace_ptr: TypedFunc<(), u32>,
+    trace_len: TypedFunc<(), u32>,
+    trace_bytes: TypedFunc<(), u64>,
 }
 
 /// One instance of the engine with (at most) one loaded model.
@@ -497,6 +501,10 @@ impl Exports {
             reply_ptr: typed(instance, store, "cvm_reply_ptr")?,
             reply_len: typed(instance, store, "cvm_reply_len")?,
             peak_memory_bytes: typed(instance, store, "cvm_peak_memory_bytes")?,
+            run_trace: typed(instance, store, "cvm_run_trace")?,
+            trace_ptr: typed(instance, store, "cvm_trace_ptr")?,
+            trace_len: typed(instance, store, "cvm_trace_len")?,
+            trace_bytes: typed(instance, store, "cvm_trace_bytes")?,
         })
     }
 }
@@ -745,6 +753,81 @@ impl WasmSession {
                 "cvm_run called with no model loaded".into(),
             )),
         }
+    }
+
+    /// Runs the loaded model on `inputs` as [`WasmSession::run_inputs`] does (`cvm_run_trace`,
+    /// the same report) and hands `read` the run's trace where it lies in the engine's memory:
+    /// the borsh encoding of every node that ran with its gas so far and its outputs' canonical
+    /// bytes (`cvm_engine::trace`). The run's memory cap is raised by the most bytes the trace
+    /// takes (`cvm_trace_bytes`).
+    ///
+    /// # Errors
+    /// As [`WasmSession::run`]; also when the engine cannot allocate the trace's room.
+    pub fn run_traced<R>(
+        &mut self,
+        inputs: &[InputTensor],
+        gas_limit: u64,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<(Report, R), NodeError> {
+        let trace_bytes = self
+            .exports
+            .trace_bytes
+            .call(&mut self.store, ())
+            .map_err(|e| wasm_error("cvm_trace_bytes", e))?;
+        let request = self.put_inputs(inputs)?;
+        self.grant_fuel(fuel_for(request.len as usize, gas_limit))?;
+        let now = self.exports.memory.data_size(&self.store);
+        let cap = self
+            .run_cap(now, request.len as usize)
+            .saturating_add(usize::try_from(trace_bytes).unwrap_or(usize::MAX))
+            .min(MEMORY_CAP_BYTES);
+        *self.store.data_mut() = limits(cap);
+        let status = self
+            .exports
+            .run_trace
+            .call(&mut self.store, (request.ptr, request.len, gas_limit))
+            .map_err(|e| {
+                wasm_error(
+                    &format!(
+                        "cvm_run_trace (memory capped at {cap} bytes for a plan of {} bytes \
+                         and a trace of {trace_bytes})",
+                        self.planned_bytes
+                    ),
+                    e,
+                )
+            })?;
+        match status {
+            0 => {}
+            1 => {
+                return Err(NodeError::Wasm(
+                    "cvm_run_trace called with no model loaded".into(),
+                ));
+            }
+            _ => {
+                return Err(NodeError::Wasm(format!(
+                    "engine.wasm cannot allocate the trace of {trace_bytes} bytes"
+                )));
+            }
+        }
+        let report = self.report()?;
+        let ptr = self
+            .exports
+            .trace_ptr
+            .call(&mut self.store, ())
+            .map_err(|e| wasm_error("cvm_trace_ptr", e))?;
+        let len = self
+            .exports
+            .trace_len
+            .call(&mut self.store, ())
+            .map_err(|e| wasm_error("cvm_trace_len", e))?;
+        let start = ptr as usize;
+        let bytes = self
+            .exports
+            .memory
+            .data(&self.store)
+            .get(start..start + len as usize)
+            .ok_or_else(|| NodeError::Wasm("the trace lies out of the engine's memory".into()))?;
+        Ok((report, read(bytes)))
     }
 
     /// Fuel the latest `load` or `run` burned (for tests of the fuel/gas ratio).

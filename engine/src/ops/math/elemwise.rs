@@ -84,6 +84,18 @@ fn rounding_shift32(value: i32, shift_bit: u32) -> i32 {
     (halved >> 1) + (halved & 1)
 }
 
+/// The test-only fault of the `fault-injection` feature: the elements of `y` in whole blocks of
+/// [`crate::kernels::elementwise::MAP_BLOCK`] (the vector path of `map`) take the shift truncated,
+/// ⌊x / 2^s⌋, instead of rounded; the tail keeps the rounding. Never in `engine.wasm`.
+#[cfg(feature = "fault-injection")]
+fn truncate_whole_blocks(y: &mut [i32], x: &[i32], shift_bit: u32, bound: i32) {
+    let block = crate::kernels::elementwise::MAP_BLOCK;
+    let whole = y.len().min(x.len()) / block * block;
+    for (y, &x) in y[..whole].iter_mut().zip(&x[..whole]) {
+        *y = clip32((x >> (shift_bit - 1)) >> 1, bound);
+    }
+}
+
 /// [`clip_to_precision`] of an `i32`, in 32-bit arithmetic: the bound ±(2^(p−1) − 1) fits.
 #[inline(always)]
 fn clip32(value: i32, bound: i32) -> i32 {
@@ -164,6 +176,8 @@ impl Operator for Unary {
             } => {
                 let bound = clip_to_precision(i64::MAX, precision);
                 map(y, x, |x| clip32(rounding_shift32(x, shift_bit), bound));
+                #[cfg(feature = "fault-injection")]
+                truncate_whole_blocks(y, x, shift_bit, bound);
             }
         }
         Ok(())
