@@ -6,6 +6,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use cvm_benches::{BenchModel, check, loaded_session};
+use cvm_runtime::hash::{HashAlgorithm, outcome_hash};
 use cvm_runtime::trace::{TraceModel, TraceOptions, trace_native, trace_wasm};
 use cvm_runtime::wasm::WasmEngine;
 
@@ -47,7 +48,10 @@ fn trace_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
     let mut group = c.benchmark_group(format!("trace/{}", bench.name));
     group.sample_size(sample_size);
     group.bench_function("native", |b| {
-        b.iter(|| cvm_engine::run(&checked.model, bench.inputs.clone(), u64::MAX))
+        b.iter(|| {
+            let report = cvm_engine::run(&checked.model, bench.inputs.clone(), u64::MAX);
+            outcome_hash(&report, HashAlgorithm::Sha3_256)
+        })
     });
     group.bench_function("native_traced", |b| {
         b.iter(|| {
@@ -62,7 +66,10 @@ fn trace_benches(c: &mut Criterion, bench: &BenchModel, sample_size: usize) {
         })
     });
     group.bench_function("wasm", |b| {
-        b.iter(|| session.run_inputs(&bench.inputs, u64::MAX).expect("run"))
+        b.iter(|| {
+            let report = session.run_inputs(&bench.inputs, u64::MAX).expect("run");
+            outcome_hash(&report, HashAlgorithm::Sha3_256)
+        })
     });
     group.bench_function("wasm_traced", |b| {
         b.iter(|| {

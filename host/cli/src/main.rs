@@ -262,7 +262,7 @@ enum Command {
         cache: CacheArgs,
     },
     /// Run a model with a trace: for every node in execution order its index, name, operator,
-    /// output shapes, gas charged so far and the SHA3-256 of each output, then the Merkle root
+    /// output shapes, gas charged so far and the digest (BLAKE3) of each output, then the Merkle root
     /// of the node records and the outcome (docs/model-format.md, section 4). Exit status 1 when
     /// the run fails deterministically.
     Trace {

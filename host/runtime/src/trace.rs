@@ -1,6 +1,6 @@
 //! Traces of runs: for every node in execution order a record of its index, name, operator,
-//! operands, attributes, output shapes, the gas charged so far and the SHA3-256 of each output's
-//! canonical bytes; a Merkle root over the records; optionally the output values themselves.
+//! operands, attributes, output shapes, the gas charged so far and a BLAKE3 digest of each
+//! output; a Merkle root over the records; optionally the output values themselves.
 //! [`diff`] finds where two traces of one model part. The layout is in `docs/model-format.md`,
 //! section 4; what the pieces serve, in `docs/audit.md`.
 //!
@@ -59,7 +59,7 @@ pub struct NodeRecord {
     pub output_shapes: Vec<Vec<u32>>,
     /// Gas charged by the run up to and including this node.
     pub gas_used: u64,
-    /// SHA3-256 of each output's canonical bytes (the borsh encoding of an `OutputTensor`).
+    /// The digest of each output ([`tensor_hash`]: BLAKE3 of its shape, precision and values).
     pub output_hashes: Vec<[u8; 32]>,
 }
 
@@ -70,7 +70,7 @@ pub struct Trace {
     pub model_hash: [u8; 32],
     /// The gas schedule the model was priced under.
     pub schedule_version: u32,
-    /// SHA3-256 of the borsh encoding of each input tensor given (`InputTensor`: shape, values).
+    /// The digest of each input tensor given ([`tensor_hash`], precision 0).
     pub input_hashes: Vec<[u8; 32]>,
     /// The run's outcome hash (SHA3-256).
     pub outcome_hash: [u8; 32],
@@ -133,25 +133,50 @@ pub enum TraceError {
     Inconsistent(String),
 }
 
-/// SHA3-256 of an output's canonical bytes, the borsh encoding of an `OutputTensor`, fed to the
-/// hasher a block of values at a time.
+/// The digest of a node output: BLAKE3 of its trace bytes (`docs/model-format.md`, section
+/// 4.2), which hold its shape, precision and values as the canonical bytes do, each value in
+/// the fewest little-endian bytes (1, 2 or 4) that hold every value of the tensor.
 pub fn tensor_hash(shape: &[u32], precision: u8, data: &[i32]) -> [u8; 32] {
-    const BLOCK: usize = 4096;
-    let mut hasher = Sha3_256::new();
-    hasher.update((shape.len() as u32).to_le_bytes());
+    // Bytes fed to the hasher at a time: enough for BLAKE3 to hash its 1 KiB chunks in
+    // parallel lanes.
+    const BLOCK: usize = 1 << 16;
+    let (low, high) = data.iter().fold((0i32, 0i32), |(low, high), &value| {
+        (low.min(value), high.max(value))
+    });
+    let width: usize = if low >= i32::from(i8::MIN) && high <= i32::from(i8::MAX) {
+        1
+    } else if low >= i32::from(i16::MIN) && high <= i32::from(i16::MAX) {
+        2
+    } else {
+        4
+    };
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&(shape.len() as u32).to_le_bytes());
     for dim in shape {
-        hasher.update(dim.to_le_bytes());
+        hasher.update(&dim.to_le_bytes());
     }
-    hasher.update([precision]);
-    hasher.update((data.len() as u32).to_le_bytes());
-    let mut block = [0u8; 4 * BLOCK];
-    for values in data.chunks(BLOCK) {
-        for (bytes, value) in block.as_chunks_mut::<4>().0.iter_mut().zip(values) {
-            *bytes = value.to_le_bytes();
+    hasher.update(&[precision, width as u8]);
+    hasher.update(&(data.len() as u32).to_le_bytes());
+    let mut block = vec![0u8; BLOCK];
+    for values in data.chunks(BLOCK / width) {
+        let bytes = &mut block[..width * values.len()];
+        match width {
+            1 => pack(bytes.as_chunks_mut().0, values, |value| [value as u8]),
+            2 => pack(bytes.as_chunks_mut().0, values, |value| {
+                (value as i16).to_le_bytes()
+            }),
+            _ => pack(bytes.as_chunks_mut().0, values, i32::to_le_bytes),
         }
-        hasher.update(&block[..4 * values.len()]);
+        hasher.update(bytes);
     }
     hasher.finalize().into()
+}
+
+/// Writes `values` into `block`, each as the `W` bytes `encode` makes of it.
+fn pack<const W: usize>(block: &mut [[u8; W]], values: &[i32], encode: impl Fn(i32) -> [u8; W]) {
+    for (bytes, &value) in block.iter_mut().zip(values) {
+        *bytes = encode(value);
+    }
 }
 
 /// The leaf of `record`: SHA3-256 of the byte 0 followed by the record's borsh encoding.
@@ -278,6 +303,7 @@ impl<'a> Recorder<'a> {
     fn record_engine_trace(&mut self, bytes: &[u8]) -> Result<(), String> {
         let mut rest = bytes;
         let nodes = take_u32(&mut rest)?;
+        let mut scratch: Vec<i32> = Vec::new();
         for _ in 0..nodes {
             let node = take_u32(&mut rest)? as usize;
             let gas_used = u64::from_le_bytes(take::<8>(&mut rest)?);
@@ -292,19 +318,26 @@ impl<'a> Recorder<'a> {
                 let shape = (0..rank)
                     .map(|_| take_u32(&mut rest))
                     .collect::<Result<Vec<u32>, String>>()?;
-                take::<1>(&mut rest)?;
+                let [precision] = take::<1>(&mut rest)?;
                 let count = take_u32(&mut rest)? as usize;
                 let words = count
                     .checked_mul(4)
                     .ok_or_else(|| "a value count overflows".to_string())?;
-                rest = rest
-                    .get(words..)
+                let (data, left) = rest
+                    .split_at_checked(words)
                     .ok_or_else(|| "the trace ends inside a tensor".to_string())?;
-                let canonical = &start[..start.len() - rest.len()];
-                hashes.push(Sha3_256::digest(canonical).into());
+                rest = left;
+                tensors.push(&start[..start.len() - rest.len()]);
+                scratch.clear();
+                scratch.extend(
+                    data.as_chunks::<4>()
+                        .0
+                        .iter()
+                        .map(|b| i32::from_le_bytes(*b)),
+                );
+                hashes.push(tensor_hash(&shape, precision, &scratch));
                 shapes.push(shape);
                 elements = elements.saturating_add(count as u64);
-                tensors.push(canonical);
             }
             let values = if self.keeps(elements) {
                 Some(
@@ -346,16 +379,12 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// SHA3-256 of the borsh encoding of each input tensor.
+/// The digest of each input tensor: [`tensor_hash`] of its shape and values, with precision 0
+/// (an input carries none).
 fn input_hashes(inputs: &[InputTensor]) -> Vec<[u8; 32]> {
     inputs
         .iter()
-        .map(|input| {
-            let mut hasher = Sha3_256::new();
-            // Writing into a hasher cannot fail.
-            let _ = borsh::to_writer(&mut HashWriter(&mut hasher), input);
-            hasher.finalize().into()
-        })
+        .map(|input| tensor_hash(&input.shape, 0, &input.data))
         .collect()
 }
 
@@ -650,16 +679,44 @@ mod tests {
     }
 
     #[test]
-    fn a_tensor_hash_is_that_of_its_canonical_bytes() {
-        let tensor = OutputTensor {
-            shape: vec![2, 3],
-            precision: 9,
-            data: (0..6).map(|v| v * 100 - 250).collect(),
+    fn a_tensor_hash_is_blake3_of_its_values_at_the_narrowest_width() {
+        // The trace bytes spelled out: rank, dims, precision, width, count, values.
+        let expected = |shape: &[u32], precision: u8, width: u8, values: &[u8]| {
+            let mut bytes = (shape.len() as u32).to_le_bytes().to_vec();
+            for dim in shape {
+                bytes.extend(dim.to_le_bytes());
+            }
+            bytes.extend([precision, width]);
+            bytes.extend((values.len() as u32 / u32::from(width)).to_le_bytes());
+            bytes.extend(values);
+            <[u8; 32]>::from(blake3::hash(&bytes))
         };
-        let bytes = borsh::to_vec(&tensor).unwrap();
         assert_eq!(
-            tensor_hash(&tensor.shape, tensor.precision, &tensor.data),
-            <[u8; 32]>::from(Sha3_256::digest(&bytes))
+            tensor_hash(&[3], 8, &[-128, 0, 127]),
+            expected(&[3], 8, 1, &[0x80, 0x00, 0x7f])
+        );
+        assert_eq!(
+            tensor_hash(&[1, 2], 16, &[-129, 32767]),
+            expected(&[1, 2], 16, 2, &[0x7f, 0xff, 0xff, 0x7f])
+        );
+        assert_eq!(
+            tensor_hash(&[2], 32, &[32768, -1]),
+            expected(&[2], 32, 4, &[0, 0x80, 0, 0, 0xff, 0xff, 0xff, 0xff])
+        );
+        assert_eq!(tensor_hash(&[0], 8, &[]), expected(&[0], 8, 1, &[]));
+        // Beyond one block of values, and equal values hash equally whatever the width.
+        let long: Vec<i32> = (0..10_000).map(|v| v % 300 - 150).collect();
+        let bytes: Vec<u8> = long
+            .iter()
+            .flat_map(|v| (*v as i16).to_le_bytes())
+            .collect();
+        assert_eq!(
+            tensor_hash(&[10_000], 9, &long),
+            expected(&[10_000], 9, 2, &bytes)
+        );
+        assert_ne!(
+            tensor_hash(&[2], 8, &[1, 2]),
+            tensor_hash(&[2], 8, &[1, 258])
         );
     }
 

@@ -538,7 +538,7 @@ pub(crate) fn run_node(
         outln!("node:     {node} \"{name}\", gas {}", ran.gas)?;
         for (position, (tensor, hash)) in ran.outputs.iter().zip(&hashes).enumerate() {
             outln!(
-                "output {position}: shape {:?} precision {} hash {hash} (sha3-256)",
+                "output {position}: shape {:?} precision {} digest {hash} (blake3)",
                 tensor.shape.dims(),
                 tensor.precision
             )?;
