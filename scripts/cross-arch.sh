@@ -33,7 +33,7 @@ cargo build --release --locked --target aarch64-unknown-linux-gnu -p cvm-cli --b
 cvm="target/aarch64-unknown-linux-gnu/release/cvm"
 run() { qemu-aarch64 -L /usr/aarch64-linux-gnu "$cvm" "$@"; }
 
-echo "== $(run version | head -1) under $(qemu-aarch64 --version | head -1)"
+echo "== $(run version | sed -n 1p) under $(qemu-aarch64 --version | sed -n 1p)"
 status=0
 run audit fixtures --engine native || status=1
 run audit fixtures --engine wasm || status=1

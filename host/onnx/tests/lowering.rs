@@ -396,3 +396,95 @@ fn cvm_onnx_erf(x: f64) -> f64 {
     }
     sum * std::f64::consts::FRAC_2_SQRT_PI
 }
+
+/// GELU's tanh form written out, as the TorchScript exporter writes
+/// `gelu(x, approximate="tanh")` below opset 20 (`x·x·x`, constants first) and as Hugging
+/// Face's GPT-2 writes it (`Pow(x, 3)`, `0.5 · x` first), after a dense layer: each becomes
+/// one GELU table, the integer model of the opset-20 `Gelu` node, operator for operator.
+#[test]
+fn gelu_in_its_tanh_form_written_out_is_one_gelu() {
+    let k = (2.0f64 / std::f64::consts::PI).sqrt() as f32;
+    let scalar = |name: &str, v: f32| raw_f32(name, &[], &[v]);
+    let weight: Vec<f32> = (0..64).map(|i| ((i * 37 % 17) as f32 - 8.0) / 6.0).collect();
+    let constants = || {
+        vec![
+            raw_f32("w", &[8, 8], &weight),
+            scalar("c", 0.044715),
+            scalar("k", k),
+            scalar("one", 1.0),
+            scalar("half", 0.5),
+            scalar("three", 3.0),
+        ]
+    };
+    let dense = || node("MatMul", &["x", "w"], &["h"]);
+    let torch = vec![
+        dense(),
+        node("Mul", &["h", "h"], &["h2"]),
+        node("Mul", &["h", "h2"], &["h3"]),
+        node("Mul", &["c", "h3"], &["ch3"]),
+        node("Add", &["h", "ch3"], &["inner"]),
+        node("Mul", &["k", "inner"], &["arg"]),
+        node("Tanh", &["arg"], &["t"]),
+        node("Add", &["one", "t"], &["onet"]),
+        node("Mul", &["h", "onet"], &["twice"]),
+        node("Mul", &["half", "twice"], &["y"]),
+    ];
+    let hugging_face = vec![
+        dense(),
+        node("Mul", &["h", "half"], &["halfh"]),
+        node("Pow", &["h", "three"], &["h3"]),
+        node("Mul", &["h3", "c"], &["ch3"]),
+        node("Add", &["h", "ch3"], &["inner"]),
+        node("Mul", &["inner", "k"], &["arg"]),
+        node("Tanh", &["arg"], &["t"]),
+        node("Add", &["t", "one"], &["onet"]),
+        node("Mul", &["halfh", "onet"], &["y"]),
+    ];
+    let gelu_node = vec![
+        dense(),
+        with_attrs(
+            node("Gelu", &["h"], &["y"]),
+            vec![attr_string("approximate", "tanh")],
+        ),
+    ];
+    let batch = samples(32, 8);
+    let reference = |x: &[f64]| {
+        (0..8)
+            .map(|j| {
+                let h: f64 = (0..8).map(|i| x[i] * f64::from(weight[i * 8 + j])).sum();
+                let k = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * h * (1.0 + (k * (h + 0.044715 * h * h * h)).tanh())
+            })
+            .collect::<Vec<f64>>()
+    };
+    let import = |nodes: Vec<NodeProto>| {
+        let model = graph(nodes, constants(), static_info("x", FLOAT, &[1, 8]), 20);
+        check(&model, &batch, reference, 0.03);
+        let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+        let importer = Importer::new(&read).unwrap();
+        let calibration = importer.calibrate(&batch, &mut |_, _| {}).unwrap();
+        let imported = importer.quantize(&calibration, Options::default()).unwrap();
+        (imported.operators, imported.gas, imported.run(&batch.data[..8]).unwrap())
+    };
+    let one_gelu = import(gelu_node);
+    assert_eq!(import(torch), one_gelu);
+    assert_eq!(import(hugging_face), one_gelu);
+}
+
+/// A Pow other than the layer normalization's square and GELU's cube is refused, naming the
+/// node.
+#[test]
+fn a_pow_of_another_exponent_is_refused() {
+    let model = graph(
+        vec![node("Pow", &["x", "e"], &["y"])],
+        vec![raw_f32("e", &[], &[4.0])],
+        static_info("x", FLOAT, &[1, 8]),
+        17,
+    );
+    let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+    let error = Importer::new(&read).err().unwrap().to_string();
+    assert!(
+        error.contains("Pow") && error.contains("exponent 3"),
+        "{error}"
+    );
+}

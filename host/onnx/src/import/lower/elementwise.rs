@@ -3,7 +3,7 @@
 //! HardSigmoid, Gelu).
 
 use crate::import::ImportError;
-use crate::import::graph::{Conv, Dense, FTensor, Function, Op, Value};
+use crate::import::graph::{Conv, Dense, FTensor, Function, Op};
 use crate::model::Node;
 use crate::tensor::TensorData;
 
@@ -124,36 +124,60 @@ impl<'a> Lowering<'a> {
             if t.data.len() == 1 && (t.data[0] - c).abs() <= 1e-6 * c.abs())
     }
 
-    /// For a value `1 + erf(x / √2)` (`Add` of 1 to an `Erf` of x times 1/√2, the division
-    /// already a product), its x.
-    fn one_plus_erf(&self, id: usize) -> Option<usize> {
-        let sum = &self.values[id];
-        let erf = match (&sum.op, sum.inputs.as_slice()) {
-            (Op::Add, &[a, b]) if self.is_scalar(b, 1.0) => a,
-            (Op::Add, &[a, b]) if self.is_scalar(a, 1.0) => b,
-            _ => return None,
-        };
-        let Value {
-            op: Op::Table(Function::Erf),
-            inputs,
-            ..
-        } = &self.values[erf]
-        else {
-            return None;
-        };
-        let scaled = &self.values[*inputs.first()?];
-        match (&scaled.op, scaled.inputs.as_slice()) {
-            (Op::Mul, &[x, c]) if self.is_scalar(c, std::f64::consts::FRAC_1_SQRT_2) => Some(x),
-            (Op::Mul, &[c, x]) if self.is_scalar(c, std::f64::consts::FRAC_1_SQRT_2) => Some(x),
+    /// Value `id` as `a · b` or `b · a`, its other factor when one is the scalar `c`.
+    fn times_scalar(&self, id: usize, c: f64) -> Option<usize> {
+        match (&self.values[id].op, self.values[id].inputs.as_slice()) {
+            (Op::Mul, &[v, k]) if self.is_scalar(k, c) => Some(v),
+            (Op::Mul, &[k, v]) if self.is_scalar(k, c) => Some(v),
             _ => None,
         }
     }
 
-    /// GELU written out with Erf, `x · (1 + erf(x / √2)) · 0.5` in either order of the
-    /// products, as one GELU table (one rounding where the steps would take four):
+    /// Whether value `id` is x³ written as `x · (x · x)` or `(x · x) · x`.
+    fn is_cube(&self, id: usize, x: usize) -> bool {
+        let is_square = |v: usize| matches!((&self.values[v].op, self.values[v].inputs.as_slice()), (Op::Mul, &[a, b]) if a == x && b == x);
+        matches!((&self.values[id].op, self.values[id].inputs.as_slice()),
+            (Op::Mul, &[a, b]) if (a == x && is_square(b)) || (b == x && is_square(a)))
+    }
+
+    /// For a value `1 + erf(x / √2)` (`Add` of 1 to an `Erf` of x times 1/√2, the division
+    /// already a product), its x and `false`; for `1 + tanh(√(2/π) · (x + 0.044715 · x³))`,
+    /// GELU's tanh form, its x and `true`.
+    fn one_plus_gelu_core(&self, id: usize) -> Option<(usize, bool)> {
+        let sum = &self.values[id];
+        let core = match (&sum.op, sum.inputs.as_slice()) {
+            (Op::Add, &[a, b]) if self.is_scalar(b, 1.0) => a,
+            (Op::Add, &[a, b]) if self.is_scalar(a, 1.0) => b,
+            _ => return None,
+        };
+        match (&self.values[core].op, self.values[core].inputs.as_slice()) {
+            (Op::Table(Function::Erf), &[scaled]) => Some((
+                self.times_scalar(scaled, std::f64::consts::FRAC_1_SQRT_2)?,
+                false,
+            )),
+            (Op::Table(Function::Tanh), &[scaled]) => {
+                let inner = self.times_scalar(scaled, (2.0 / std::f64::consts::PI).sqrt())?;
+                let (Op::Add, &[a, b]) =
+                    (&self.values[inner].op, self.values[inner].inputs.as_slice())
+                else {
+                    return None;
+                };
+                [(a, b), (b, a)].into_iter().find_map(|(x, term)| {
+                    let cube = self.times_scalar(term, 0.044715)?;
+                    self.is_cube(cube, x).then_some((x, true))
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// GELU written out with Erf, `x · (1 + erf(x / √2)) · 0.5`, or in its tanh form,
+    /// `x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))) · 0.5`, in either order of the products, as
+    /// one GELU table (one rounding where the steps would take four or more):
     /// - `Mul(Mul(x, 0.5), 1 + erf(x / √2))`: the GELU of x;
     /// - `Mul(x, 1 + erf(x / √2))`: 2·GELU(x), kept as GELU(x) times 2 until the `Mul` by 0.5
-    ///   after it, which then reads the GELU itself.
+    ///   after it, which then reads the GELU itself;
+    /// - the same two with the tanh form's `1 + tanh(…)`.
     ///
     /// The steps stay in the float graph (calibration evaluates them) but nothing reads them.
     fn gelu_product(&mut self, node: &'a Node) -> Result<bool, ImportError> {
@@ -166,7 +190,7 @@ impl<'a> Lowering<'a> {
                     && let (Op::Mul, &[g, two]) =
                         (&self.values[id].op, self.values[id].inputs.as_slice())
                     && self.is_scalar(two, 2.0)
-                    && matches!(self.values[g].op, Op::Table(Function::Gelu { tanh: false }))
+                    && matches!(self.values[g].op, Op::Table(Function::Gelu { .. }))
                     && self.readers(id) == 1
                 {
                     self.bind(node, g)?;
@@ -177,11 +201,11 @@ impl<'a> Lowering<'a> {
         };
         let (a, b) = (*a, *b);
         for (x, sum) in [(a, b), (b, a)] {
-            let Some(inner) = self.one_plus_erf(sum) else {
+            let Some((inner, tanh)) = self.one_plus_gelu_core(sum) else {
                 continue;
             };
             let shape = self.values[inner].shape.clone();
-            let gelu = Op::Table(Function::Gelu { tanh: false });
+            let gelu = Op::Table(Function::Gelu { tanh });
             if inner == x {
                 let name = node.outputs.first().map(String::as_str).unwrap_or("");
                 let g = self.push(gelu, vec![inner], shape.clone(), &format!("{name}_gelu"));
@@ -197,12 +221,7 @@ impl<'a> Lowering<'a> {
                 self.define(node, Op::Mul, vec![g, two], shape)?;
                 return Ok(true);
             }
-            let half = &self.values[x];
-            let halved = match (&half.op, half.inputs.as_slice()) {
-                (Op::Mul, &[v, c]) | (Op::Mul, &[c, v]) if self.is_scalar(c, 0.5) => Some(v),
-                _ => None,
-            };
-            if halved == Some(inner) {
+            if self.times_scalar(x, 0.5) == Some(inner) {
                 self.define(node, gelu, vec![inner], shape)?;
                 return Ok(true);
             }

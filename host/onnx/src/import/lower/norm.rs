@@ -1,6 +1,7 @@
 //! Normalization: LayerNormalization (opset 17) over the last axis, and the form exporters write
 //! before it (opset 14: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, then Mul by γ and
-//! Add of β), whose steps are held as [`NormPart`]s until the Div completes them.
+//! Add of β), whose steps are held as [`NormPart`]s until the Div completes them. `Pow` lowers
+//! here too: its square is a step of that form, its cube a step of GELU's tanh form.
 
 use crate::import::ImportError;
 use crate::import::graph::{LayerNorm, Op};
@@ -73,16 +74,28 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
-    /// `Pow(d, 2)`: the square of a layer normalization written out.
+    /// `Pow(d, 2)`: the square of a layer normalization written out; `Pow(x, 3)`, the cube
+    /// of GELU's tanh form, as the product `x · (x · x)` that exporters also write.
     fn square(&mut self, node: &'a Node) -> Result<(), ImportError> {
         let d = self.value(node, 0)?;
-        if self.scalar(node, 1) != Some(2.0) {
-            return Err(self.error(
+        match self.scalar(node, 1) {
+            Some(2.0) => self.hold(node, NormPart::Square(d)),
+            Some(3.0) => {
+                let shape = self.values[d].shape.clone();
+                let name = node.outputs.first().map(String::as_str).unwrap_or("");
+                let square = self.push(
+                    Op::Mul,
+                    vec![d, d],
+                    shape.clone(),
+                    &format!("{name}_square"),
+                );
+                self.define(node, Op::Mul, vec![d, square], shape)
+            }
+            _ => Err(self.error(
                 "a Pow is read only as the square in a layer normalization written out \
-                 (exponent 2)",
-            ));
+                 (exponent 2) or as the cube in GELU's tanh form (exponent 3)",
+            )),
         }
-        self.hold(node, NormPart::Square(d))
     }
 
     /// `Sqrt(mean(d²) + ε)`.
