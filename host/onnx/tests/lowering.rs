@@ -405,7 +405,9 @@ fn cvm_onnx_erf(x: f64) -> f64 {
 fn gelu_in_its_tanh_form_written_out_is_one_gelu() {
     let k = (2.0f64 / std::f64::consts::PI).sqrt() as f32;
     let scalar = |name: &str, v: f32| raw_f32(name, &[], &[v]);
-    let weight: Vec<f32> = (0..64).map(|i| ((i * 37 % 17) as f32 - 8.0) / 6.0).collect();
+    let weight: Vec<f32> = (0..64)
+        .map(|i| ((i * 37 % 17) as f32 - 8.0) / 6.0)
+        .collect();
     let constants = || {
         vec![
             raw_f32("w", &[8, 8], &weight),
@@ -464,7 +466,11 @@ fn gelu_in_its_tanh_form_written_out_is_one_gelu() {
         let importer = Importer::new(&read).unwrap();
         let calibration = importer.calibrate(&batch, &mut |_, _| {}).unwrap();
         let imported = importer.quantize(&calibration, Options::default()).unwrap();
-        (imported.operators, imported.gas, imported.run(&batch.data[..8]).unwrap())
+        (
+            imported.operators,
+            imported.gas,
+            imported.run(&batch.data[..8]).unwrap(),
+        )
     };
     let one_gelu = import(gelu_node);
     assert_eq!(import(torch), one_gelu);
@@ -487,4 +493,115 @@ fn a_pow_of_another_exponent_is_refused() {
         error.contains("Pow") && error.contains("exponent 3"),
         "{error}"
     );
+}
+
+/// The causal mask as exporters build it, around one attention of a (1, 4, 8) sequence over
+/// itself: `triu(ones, 1)` by `Trilu` and `Cast` into `Where(mask, −∞, scores)`, and
+/// `j ≤ i` by `Range`, `Unsqueeze` and `LessOrEqual` into `Where(allowed, scores,
+/// finfo.min)`. Both fold to the causal softmax.
+#[test]
+fn causal_masks_by_trilu_and_by_range() {
+    const T: usize = 4;
+    const D: usize = 8;
+    let weight: Vec<f32> = (0..D * D).map(|i| ((i * 29 % 13) as f32 - 6.0) / 32.0).collect();
+    let attention = |mask: Vec<NodeProto>, where_node: NodeProto| {
+        let mut nodes = vec![
+            node("MatMul", &["x", "wq"], &["q"]),
+            with_attrs(
+                node("Transpose", &["x"], &["xt"]),
+                vec![attr_ints("perm", &[0, 2, 1])],
+            ),
+            node("MatMul", &["q", "xt"], &["s"]),
+        ];
+        nodes.extend(mask);
+        nodes.push(where_node);
+        nodes.push(with_attrs(
+            node("Softmax", &["masked"], &["p"]),
+            vec![attr_int("axis", -1)],
+        ));
+        nodes.push(node("MatMul", &["p", "x"], &["y"]));
+        graph(
+            nodes,
+            vec![
+                raw_f32("wq", &[D as i64, D as i64], &weight),
+                raw_f32("ninf", &[], &[f32::NEG_INFINITY]),
+                raw_f32("lowest", &[], &[f32::MIN]),
+                int64s("square", &[T as i64, T as i64]),
+                raw_i64("one", &[], &[1]),
+                raw_i64("zero", &[], &[0]),
+                raw_i64("length", &[], &[T as i64]),
+                int64s("axis0", &[0]),
+                int64s("axis1", &[1]),
+            ],
+            static_info("x", FLOAT, &[1, T as i64, D as i64]),
+            17,
+        )
+    };
+    let trilu = attention(
+        vec![
+            with_attrs(
+                node("ConstantOfShape", &["square"], &["ones"]),
+                vec![attr_tensor("value", raw_f32("", &[1], &[1.0]))],
+            ),
+            with_attrs(
+                node("Trilu", &["ones", "one"], &["future"]),
+                vec![attr_int("upper", 1)],
+            ),
+            with_attrs(node("Cast", &["future"], &["mask"]), vec![attr_int("to", 9)]),
+        ],
+        node("Where", &["mask", "ninf", "s"], &["masked"]),
+    );
+    let range = attention(
+        vec![
+            node("Range", &["zero", "length", "one"], &["positions"]),
+            node("Unsqueeze", &["positions", "axis1"], &["i"]),
+            node("Unsqueeze", &["positions", "axis0"], &["j"]),
+            node("LessOrEqual", &["j", "i"], &["allowed"]),
+        ],
+        node("Where", &["allowed", "s", "lowest"], &["masked"]),
+    );
+    let reference = |x: &[f64]| {
+        let at = |t: usize, d: usize| x[t * D + d];
+        let q: Vec<f64> = (0..T * D)
+            .map(|k| (0..D).map(|e| at(k / D, e) * f64::from(weight[e * D + k % D])).sum())
+            .collect();
+        let mut y = vec![0.0; T * D];
+        for i in 0..T {
+            let scores: Vec<f64> = (0..=i)
+                .map(|j| (0..D).map(|e| q[i * D + e] * at(j, e)).sum())
+                .collect();
+            let top = scores.iter().copied().fold(f64::MIN, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for (j, w) in weights.iter().enumerate() {
+                for d in 0..D {
+                    y[i * D + d] += w / total * at(j, d);
+                }
+            }
+        }
+        y
+    };
+    let batch = shaped(samples(16, T * D), &[T as u32, D as u32]);
+    for model in [trilu, range] {
+        // int8 queries, keys and values: the worst element within 5 % of the largest output.
+        check(&model, &batch, reference, 0.05);
+    }
+    // The complement of the mask in the first form is not a causal mask.
+    let flipped = attention(
+        vec![
+            with_attrs(
+                node("ConstantOfShape", &["square"], &["ones"]),
+                vec![attr_tensor("value", raw_f32("", &[1], &[1.0]))],
+            ),
+            with_attrs(
+                node("Trilu", &["ones", "zero"], &["past"]),
+                vec![attr_int("upper", 0)],
+            ),
+            with_attrs(node("Cast", &["past"], &["mask"]), vec![attr_int("to", 9)]),
+        ],
+        node("Where", &["mask", "ninf", "s"], &["masked"]),
+    );
+    let read = cvm_onnx::read(&flipped.encode_to_vec()).unwrap();
+    let error = Importer::new(&read).err().unwrap().to_string();
+    assert!(error.contains("not the causal one"), "{error}");
 }

@@ -24,6 +24,7 @@ pub const MAX_FOLDED_ELEMENTS: u64 = 1 << 27;
 /// The operators [`fold`] evaluates when all their inputs are constants.
 pub const FOLDED_OPERATORS: &[&str] = &[
     "Identity",
+    "Trilu",
     "Cast",
     "Shape",
     "Size",
@@ -513,6 +514,16 @@ pub fn fold(
             }
         }
         "Range" => range(arg(0)?, arg(1)?, arg(2)?)?,
+        "Trilu" => {
+            let k = match vals.get(1).and_then(Option::as_ref) {
+                None => 0,
+                Some(k) => match k.ints("k")? {
+                    &[k] => k,
+                    _ => return Err("k is not one integer".into()),
+                },
+            };
+            trilu(arg(0)?, k, int_attr("upper", 1)? != 0)?
+        }
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => {
             compare(&node.op_type, arg(0)?, arg(1)?)?
         }
@@ -925,6 +936,39 @@ fn logic(op: &str, a: &Val, b: &Val) -> Result<Val> {
     })
 }
 
+/// Trilu: the upper (`j − i ≥ k`) or lower (`j − i ≤ k`) triangle of each matrix of the last
+/// two axes, the other elements 0 (false).
+fn trilu(x: &Val, k: i64, upper: bool) -> Result<Val> {
+    let rank = x.shape.len();
+    if rank < 2 {
+        return Err(format!("the input has rank {rank}, not 2 or more"));
+    }
+    let (rows, cols) = (x.shape[rank - 2], x.shape[rank - 1]);
+    let kept = |flat: usize| {
+        let (i, j) = (
+            (flat / cols.max(1) % rows.max(1)) as i64,
+            (flat % cols.max(1)) as i64,
+        );
+        if upper { j - i >= k } else { j - i <= k }
+    };
+    fn keep<T: Copy>(values: &[T], zero: T, kept: impl Fn(usize) -> bool) -> Vec<T> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(flat, &v)| if kept(flat) { v } else { zero })
+            .collect()
+    }
+    let data = match &x.data {
+        Data::F32(v) => Data::F32(keep(v, 0.0, kept)),
+        Data::Int(v, ty) => Data::Int(keep(v, 0, kept), *ty),
+        Data::Bool(v) => Data::Bool(keep(v, false, kept)),
+    };
+    Ok(Val {
+        shape: x.shape.clone(),
+        data,
+    })
+}
+
 fn select(condition: &Val, a: &Val, b: &Val) -> Result<Val> {
     let Data::Bool(c) = &condition.data else {
         return Err("the condition is not boolean".into());
@@ -1115,6 +1159,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ints_of(&target), (vec![2], vec![1, -1]));
+    }
+
+    #[test]
+    fn trilu_keeps_a_triangle_of_each_matrix() {
+        let ones = int64(&[2, 2, 3], &[1; 12]);
+        let k = |v: i64| int64(&[], &[v]);
+        let cases: [(i64, Option<i64>, [i64; 6]); 4] = [
+            (1, None, [1, 1, 1, 0, 1, 1]),
+            (1, Some(1), [0, 1, 1, 0, 0, 1]),
+            (0, None, [1, 0, 0, 1, 1, 0]),
+            (0, Some(-1), [0, 0, 0, 1, 0, 0]),
+        ];
+        for (upper, diagonal, matrix) in cases {
+            let diagonal = diagonal.map(k);
+            let mut inputs = vec![Some(Operand::Tensor(&ones))];
+            inputs.extend(diagonal.as_ref().map(|d| Some(Operand::Tensor(d))));
+            let out = run(
+                &node("Trilu", vec![("upper", AttributeValue::Int(upper))]),
+                &inputs,
+            )
+            .unwrap();
+            let expected: Vec<i64> = matrix.iter().chain(&matrix).copied().collect();
+            assert_eq!(ints_of(&out), (vec![2, 2, 3], expected), "upper {upper}");
+        }
+        let vector = int64(&[3], &[1, 2, 3]);
+        assert!(run(&node("Trilu", vec![]), &[Some(Operand::Tensor(&vector))]).is_err());
     }
 
     #[test]

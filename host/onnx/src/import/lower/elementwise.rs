@@ -65,29 +65,37 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    /// `Where(mask, −∞, scores)` (`masked_fill` of the positions after each query's own):
-    /// the causal mask, left for the Softmax that reads it. Any other Where of a computed
+    /// `Where(mask, −∞, scores)` (`masked_fill` of the positions after each query's own), or
+    /// `Where(allowed, scores, −∞)` with the complement of that mask (`torch.where` of the
+    /// positions kept): the causal mask, left for the Softmax that reads it. The fill may be a
+    /// finite value below −10³⁰ (`torch.finfo(torch.float32).min`), which the Softmax makes 0
+    /// as it does −∞, since every query keeps its own position. Any other Where of a computed
     /// tensor is refused.
     fn causal_mask(&mut self, node: &'a Node) -> Result<(), ImportError> {
         let refused = |this: &Self, why: &str| {
             Err(this.error(format!(
                 "{why}; the importer reads a Where of a computed tensor only as the causal mask \
                  of attention scores: Where(mask, -inf, scores), the mask true exactly after \
-                 each query's own position"
+                 each query's own position, or Where(allowed, scores, -inf), its complement"
             )))
         };
         let slot = |k: usize| node.inputs.get(k).and_then(|n| self.slots.get(n.as_str()));
-        let (Some(Slot::Bool(mask)), Some(Slot::Const(fill)), Some(Slot::Value(x))) =
-            (slot(0), slot(1), slot(2))
-        else {
-            return refused(
-                self,
-                "its inputs are not a boolean constant, a constant and a value",
-            );
+        let (mask, fill, x, kept) = match (slot(0), slot(1), slot(2)) {
+            (Some(Slot::Bool(mask)), Some(Slot::Const(fill)), Some(Slot::Value(x))) => {
+                (mask, fill, *x, false)
+            }
+            (Some(Slot::Bool(mask)), Some(Slot::Value(x)), Some(Slot::Const(fill))) => {
+                (mask, fill, *x, true)
+            }
+            _ => {
+                return refused(
+                    self,
+                    "its inputs are not a boolean constant, a constant and a value",
+                );
+            }
         };
-        let x = *x;
-        if !matches!(&fill.data, TensorData::Float32(v) if v.as_slice() == [f32::NEG_INFINITY]) {
-            return refused(self, "the value filled in is not -inf");
+        if !matches!(&fill.data, TensorData::Float32(v) if v.len() == 1 && v[0] <= -1e30) {
+            return refused(self, "the value filled in is not -inf (or below -1e30)");
         }
         let shape = self.values[x].shape.clone();
         let rank = shape.len();
@@ -107,7 +115,8 @@ impl<'a> Lowering<'a> {
                 &format!("the mask of shape {mask_shape:?} is not one (Tq, Tk) for {shape:?}"),
             );
         }
-        let causal = (0..tq).all(|i| (0..tk).all(|j| mask.values[i * tk + j] == (j + tq > i + tk)));
+        let causal = (0..tq)
+            .all(|i| (0..tk).all(|j| mask.values[i * tk + j] == ((j + tq > i + tk) != kept)));
         if !causal {
             return refused(self, "the mask is not the causal one");
         }
