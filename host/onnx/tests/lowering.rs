@@ -503,7 +503,9 @@ fn a_pow_of_another_exponent_is_refused() {
 fn causal_masks_by_trilu_and_by_range() {
     const T: usize = 4;
     const D: usize = 8;
-    let weight: Vec<f32> = (0..D * D).map(|i| ((i * 29 % 13) as f32 - 6.0) / 32.0).collect();
+    let weight: Vec<f32> = (0..D * D)
+        .map(|i| ((i * 29 % 13) as f32 - 6.0) / 32.0)
+        .collect();
     let attention = |mask: Vec<NodeProto>, where_node: NodeProto| {
         let mut nodes = vec![
             node("MatMul", &["x", "wq"], &["q"]),
@@ -547,7 +549,10 @@ fn causal_masks_by_trilu_and_by_range() {
                 node("Trilu", &["ones", "one"], &["future"]),
                 vec![attr_int("upper", 1)],
             ),
-            with_attrs(node("Cast", &["future"], &["mask"]), vec![attr_int("to", 9)]),
+            with_attrs(
+                node("Cast", &["future"], &["mask"]),
+                vec![attr_int("to", 9)],
+            ),
         ],
         node("Where", &["mask", "ninf", "s"], &["masked"]),
     );
@@ -563,7 +568,11 @@ fn causal_masks_by_trilu_and_by_range() {
     let reference = |x: &[f64]| {
         let at = |t: usize, d: usize| x[t * D + d];
         let q: Vec<f64> = (0..T * D)
-            .map(|k| (0..D).map(|e| at(k / D, e) * f64::from(weight[e * D + k % D])).sum())
+            .map(|k| {
+                (0..D)
+                    .map(|e| at(k / D, e) * f64::from(weight[e * D + k % D]))
+                    .sum()
+            })
             .collect();
         let mut y = vec![0.0; T * D];
         for i in 0..T {
