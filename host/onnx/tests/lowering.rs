@@ -498,7 +498,8 @@ fn a_pow_of_another_exponent_is_refused() {
 /// The causal mask as exporters build it, around one attention of a (1, 4, 8) sequence over
 /// itself: `triu(ones, 1)` by `Trilu` and `Cast` into `Where(mask, −∞, scores)`, and
 /// `j ≤ i` by `Range`, `Unsqueeze` and `LessOrEqual` into `Where(allowed, scores,
-/// finfo.min)`. Both fold to the causal softmax.
+/// finfo.min)`, the latter also with the Softmax guarded by `Where(IsNaN(p), 0, p)`. All fold
+/// to the causal softmax.
 #[test]
 fn causal_masks_by_trilu_and_by_range() {
     const T: usize = 4;
@@ -506,7 +507,7 @@ fn causal_masks_by_trilu_and_by_range() {
     let weight: Vec<f32> = (0..D * D)
         .map(|i| ((i * 29 % 13) as f32 - 6.0) / 32.0)
         .collect();
-    let attention = |mask: Vec<NodeProto>, where_node: NodeProto| {
+    let guarded = |mask: Vec<NodeProto>, where_node: NodeProto, guard: bool| {
         let mut nodes = vec![
             node("MatMul", &["x", "wq"], &["q"]),
             with_attrs(
@@ -517,10 +518,16 @@ fn causal_masks_by_trilu_and_by_range() {
         ];
         nodes.extend(mask);
         nodes.push(where_node);
+        let softmax = if guard { "raw" } else { "p" };
         nodes.push(with_attrs(
-            node("Softmax", &["masked"], &["p"]),
+            node("Softmax", &["masked"], &[softmax]),
             vec![attr_int("axis", -1)],
         ));
+        if guard {
+            // The exporters' guard against a row masked whole.
+            nodes.push(node("IsNaN", &["raw"], &["nan"]));
+            nodes.push(node("Where", &["nan", "zero_float", "raw"], &["p"]));
+        }
         nodes.push(node("MatMul", &["p", "x"], &["y"]));
         graph(
             nodes,
@@ -528,6 +535,7 @@ fn causal_masks_by_trilu_and_by_range() {
                 raw_f32("wq", &[D as i64, D as i64], &weight),
                 raw_f32("ninf", &[], &[f32::NEG_INFINITY]),
                 raw_f32("lowest", &[], &[f32::MIN]),
+                raw_f32("zero_float", &[], &[0.0]),
                 int64s("square", &[T as i64, T as i64]),
                 raw_i64("one", &[], &[1]),
                 raw_i64("zero", &[], &[0]),
@@ -539,6 +547,7 @@ fn causal_masks_by_trilu_and_by_range() {
             17,
         )
     };
+    let attention = |mask, where_node| guarded(mask, where_node, false);
     let trilu = attention(
         vec![
             with_attrs(
@@ -556,13 +565,16 @@ fn causal_masks_by_trilu_and_by_range() {
         ],
         node("Where", &["mask", "ninf", "s"], &["masked"]),
     );
-    let range = attention(
+    let range_mask = || {
         vec![
             node("Range", &["zero", "length", "one"], &["positions"]),
             node("Unsqueeze", &["positions", "axis1"], &["i"]),
             node("Unsqueeze", &["positions", "axis0"], &["j"]),
             node("LessOrEqual", &["j", "i"], &["allowed"]),
-        ],
+        ]
+    };
+    let range = attention(
+        range_mask(),
         node("Where", &["allowed", "s", "lowest"], &["masked"]),
     );
     let reference = |x: &[f64]| {
@@ -590,8 +602,13 @@ fn causal_masks_by_trilu_and_by_range() {
         }
         y
     };
+    let range_guarded = guarded(
+        range_mask(),
+        node("Where", &["allowed", "s", "lowest"], &["masked"]),
+        true,
+    );
     let batch = shaped(samples(16, T * D), &[T as u32, D as u32]);
-    for model in [trilu, range] {
+    for model in [trilu, range, range_guarded] {
         // int8 queries, keys and values: the worst element within 5 % of the largest output.
         check(&model, &batch, reference, 0.05);
     }

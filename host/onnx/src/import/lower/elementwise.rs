@@ -3,6 +3,7 @@
 //! HardSigmoid, Gelu).
 
 use crate::import::ImportError;
+use crate::import::fold::BoolTensor;
 use crate::import::graph::{Conv, Dense, FTensor, Function, Op};
 use crate::model::Node;
 use crate::tensor::TensorData;
@@ -59,10 +60,67 @@ impl<'a> Lowering<'a> {
                 .float(node, "alpha", 1.0)
                 .and_then(|alpha| self.unary(node, function(Function::Elu(alpha)))),
             "HardSigmoid" => self.hard_sigmoid(node),
-            "Where" => self.causal_mask(node),
+            "Where" => match self.constant_condition(node) {
+                Ok(true) => Ok(()),
+                Ok(false) => self.causal_mask(node),
+                Err(e) => Err(e),
+            },
+            "IsNaN" => self.is_nan(node),
             "Gelu" => self.gelu(node),
             _ => return None,
         })
+    }
+
+    /// `IsNaN` of a computed tensor: false everywhere, a boolean constant. The exporters guard
+    /// a Softmax with `Where(IsNaN(p), 0, p)` against rows masked whole; the integer values the
+    /// importer computes are never NaN, and a Softmax it imports never gets a row masked whole
+    /// (the causal mask keeps each query's own position).
+    fn is_nan(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        let x = self.value(node, 0)?;
+        let shape = &self.values[x].shape;
+        let mask = BoolTensor {
+            shape: shape.iter().map(|&d| d as u32).collect(),
+            values: vec![false; shape.iter().product()],
+        };
+        if let Some(name) = node.outputs.first() {
+            self.slots.insert(name.as_str(), Slot::Bool(mask));
+        }
+        Ok(())
+    }
+
+    /// `Where` of a boolean constant that is the same everywhere, the side it picks a computed
+    /// tensor of the output's shape and the other a scalar constant: that tensor. Returns
+    /// whether the node was one.
+    fn constant_condition(&mut self, node: &'a Node) -> Result<bool, ImportError> {
+        let Some(Slot::Bool(condition)) = self.slot(node, 0) else {
+            return Ok(false);
+        };
+        let Some(&first) = condition.values.first() else {
+            return Ok(false);
+        };
+        if condition.values.iter().any(|&c| c != first) {
+            return Ok(false);
+        }
+        let (picked, other) = if first { (1, 2) } else { (2, 1) };
+        let (Some(&Slot::Value(x)), Some(Slot::Const(c))) =
+            (self.slot(node, picked), self.slot(node, other))
+        else {
+            return Ok(false);
+        };
+        // The condition broadcasts to the tensor without enlarging it.
+        let shape = &self.values[x].shape;
+        let fits = condition.shape.len() <= shape.len()
+            && condition
+                .shape
+                .iter()
+                .rev()
+                .zip(shape.iter().rev())
+                .all(|(&c, &d)| c == 1 || c as usize == d);
+        if c.data.len() != 1 || !fits {
+            return Ok(false);
+        }
+        self.bind(node, x)?;
+        Ok(true)
     }
 
     /// `Where(mask, −∞, scores)` (`masked_fill` of the positions after each query's own), or
