@@ -631,3 +631,68 @@ fn causal_masks_by_trilu_and_by_range() {
     let error = Importer::new(&read).err().unwrap().to_string();
     assert!(error.contains("not the causal one"), "{error}");
 }
+
+/// RMSNorm as LLaMA's code writes it, `x · rsqrt(mean(x²) + ε) · γ` (`torch.rsqrt` exports as
+/// `Sqrt` then `Reciprocal`), in either order of the product: one `layer_norm`, as the
+/// division form is.
+#[test]
+fn rms_norm_by_reciprocal_square_root() {
+    const D: usize = 8;
+    let gamma: Vec<f32> = (0..D).map(|i| 0.5 + i as f32 / 8.0).collect();
+    let form = |x_first: bool| {
+        let product = if x_first { ["x", "r"] } else { ["r", "x"] };
+        graph(
+            vec![
+                node("Pow", &["x", "two"], &["x2"]),
+                with_attrs(
+                    node("ReduceMean", &["x2"], &["m"]),
+                    vec![attr_ints("axes", &[-1]), attr_int("keepdims", 1)],
+                ),
+                node("Add", &["m", "eps"], &["me"]),
+                node("Sqrt", &["me"], &["root"]),
+                node("Reciprocal", &["root"], &["r"]),
+                node("Mul", &product, &["normed"]),
+                node("Mul", &["normed", "gamma"], &["y"]),
+            ],
+            vec![
+                raw_f32("two", &[], &[2.0]),
+                raw_f32("eps", &[], &[1e-6]),
+                raw_f32("gamma", &[D as i64], &gamma),
+            ],
+            static_info("x", FLOAT, &[1, 4, D as i64]),
+            17,
+        )
+    };
+    let reference = |x: &[f64]| {
+        x.chunks(D)
+            .flat_map(|row| {
+                let mean = row.iter().map(|v| v * v).sum::<f64>() / D as f64;
+                let inverse = 1.0 / (mean + f64::from(1e-6f32)).sqrt();
+                row.iter()
+                    .zip(&gamma)
+                    .map(move |(v, &g)| v * inverse * f64::from(g))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let batch = shaped(samples(16, 4 * D), &[4, D as u32]);
+    for x_first in [true, false] {
+        let notes = check(&form(x_first), &batch, reference, 0.03);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("an RMSNorm written out, read as one")),
+            "{notes:?}"
+        );
+    }
+    // A Reciprocal of anything else is refused, naming the pattern.
+    let model = graph(
+        vec![node("Reciprocal", &["x"], &["y"])],
+        Vec::new(),
+        static_info("x", FLOAT, &[1, 8]),
+        17,
+    );
+    let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+    let error = Importer::new(&read).err().unwrap().to_string();
+    assert!(error.contains("Reciprocal"), "{error}");
+}

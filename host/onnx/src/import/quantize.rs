@@ -335,6 +335,8 @@ impl Quantizer<'_> {
     fn wide(&self, id: usize) -> bool {
         self.engine_only
             && id != self.graph.output
+            // A float input is int8, whatever reads it.
+            && !matches!(self.graph.values[id].op, Op::Input(_))
             && self.consumers[id].iter().any(|&c| self.needed[c])
             && self.consumers[id]
                 .iter()

@@ -18,32 +18,8 @@ impl<'a> Lowering<'a> {
         Some(match node.op_type.as_str() {
             "Add" => self.add(node),
             "Sub" => self.binary(node, Op::Sub),
-            "Mul" => match self.dynamic_mul(node) {
-                Ok(Some(())) => Ok(()),
-                Ok(None) => match self.scale_product(node, false) {
-                    Ok(true) => Ok(()),
-                    Ok(false) => match self.scale_norm(node, false) {
-                        Ok(true) => Ok(()),
-                        Ok(false) => match self.gelu_product(node) {
-                            Ok(true) => Ok(()),
-                            Ok(false) => self.binary(node, Op::Mul),
-                            Err(e) => Err(e),
-                        },
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            },
-            "Div" => match self.normalized(node) {
-                Ok(true) => Ok(()),
-                Ok(false) => match self.scale_product(node, true) {
-                    Ok(true) => Ok(()),
-                    Ok(false) => self.divide(node),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            },
+            "Mul" => self.mul(node),
+            "Div" => self.div(node),
             "Sum" => self.sum(node),
             "Relu" => self.unary(node, Op::Relu),
             "Clip" => self.clip(node),
@@ -69,6 +45,29 @@ impl<'a> Lowering<'a> {
             "Gelu" => self.gelu(node),
             _ => return None,
         })
+    }
+
+    /// Mul: the first of the patterns it completes or folds into (a normalization by
+    /// `Reciprocal`, a dynamic quantization's scale, a scale of a product or of a layer
+    /// normalization, GELU written out), else a product.
+    fn mul(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        if self.normalized_product(node)?
+            || self.dynamic_mul(node)?.is_some()
+            || self.scale_product(node, false)?
+            || self.scale_norm(node, false)?
+            || self.gelu_product(node)?
+        {
+            return Ok(());
+        }
+        self.binary(node, Op::Mul)
+    }
+
+    /// Div: a normalization completed, a product scaled, else a division by a constant.
+    fn div(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        if self.normalized(node)? || self.scale_product(node, true)? {
+            return Ok(());
+        }
+        self.divide(node)
     }
 
     /// `IsNaN` of a computed tensor: false everywhere, a boolean constant. The exporters guard

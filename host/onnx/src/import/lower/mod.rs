@@ -110,6 +110,8 @@ enum NormPart {
     MeanSquare(usize, Option<f64>),
     /// `Sqrt(mean(d²) + ε)`.
     Root(usize, f64),
+    /// `Reciprocal(Sqrt(mean(d²) + ε))`.
+    InverseRoot(usize, f64),
 }
 
 struct Lowering<'a> {
@@ -344,8 +346,9 @@ impl<'a> Lowering<'a> {
     fn norm_read(&self, k: usize, name: &str) -> ImportError {
         self.error(format!(
             "input {k} ({}) is a step of a layer normalization written out (Pow, ReduceMean, \
-             Add, Sqrt, Div); the importer reads it only in that pattern: \
-             (x − mean(x)) / √(mean((x − mean(x))²) + ε) over the last axis",
+             Add, Sqrt, Div or Reciprocal and Mul); the importer reads it only in that \
+             pattern: (x − mean(x)) / √(mean((x − mean(x))²) + ε) over the last axis, or \
+             x / √(mean(x²) + ε) (RMSNorm)",
             cvm_formats::quote(name)
         ))
     }

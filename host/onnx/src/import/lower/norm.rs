@@ -16,6 +16,7 @@ impl<'a> Lowering<'a> {
             "LayerNormalization" => self.layer_norm(node),
             "Pow" => self.square(node),
             "Sqrt" => self.root(node),
+            "Reciprocal" => self.inverse_root(node),
             _ => return None,
         })
     }
@@ -163,6 +164,46 @@ impl<'a> Lowering<'a> {
                  normalization",
             ));
         }
+        self.complete_norm(node, d, epsilon)?;
+        Ok(true)
+    }
+
+    /// `d · (1 / √(mean(d²) + ε))` in either order, the form `torch.rsqrt` exports (RMSNorm as
+    /// LLaMA and T5 write it): a normalization completed, as by [`Lowering::normalized`].
+    /// Returns whether the node was one.
+    pub(super) fn normalized_product(&mut self, node: &'a Node) -> Result<bool, ImportError> {
+        for (v, k) in [(0usize, 1usize), (1, 0)] {
+            let Some(&Slot::Norm(NormPart::InverseRoot(d, epsilon))) = self.slot(node, k) else {
+                continue;
+            };
+            if self.value(node, v)? != d {
+                return Err(self.error(
+                    "the factor is not the value whose mean square is under the reciprocal \
+                     root: not a normalization",
+                ));
+            }
+            self.complete_norm(node, d, epsilon)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `Reciprocal(√(mean(d²) + ε))`.
+    fn inverse_root(&mut self, node: &'a Node) -> Result<(), ImportError> {
+        match self.slot(node, 0) {
+            Some(&Slot::Norm(NormPart::Root(d, epsilon))) => {
+                self.hold(node, NormPart::InverseRoot(d, epsilon))
+            }
+            _ => Err(self.error(
+                "a Reciprocal is read only in a normalization written out: \
+                 1 / √(mean(d²) + ε) over the last axis",
+            )),
+        }
+    }
+
+    /// The normalization of `d` by `√(mean(d²) + ε)` as `node`'s output: a layer normalization
+    /// when d is `x − mean(x)`, RMSNorm otherwise.
+    fn complete_norm(&mut self, node: &'a Node, d: usize, epsilon: f64) -> Result<(), ImportError> {
         let rank = self.values[d].shape.len();
         let centered = match (&self.values[d].op, self.values[d].inputs.as_slice()) {
             (Op::Sub, &[x, m]) => match (&self.values[m].op, self.values[m].inputs.as_slice()) {
@@ -184,14 +225,13 @@ impl<'a> Lowering<'a> {
         };
         let shape = self.values[x].shape.clone();
         let kind = if rms {
-            "RMSNorm"
+            "an RMSNorm"
         } else {
-            "layer normalization"
+            "a layer normalization"
         };
         self.notes
-            .push(format!("{}: a {kind} written out, read as one", self.label));
-        self.define(node, Op::LayerNorm(norm), vec![x], shape)?;
-        Ok(true)
+            .push(format!("{}: {kind} written out, read as one", self.label));
+        self.define(node, Op::LayerNorm(norm), vec![x], shape)
     }
 
     /// A layer normalization (read by nothing else) times a constant γ of its length, or plus
