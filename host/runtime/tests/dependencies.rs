@@ -1,5 +1,5 @@
 //! What a node links: the runtime's normal dependencies are the engine, wasmtime, sha3, borsh,
-//! thiserror and the cache checksum, never the CLI's (clap, JSON), the fixtures or the test
+//! thiserror, the cache checksum and blake3 (the trace's tensor digests), never the CLI's (clap, JSON), the fixtures or the test
 //! generators. `cargo tree -e normal -p cvm-runtime` shows the whole graph; this test keeps the
 //! direct list from growing unnoticed.
 
@@ -11,6 +11,7 @@ const ALLOWED: &[&str] = &[
     "sha3",
     "wasmtime",
     "xxhash-rust",
+    "blake3",
 ];
 
 #[test]
