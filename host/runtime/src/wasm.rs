@@ -588,24 +588,33 @@ impl WasmSession {
     /// # Errors
     /// [`NodeError::Wasm`] when the reply is out of bounds or not a report (an engine bug).
     pub fn report(&mut self) -> Result<Report, NodeError> {
-        let ptr = self
-            .exports
-            .reply_ptr
+        let (ptr, len) = (
+            self.exports.reply_ptr.clone(),
+            self.exports.reply_len.clone(),
+        );
+        let bytes = self.region(&ptr, &len, "reply")?;
+        borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
+    }
+
+    /// The bytes of the engine's `what` (its reply or its trace), where the export pair
+    /// `ptr`, `len` says they lie in the engine's memory.
+    fn region(
+        &mut self,
+        ptr: &TypedFunc<(), u32>,
+        len: &TypedFunc<(), u32>,
+        what: &str,
+    ) -> Result<&[u8], NodeError> {
+        let start = ptr
             .call(&mut self.store, ())
-            .map_err(|e| wasm_error("cvm_reply_ptr", e))?;
-        let len = self
-            .exports
-            .reply_len
+            .map_err(|e| wasm_error(&format!("cvm_{what}_ptr"), e))? as usize;
+        let len = len
             .call(&mut self.store, ())
-            .map_err(|e| wasm_error("cvm_reply_len", e))?;
-        let start = ptr as usize;
-        let bytes = self
-            .exports
+            .map_err(|e| wasm_error(&format!("cvm_{what}_len"), e))? as usize;
+        self.exports
             .memory
             .data(&self.store)
-            .get(start..start + len as usize)
-            .ok_or_else(|| NodeError::Wasm("the reply lies out of the engine's memory".into()))?;
-        borsh::from_slice(bytes).map_err(|e| wasm_error("decoding the reply", e))
+            .get(start..start + len)
+            .ok_or_else(|| NodeError::Wasm(format!("the {what} lies out of the engine's memory")))
     }
 
     /// Caps the engine's memory for placing a run request of `len` bytes: what it holds now,
@@ -810,23 +819,11 @@ impl WasmSession {
             }
         }
         let report = self.report()?;
-        let ptr = self
-            .exports
-            .trace_ptr
-            .call(&mut self.store, ())
-            .map_err(|e| wasm_error("cvm_trace_ptr", e))?;
-        let len = self
-            .exports
-            .trace_len
-            .call(&mut self.store, ())
-            .map_err(|e| wasm_error("cvm_trace_len", e))?;
-        let start = ptr as usize;
-        let bytes = self
-            .exports
-            .memory
-            .data(&self.store)
-            .get(start..start + len as usize)
-            .ok_or_else(|| NodeError::Wasm("the trace lies out of the engine's memory".into()))?;
+        let (ptr, len) = (
+            self.exports.trace_ptr.clone(),
+            self.exports.trace_len.clone(),
+        );
+        let bytes = self.region(&ptr, &len, "trace")?;
         Ok((report, read(bytes)))
     }
 
