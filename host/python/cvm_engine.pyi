@@ -178,6 +178,7 @@ def import_onnx(
     schedule: int = 1,
     graph_output: Optional[str] = None,
     ranges: Optional[str] = None,
+    smooth: bool = False,
 ) -> Tuple[str, dict]:
     """Imports an ONNX model as `cvm import` does; returns (model directory, report)."""
 

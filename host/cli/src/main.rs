@@ -194,7 +194,9 @@ enum Command {
         /// --calibrate).
         #[arg(long, value_name = "[NAME=]FILE")]
         validate: Vec<cvm_onnx::workflow::SampleFile>,
-        /// ONNX models: integer .npy of one label per `--validate` sample, for accuracy.
+        /// ONNX models: integer .npy of one label per `--validate` sample (N), or per sample
+        /// and position for outputs of several rows, such as per-token logits (N, T), for
+        /// accuracy.
         #[arg(long, value_name = "FILE")]
         labels: Option<PathBuf>,
         /// ONNX models: one weight scale per layer instead of one per output channel.
@@ -207,6 +209,12 @@ enum Command {
         /// for the others.
         #[arg(long, value_name = "max|mse")]
         ranges: Option<cvm_onnx::import::Ranges>,
+        /// ONNX models: SmoothQuant. Each layer normalization read only by dense layers has
+        /// its channels divided by s_j = √(max|x_j| / max|w_j|), the dense layers' weights of
+        /// channel j multiplied by it, and the model is calibrated again: outlier channels
+        /// move from the int8 activation into the per-channel weights.
+        #[arg(long)]
+        smooth: bool,
         /// ONNX models: every dimension of an input whose shape the file leaves open beyond
         /// its batch axis (an open batch axis is taken as 1 without it).
         #[arg(long, value_name = "NAME=D0,D1,…")]
@@ -589,6 +597,7 @@ fn main() -> ExitCode {
             labels,
             per_tensor,
             ranges,
+            smooth,
             input_shape,
             graph_output,
             json,
@@ -602,6 +611,7 @@ fn main() -> ExitCode {
                 labels: labels.as_deref(),
                 per_tensor,
                 ranges,
+                smooth,
                 input_shapes: &input_shape,
                 graph_output: graph_output.as_deref(),
                 json,
@@ -618,12 +628,13 @@ fn main() -> ExitCode {
                 || labels.is_some()
                 || per_tensor
                 || ranges.is_some()
+                || smooth
                 || json
                 || graph_output.is_some()
                 || !input_shape.is_empty() =>
             {
                 Err(HostError::Usage(
-                    "--calibrate, --validate, --labels, --per-tensor, --ranges, \
+                    "--calibrate, --validate, --labels, --per-tensor, --ranges, --smooth, \
                      --input-shape, --graph-output and --json are for ONNX models (MODEL.onnx)"
                         .into(),
                 )

@@ -347,6 +347,80 @@ fn causal_lm_takes_token_ids_and_runs_the_same_natively_and_in_wasm() {
     }
     // Both exports are the same integer model.
     assert_eq!(hashes[0], hashes[1]);
+    // With SmoothQuant and a validation set of next characters, the report counts positions.
+    let smoothed = dir.join("smoothed").display().to_string();
+    let report = json(&[
+        "import",
+        &onnx("charlm/charlm_dynamo.onnx"),
+        "--calibrate",
+        &onnx("charlm/calibration_ids.npy"),
+        "--validate",
+        &onnx("charlm/validation_ids.npy"),
+        "--labels",
+        &onnx("charlm/validation_targets.npy"),
+        "--smooth",
+        "--json",
+        "-o",
+        &smoothed,
+    ]);
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("SmoothQuant moved the scales")),
+        "{notes:?}"
+    );
+    let validation = &report["validation"];
+    let windows = ids.shape[0] as u64;
+    assert_eq!(validation["samples"], windows);
+    assert_eq!(validation["positions"], windows * u64::from(context));
+    let same = validation["same_argmax"].as_u64().unwrap();
+    assert!(
+        same * 100 >= windows * u64::from(context) * 93,
+        "{validation}"
+    );
+    assert!(
+        validation["integer_correct"].as_u64().unwrap() > 0,
+        "{validation}"
+    );
+    // An id outside the vocabulary, which the engine would clip to the table's last row, is
+    // refused before the run, alone and in a batch, naming the file, the input and the value.
+    let model = dir.join("charlm_dynamo").display().to_string();
+    let quantization =
+        std::fs::read_to_string(dir.join("charlm_dynamo/quantization.json")).unwrap();
+    let vocabulary = std::fs::read_to_string(onnx("charlm/vocabulary.txt"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        quantization.contains(&format!("{{\"token_ids\": {vocabulary}}}")),
+        "{quantization}"
+    );
+    let mut outside = window.clone();
+    outside.data[3] = vocabulary as i32;
+    let file = dir.join("outside.npy");
+    std::fs::write(&file, write_npy(&outside)).unwrap();
+    let file = file.display().to_string();
+    let stderr = expect_status(&["run", &model, "--input", &file], 2);
+    assert!(
+        stderr.contains(&format!(
+            "outside.npy (input \"ids\"): value {vocabulary} at index 3 is not a token id \
+             (an integer from 0 to {})",
+            vocabulary - 1
+        )),
+        "{stderr}"
+    );
+    let mut batch = ids.clone();
+    let at = 2 * context as usize + 5;
+    batch.data[at] = -1;
+    let file = dir.join("batch.npy");
+    std::fs::write(&file, write_npy(&batch)).unwrap();
+    let file = file.display().to_string();
+    let stderr = expect_status(&["run", &model, "--input", &file, "--batch"], 2);
+    assert!(
+        stderr.contains("batch.npy sample 2 (input \"ids\"): value -1 at index 5"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -397,6 +471,37 @@ fn sentence_encoder_takes_named_inputs_and_runs_the_same_natively_and_in_wasm() 
         assert_eq!(native["hash"], wasm["hash"], "{model}");
         assert_eq!(native["outputs"], wasm["outputs"], "{model}");
     }
+    // A mask value other than 0 and 1 is refused naming the input.
+    let set =
+        read_npy(&std::fs::read(onnx("encoder/validation_attention_mask.npy")).unwrap()).unwrap();
+    let context = set.shape[1] as usize;
+    let mut mask = NpyArray {
+        shape: vec![1, context as u32],
+        data: set.data[..context].to_vec(),
+    };
+    mask.data[0] = 2;
+    let file = dir.join("mask.npy");
+    std::fs::write(&file, write_npy(&mask)).unwrap();
+    let mut run = vec![
+        "run".to_string(),
+        dir.join("encoder_dynamo").display().to_string(),
+    ];
+    for input in &inputs[..2] {
+        run.extend(["--input".into(), input.clone()]);
+    }
+    run.extend([
+        "--input".into(),
+        format!("attention_mask={}", file.display()),
+    ]);
+    let run: Vec<&str> = run.iter().map(String::as_str).collect();
+    let stderr = expect_status(&run, 2);
+    assert!(
+        stderr.contains(
+            "mask.npy (input \"attention_mask\"): value 2 at index 0 is not an attention mask \
+             value (0 or 1)"
+        ),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -34,6 +34,9 @@ pub struct ImportRequest<'a> {
     /// How int8 activation ranges are chosen from the calibration set (`None`: the graph's
     /// default, [`Options::ranges`]).
     pub ranges: Option<Ranges>,
+    /// SmoothQuant: migrate the scales of layer normalizations into the dense layers reading
+    /// them ([`Importer::smooth`]), then calibrate again.
+    pub smooth: bool,
     /// The values of the input's open dimensions.
     pub input_shapes: &'a [InputShape],
     /// The graph output to import, which a graph of several outputs needs.
@@ -259,7 +262,8 @@ pub fn check_request(request: &ImportRequest<'_>) -> Result<(), WorkflowError> {
 }
 
 /// Imports `request.model` and writes it into `request.output`, calling `progress(phase, done,
-/// total)` as samples are evaluated (`phase`: `calibrating`, `checking`, `validating`).
+/// total)` as samples are evaluated (`phase`: `calibrating`, `recalibrating` after
+/// [`ImportRequest::smooth`], `checking`, `validating`).
 ///
 /// # Errors
 /// As [`check_request`]; [`WorkflowError::Read`] for a file that cannot be read or written;
@@ -272,13 +276,20 @@ pub fn import(
     // The reader's errors name the file already.
     let model =
         crate::read_file(request.model).map_err(|e| WorkflowError::Import(e.to_string()))?;
-    let importer = Importer::with_output(&model, request.input_shapes, request.graph_output)
+    let mut importer = Importer::with_output(&model, request.input_shapes, request.graph_output)
         .map_err(|e| failed(request.model, e))?;
     let inputs = importer.inputs();
     let calibration_set = read_set(request.calibrate, &inputs, "--calibrate")?;
-    let calibration = importer
+    let mut calibration = importer
         .calibrate_inputs(&calibration_set, &mut |d, t| progress("calibrating", d, t))
         .map_err(|e| failed(set_path(request.calibrate), e))?;
+    if request.smooth && importer.smooth(&calibration) > 0 {
+        calibration = importer
+            .calibrate_inputs(&calibration_set, &mut |d, t| {
+                progress("recalibrating", d, t)
+            })
+            .map_err(|e| failed(set_path(request.calibrate), e))?;
+    }
     let options = Options {
         per_channel: !request.per_tensor,
         ranges: request.ranges,
@@ -410,7 +421,9 @@ pub fn quantize_input(
 fn agreement_json(a: &Agreement) -> serde_json::Value {
     serde_json::json!({
         "samples": a.samples,
+        "positions": a.positions,
         "same_argmax": a.same_argmax,
+        "cosine": {"median": a.median_cosine, "min": a.min_cosine},
         "max_error": a.max_error,
         "max_output": a.max_output,
         "float_correct": a.float_correct,

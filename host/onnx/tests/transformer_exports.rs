@@ -42,13 +42,16 @@ fn ints(dir: &str, name: &str) -> Vec<i32> {
 
 /// Imports `file` and checks it on the validation set against onnxruntime's logits and the
 /// labels.
-fn check(file: &str) {
+fn check(file: &str, smooth: bool) {
     let model = cvm_onnx::read_file(&fixture("vit", &format!("{file}.onnx"))).unwrap();
-    let importer = Importer::new(&model).unwrap();
+    let mut importer = Importer::new(&model).unwrap();
     assert!(importer.engine_only(), "{file}");
-    let calibration = importer
-        .calibrate(&floats("torch", "calibration.npy"), &mut |_, _| {})
-        .unwrap();
+    let set = floats("torch", "calibration.npy");
+    let mut calibration = importer.calibrate(&set, &mut |_, _| {}).unwrap();
+    if smooth {
+        assert!(importer.smooth(&calibration) > 0, "{file}");
+        calibration = importer.calibrate(&set, &mut |_, _| {}).unwrap();
+    }
     let imported = importer.quantize(&calibration, Options::default()).unwrap();
     assert!(imported.symbol.is_empty() && imported.params.is_empty());
     let validation = floats("torch", "validation.npy");
@@ -85,24 +88,24 @@ fn check(file: &str) {
 
 #[test]
 fn vit_exported_by_torch_export_imports_within_a_point() {
-    check("vit_dynamo");
+    check("vit_dynamo", false);
 }
 
 #[test]
 fn vit_exported_by_torchscript_imports_within_a_point() {
-    check("vit_legacy");
+    check("vit_legacy", false);
 }
 
 /// At opset 14 the exporter writes LayerNormalization and GELU out of smaller operators.
 #[test]
 fn vit_at_opset_14_imports_within_a_point() {
-    check("vit_opset14");
+    check("vit_opset14", false);
 }
 
 /// Imports the character LM `file` and checks it on the held-out windows.
-fn check_lm(file: &str) {
+fn check_lm(file: &str, smooth: bool) {
     let model = cvm_onnx::read_file(&fixture("charlm", &format!("{file}.onnx"))).unwrap();
-    let importer = Importer::new(&model).unwrap();
+    let mut importer = Importer::new(&model).unwrap();
     assert!(importer.engine_only(), "{file}");
     let ids = |name: &str| {
         let array = read_npy(&std::fs::read(fixture("charlm", name)).unwrap()).unwrap();
@@ -111,9 +114,12 @@ fn check_lm(file: &str) {
             data: array.data.iter().map(|&id| id as f32).collect(),
         }
     };
-    let calibration = importer
-        .calibrate(&ids("calibration_ids.npy"), &mut |_, _| {})
-        .unwrap();
+    let set = ids("calibration_ids.npy");
+    let mut calibration = importer.calibrate(&set, &mut |_, _| {}).unwrap();
+    if smooth {
+        assert!(importer.smooth(&calibration) > 0, "{file}");
+        calibration = importer.calibrate(&set, &mut |_, _| {}).unwrap();
+    }
     let imported = importer.quantize(&calibration, Options::default()).unwrap();
     let vocabulary = imported.vocabulary.unwrap();
     let validation = ids("validation_ids.npy");
@@ -160,16 +166,56 @@ fn check_lm(file: &str) {
         "{file}: within 2 points"
     );
     assert!(same * 100 >= count * 93, "{file}: top-1 agreement");
+    // The importer's own comparison, as `cvm import --validate --labels` reports it, counts
+    // the same per position.
+    let agreement = importer
+        .compare(&imported, &validation, Some(&targets), &mut |_, _| {})
+        .unwrap();
+    assert_eq!(
+        (
+            agreement.samples,
+            agreement.positions,
+            agreement.same_argmax,
+            agreement.float_correct,
+            agreement.int_correct
+        ),
+        (
+            count / context,
+            count,
+            same,
+            Some(float_right),
+            Some(int_right)
+        ),
+        "{file}"
+    );
+    // Labels are one per position, not one per window.
+    let err = importer
+        .compare(
+            &imported,
+            &validation,
+            Some(&targets[..count / context]),
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.ends_with(&format!(
+            "labels are one per position: {context} per sample, the output being [1, \
+             {context}, {vocabulary}]"
+        )),
+        "{err}"
+    );
 }
 
 #[test]
 fn char_lm_exported_by_torch_export_imports_within_two_points() {
-    check_lm("charlm_dynamo");
+    check_lm("charlm_dynamo", false);
 }
 
 #[test]
 fn char_lm_exported_by_torchscript_imports_within_two_points() {
-    check_lm("charlm_legacy");
+    check_lm("charlm_legacy", false);
 }
 
 /// Imports the sentence encoder `file` and checks its embeddings of the validation sequences.
@@ -236,6 +282,18 @@ fn check_encoder(file: &str) {
         imported.operators, imported.gas
     );
     assert!(median >= 0.99 && min >= 0.95, "{file}: {median} {min}");
+    // The importer's comparison (to its own float evaluation, which is onnxruntime's within
+    // 1e-4) reports the same similarities.
+    let agreement = importer
+        .compare_inputs(&imported, &validation, None, &mut |_, _| {})
+        .unwrap();
+    assert_eq!(agreement.positions, count);
+    let even_median = (cosines[(count - 1) / 2] + cosines[count / 2]) / 2.0;
+    assert!(
+        (agreement.median_cosine - even_median).abs() < 1e-6
+            && (agreement.min_cosine - min).abs() < 1e-6,
+        "{file}: {agreement:?} against {even_median} {min}"
+    );
 }
 
 #[test]
@@ -246,4 +304,16 @@ fn encoder_exported_by_torch_export_embeds_as_float() {
 #[test]
 fn encoder_exported_by_torchscript_embeds_as_float() {
     check_encoder("encoder_legacy");
+}
+
+/// SmoothQuant moves the layer norms' outlier channels into the dense layers reading them; the
+/// models keep their accuracy bounds.
+#[test]
+fn vit_with_smoothquant_imports_within_a_point() {
+    check("vit_dynamo", true);
+}
+
+#[test]
+fn char_lm_with_smoothquant_imports_within_two_points() {
+    check_lm("charlm_dynamo", true);
 }

@@ -491,6 +491,11 @@ impl Model {
                 ),
             };
             let tensor = convert_array(array, &what, self.quantization.as_ref())?;
+            if let Some(quantization) = &self.quantization {
+                quantization
+                    .check(index, &tensor.data)
+                    .map_err(|message| InputError::new_err(format!("{what}: {message}")))?;
+            }
             if let Some(declared) = declared
                 && check_shapes
                 && tensor.shape != declared.ty.shape.0
@@ -567,6 +572,14 @@ impl Model {
                 )));
             }
             samples = Some(n);
+            if let Some(quantization) = &self.quantization {
+                let size = tensor.data.len() / (n as usize).max(1);
+                for (k, sample) in tensor.data.chunks(size.max(1)).enumerate() {
+                    quantization.check(index, sample).map_err(|message| {
+                        InputError::new_err(format!("{what}, sample {k}: {message}"))
+                    })?;
+                }
+            }
             batches.push((declared.ty.shape.0.clone(), tensor.data, n as usize));
         }
         let count = samples.unwrap_or(0) as usize;
@@ -1051,7 +1064,7 @@ impl<'py> FromPyObject<'_, 'py> for SampleFiles {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1, graph_output = None, ranges = None))]
+#[pyo3(signature = (model, calibration, validate = None, labels = None, out = None, per_tensor = false, input_shapes = None, schedule = 1, graph_output = None, ranges = None, smooth = false))]
 #[allow(clippy::too_many_arguments)]
 fn import_onnx<'py>(
     py: Python<'py>,
@@ -1065,6 +1078,7 @@ fn import_onnx<'py>(
     schedule: u32,
     graph_output: Option<String>,
     ranges: Option<&str>,
+    smooth: bool,
 ) -> PyResult<(String, Bound<'py, PyAny>)> {
     let ranges = ranges
         .map(str::parse::<Ranges>)
@@ -1100,6 +1114,7 @@ fn import_onnx<'py>(
         labels: labels.as_deref(),
         per_tensor,
         ranges,
+        smooth,
         input_shapes: &shapes,
         graph_output: graph_output.as_deref(),
         schedule,

@@ -226,12 +226,14 @@ fn prepare(
         .collect();
     let paths = assign(&declared, &arguments)?;
     let mut inputs = Vec::with_capacity(paths.len());
-    for (path, (name, shape)) in paths.iter().zip(&declared) {
-        inputs.push((
-            path,
-            name,
-            read_batch(path, name, shape, options.quantization.as_ref())?,
-        ));
+    for (k, (path, (name, shape))) in paths.iter().zip(&declared).enumerate() {
+        let batch = read_batch(path, name, shape, options.quantization.as_ref())?;
+        let size = batch.data.len() / batch.samples.max(1);
+        for (n, sample) in batch.data.chunks(size.max(1)).enumerate() {
+            let at = format!("{} sample {n}", path.display());
+            super::run::check_holds(options.quantization.as_ref(), k, &at, sample)?;
+        }
+        inputs.push((path, name, batch));
     }
     let samples = inputs.first().map_or(0, |(_, _, batch)| batch.samples);
     if let Some((path, name, batch)) = inputs.iter().find(|(_, _, b)| b.samples != samples) {

@@ -19,6 +19,7 @@ pub(crate) struct OnnxImport<'a> {
     pub(crate) labels: Option<&'a Path>,
     pub(crate) per_tensor: bool,
     pub(crate) ranges: Option<cvm_onnx::import::Ranges>,
+    pub(crate) smooth: bool,
     pub(crate) input_shapes: &'a [cvm_onnx::import::InputShape],
     pub(crate) graph_output: Option<&'a str>,
     pub(crate) json: bool,
@@ -57,6 +58,7 @@ pub(crate) fn import_onnx(args: &OnnxImport<'_>) -> Result<(), Failure> {
         labels: args.labels,
         per_tensor: args.per_tensor,
         ranges: args.ranges,
+        smooth: args.smooth,
         input_shapes: args.input_shapes,
         graph_output: args.graph_output,
         schedule: args.schedule,
@@ -100,24 +102,31 @@ fn range(r: &RangeReport) -> String {
 }
 
 fn agreement_text(what: &str, a: &Agreement) -> String {
+    let counted = if a.positions == a.samples {
+        format!("{} samples", a.samples)
+    } else {
+        format!("{} samples, {} positions", a.samples, a.positions)
+    };
     let mut line = format!(
-        "{what} ({} samples): same argmax {}/{} ({}), max |float − integer| {:.4} (outputs up to {:.4})",
-        a.samples,
+        "{what} ({counted}): same argmax {}/{} ({}), max |float − integer| {:.4} (outputs up to \
+         {:.4}), cosine similarity median {:.4} min {:.4}",
         a.same_argmax,
-        a.samples,
-        percent(a.same_argmax, a.samples),
+        a.positions,
+        percent(a.same_argmax, a.positions),
         a.max_error,
-        a.max_output
+        a.max_output,
+        a.median_cosine,
+        a.min_cosine
     );
     if let (Some(f), Some(i)) = (a.float_correct, a.int_correct) {
         line.push_str(&format!(
             "\n  accuracy: float {f}/{} ({}), integer {i}/{} ({}), {} points",
-            a.samples,
-            percent(f, a.samples),
-            a.samples,
-            percent(i, a.samples),
+            a.positions,
+            percent(f, a.positions),
+            a.positions,
+            percent(i, a.positions),
             // The difference of the two percentages as printed.
-            two_decimals(hundredths(i, a.samples) - hundredths(f, a.samples))
+            two_decimals(hundredths(i, a.positions) - hundredths(f, a.positions))
         ));
     }
     line.push('\n');

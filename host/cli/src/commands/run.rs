@@ -83,10 +83,14 @@ pub(crate) fn run(
                     .iter()
                     .map(|i| (i.name.clone(), i.shape.clone()))
                     .collect();
-                assign(&declared, &arguments)?
-                    .iter()
-                    .map(|path| read_input_quantized(path, options.quantization.as_ref()))
-                    .collect::<Result<Vec<_>, _>>()?
+                let mut tensors = Vec::with_capacity(declared.len());
+                for (k, path) in assign(&declared, &arguments)?.iter().enumerate() {
+                    let tensor = read_input_quantized(path, options.quantization.as_ref())?;
+                    let at = path.display().to_string();
+                    check_holds(options.quantization.as_ref(), k, &at, &tensor.data)?;
+                    tensors.push(tensor);
+                }
+                tensors
             }
             None => Vec::new(),
         },
@@ -195,6 +199,30 @@ pub(crate) fn check_output_arguments(
         }
         _ => Ok(()),
     }
+}
+
+/// Refuses input `index`'s values (read from the file `at` names) when the model's quantization says they
+/// are token ids or a mask and one is not ([`Quantization::check`]).
+///
+/// # Errors
+/// [`HostError::Usage`] naming the file, the input and the value.
+pub(crate) fn check_holds(
+    quantization: Option<&Quantization>,
+    index: usize,
+    at: &str,
+    data: &[i32],
+) -> Result<(), HostError> {
+    let Some(quantization) = quantization else {
+        return Ok(());
+    };
+    quantization.check(index, data).map_err(|message| {
+        let name = quantization
+            .inputs
+            .get(index)
+            .map(|input| format!(" (input {})", cvm_formats::quote(&input.name)))
+            .unwrap_or_default();
+        HostError::Usage(format!("{at}{name}: {message}"))
+    })
 }
 
 /// The single output of an imported model, as float32 through its quantization.

@@ -4,7 +4,7 @@
 use cvm_formats::npy::NpyF32Array;
 
 use super::float;
-use super::graph::{FTensor, Graph};
+use super::graph::{FTensor, Graph, Op};
 
 /// Bins of [`Stats::histogram`]: eight per octave over 2^−64 to 2^64.
 const BINS: usize = 1024;
@@ -33,6 +33,9 @@ pub struct Stats {
     pub max: f64,
     /// Largest |v| per channel (axis 1), for values of rank ≥ 2.
     pub channel_max_abs: Vec<f64>,
+    /// Largest |v| per element of the last axis, for a layer normalization's output only
+    /// (the channels [`smooth`](super::smooth) migrates); empty for other values.
+    pub last_axis_max_abs: Vec<f64>,
     /// How many elements fell in each bin of |v| (see [`bin`]), for [`Stats::mse_range`].
     histogram: Vec<u64>,
 }
@@ -43,6 +46,7 @@ impl Default for Stats {
             max_abs: 0.0,
             max: 0.0,
             channel_max_abs: Vec::new(),
+            last_axis_max_abs: Vec::new(),
             histogram: vec![0; BINS],
         }
     }
@@ -88,6 +92,19 @@ impl Stats {
         best.1
     }
 
+    /// Widens [`Stats::last_axis_max_abs`] to cover `tensor`.
+    pub fn add_last_axis(&mut self, tensor: &FTensor) {
+        let width = tensor.shape.last().copied().unwrap_or(1).max(1);
+        if self.last_axis_max_abs.len() != width {
+            self.last_axis_max_abs = vec![0.0; width];
+        }
+        for row in tensor.data.chunks(width) {
+            for (m, v) in self.last_axis_max_abs.iter_mut().zip(row) {
+                *m = m.max(v.abs());
+            }
+        }
+    }
+
     /// Widens the ranges to cover `tensor`.
     pub fn add(&mut self, tensor: &FTensor) {
         let channels = if tensor.shape.len() >= 2 {
@@ -131,6 +148,9 @@ pub fn ranges(
             .collect();
         float::run(graph, &inputs, &mut |id, value| {
             stats[id].add(value);
+            if matches!(graph.values[id].op, Op::LayerNorm(_)) {
+                stats[id].add_last_axis(value);
+            }
             mins[id] = value.data.iter().copied().fold(mins[id], f64::min);
         });
         progress(i + 1, count);

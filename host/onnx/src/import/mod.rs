@@ -33,6 +33,7 @@ mod graph;
 mod lower;
 mod quantize;
 mod read;
+mod smooth;
 mod write;
 
 use cvm_engine::{InputTensor, Status, ValidatedModel};
@@ -192,6 +193,11 @@ pub struct Quantization {
     pub output_shape: Vec<u32>,
     /// The output's scale: the float output is approximately `q · scale`.
     pub output_scale: f64,
+    /// Every input, in the model's order, with what it holds, so that a runner refuses a token
+    /// id outside the vocabulary or a mask value other than 0 and 1 ([`Quantization::check`])
+    /// rather than let the engine clip it. Empty in a file written before the field existed:
+    /// nothing is checked.
+    pub inputs: Vec<ModelInput>,
 }
 
 /// The figures of one requantization (or output layer) for the report.
@@ -298,21 +304,55 @@ pub struct Imported {
     model: ValidatedModel,
 }
 
-/// Float and integer outputs compared over a set of samples.
+/// Float and integer outputs compared over a set of samples. An output's argmax is taken per
+/// position, over its last axis: once per sample for a classifier's (1, K) logits, once per
+/// token for a language model's (1, T, V).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Agreement {
     /// Samples compared.
     pub samples: usize,
-    /// Samples whose float and integer outputs have the same argmax (first index on ties).
+    /// Positions compared: samples × the output's rows (its elements over its last axis).
+    pub positions: usize,
+    /// Positions where the float and integer outputs have the same argmax (first index on
+    /// ties).
     pub same_argmax: usize,
     /// Largest |float output − dequantized integer output|.
     pub max_error: f64,
     /// Largest |float output|, for scale.
     pub max_output: f64,
-    /// With labels: samples whose float argmax is the label.
+    /// The cosine similarity of each sample's float and dequantized integer outputs, the
+    /// measure of an embedding: its median over the samples (1 for outputs both 0).
+    pub median_cosine: f64,
+    /// Its smallest.
+    pub min_cosine: f64,
+    /// With labels (one per position): positions whose float argmax is the label.
     pub float_correct: Option<usize>,
-    /// With labels: samples whose integer argmax is the label.
+    /// With labels: positions whose integer argmax is the label.
     pub int_correct: Option<usize>,
+}
+
+/// The cosine similarity of `a` and `b`: 1 when both are 0, 0 when only one is.
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
+    for (&x, &y) in a.iter().zip(b) {
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    match (aa > 0.0, bb > 0.0) {
+        (false, false) => 1.0,
+        (true, true) => ab / (aa.sqrt() * bb.sqrt()),
+        _ => 0.0,
+    }
+}
+
+/// The median of sorted `values` (the mean of the middle two for an even count; 1 for none).
+fn median(values: &[f64]) -> f64 {
+    match values.len() {
+        0 => 1.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// The index of the largest value, the first on ties.
@@ -540,6 +580,25 @@ impl Importer {
         })
     }
 
+    /// Migrates the scales of the layer normalizations read only by dense layers into those
+    /// layers' weights, by the ranges `calibration` gave (SmoothQuant, `cvm import --smooth`;
+    /// the factors in the `smooth` module's documentation). The float model computes the same
+    /// function, within f64 rounding; its ranges change, so calibrate again before
+    /// [`Importer::quantize`]. Returns how many norms were migrated; each is a note of the
+    /// report.
+    pub fn smooth(&mut self, calibration: &Calibration) -> usize {
+        let notes = smooth::smooth(&mut self.graph, &calibration.stats);
+        let count = notes.len();
+        if count == 0 {
+            self.graph.notes.push(
+                "SmoothQuant: no layer normalization is read by dense layers only; nothing                  was migrated"
+                    .into(),
+            );
+        }
+        self.graph.notes.extend(notes);
+        count
+    }
+
     /// Builds, reads back and validates the integer model.
     ///
     /// # Errors
@@ -584,6 +643,7 @@ impl Importer {
             input_scale: quantized.input_scale,
             output_shape: dims(&self.graph.values[self.graph.output].shape),
             output_scale: quantized.output_scale,
+            inputs: inputs.clone(),
         };
         let ranges = self
             .graph
@@ -616,8 +676,9 @@ impl Importer {
         })
     }
 
-    /// Compares float and integer outputs over `batch` (with `labels`, one per sample, the
-    /// accuracy of each); `progress(done, total)` after each sample.
+    /// Compares float and integer outputs over `batch` (with `labels`, one per position: per
+    /// sample for a classifier, per sample and token for per-token logits, the accuracy of
+    /// each); `progress(done, total)` after each sample.
     ///
     /// # Errors
     /// [`ImportError::Samples`] for a batch or labels of the wrong shape, or an integer run
@@ -645,42 +706,59 @@ impl Importer {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Agreement, ImportError> {
         let count = self.samples_of(batch, "validation inputs")?;
+        let shape = &self.graph.values[self.graph.output].shape;
+        let row = shape.last().copied().unwrap_or(1).max(1);
+        let rows = shape.iter().product::<usize>() / row;
         if let Some(labels) = labels
-            && labels.len() != count
+            && labels.len() != count * rows
         {
+            let per = if rows == 1 {
+                "one per sample".to_string()
+            } else {
+                format!("one per position: {rows} per sample, the output being {shape:?}")
+            };
             return Err(ImportError::Samples(format!(
-                "{} labels for {count} samples",
+                "{} labels for {count} samples; labels are {per}",
                 labels.len()
             )));
         }
         let mut agreement = Agreement {
             samples: count,
+            positions: count * rows,
             float_correct: labels.map(|_| 0),
             int_correct: labels.map(|_| 0),
             ..Agreement::default()
         };
+        let mut cosines = Vec::with_capacity(count);
+        let scale = imported.quantization.output_scale;
         for i in 0..count {
             let sample = sample(batch, count, i);
             let float = self.float_output_of(&sample);
             let int = imported.run_inputs(&sample).map_err(ImportError::Samples)?;
-            let scale = imported.quantization.output_scale;
-            for (f, &q) in float.iter().zip(&int) {
-                agreement.max_error = agreement.max_error.max((f - f64::from(q) * scale).abs());
+            let dequantized: Vec<f64> = int.iter().map(|&q| f64::from(q) * scale).collect();
+            for (f, d) in float.iter().zip(&dequantized) {
+                agreement.max_error = agreement.max_error.max((f - d).abs());
                 agreement.max_output = agreement.max_output.max(f.abs());
             }
-            let (fa, ia) = (argmax(&float), argmax(&int));
-            agreement.same_argmax += usize::from(fa == ia);
-            if let Some(labels) = labels {
-                let label = usize::try_from(labels[i]).unwrap_or(usize::MAX);
-                if let Some(c) = agreement.float_correct.as_mut() {
-                    *c += usize::from(fa == label);
-                }
-                if let Some(c) = agreement.int_correct.as_mut() {
-                    *c += usize::from(ia == label);
+            cosines.push(cosine(&float, &dequantized));
+            for (p, (f, q)) in float.chunks(row).zip(int.chunks(row)).enumerate() {
+                let (fa, ia) = (argmax(f), argmax(q));
+                agreement.same_argmax += usize::from(fa == ia);
+                if let Some(labels) = labels {
+                    let label = usize::try_from(labels[i * rows + p]).unwrap_or(usize::MAX);
+                    if let Some(c) = agreement.float_correct.as_mut() {
+                        *c += usize::from(fa == label);
+                    }
+                    if let Some(c) = agreement.int_correct.as_mut() {
+                        *c += usize::from(ia == label);
+                    }
                 }
             }
             progress(i + 1, count);
         }
+        cosines.sort_by(f64::total_cmp);
+        agreement.min_cosine = cosines.first().copied().unwrap_or(1.0);
+        agreement.median_cosine = median(&cosines);
         Ok(agreement)
     }
 }
@@ -712,15 +790,58 @@ impl Quantization {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let inputs: Vec<String> = self
+            .inputs
+            .iter()
+            .map(|input| {
+                let holds = match input.holds {
+                    Holds::Float => "\"float\"".to_string(),
+                    Holds::Ids { vocabulary } => format!("{{\"token_ids\": {vocabulary}}}"),
+                    Holds::Mask => "\"mask\"".to_string(),
+                };
+                let shape: Vec<u32> = input.shape.iter().map(|&d| d as u32).collect();
+                format!(
+                    "\n    {{\"name\": {}, \"shape\": [{}], \"holds\": {holds}}}",
+                    serde_json::Value::from(input.name.as_str()),
+                    dims(&shape)
+                )
+            })
+            .collect();
+        let inputs = if inputs.is_empty() {
+            String::new()
+        } else {
+            format!(",\n  \"inputs\": [{}\n  ]", inputs.join(","))
+        };
         format!(
             "{{\n  \"format\": \"{QUANTIZATION_FORMAT}\",\n  \"input\": {{\"shape\": [{}], \"scale\": {:?}, \
              \"rounding\": \"half away from zero\", \"clip\": 127}},\n  \"output\": {{\"shape\": [{}], \
-             \"scale\": {:?}}}\n}}\n",
+             \"scale\": {:?}}}{inputs}\n}}\n",
             dims(&self.input_shape),
             self.input_scale,
             dims(&self.output_shape),
             self.output_scale
         )
+    }
+
+    /// Refuses a value input `index` (in the model's order) cannot hold: a token id outside
+    /// the vocabulary, a mask value other than 0 or 1. The engine itself would clip an id to
+    /// the table and read any nonzero mask value as 1; such a value is a caller's mistake, not
+    /// a model's input.
+    ///
+    /// # Errors
+    /// The first such value, its index and what the input holds.
+    pub fn check(&self, index: usize, data: &[i32]) -> Result<(), String> {
+        let Some(input) = self.inputs.get(index) else {
+            return Ok(());
+        };
+        match data.iter().position(|&v| !input.holds.admits(f64::from(v))) {
+            Some(i) => Err(format!(
+                "value {} at index {i} is not {}",
+                data[i],
+                input.holds.describe()
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Reads [`Quantization::to_json`]'s text.
@@ -768,11 +889,48 @@ impl Quantization {
                 "input.clip is {clip}; inputs are quantized to int8 and clipped to ±127 only"
             ));
         }
+        let inputs = match value.get("inputs") {
+            None => Vec::new(),
+            Some(list) => list
+                .as_array()
+                .ok_or("inputs is not a list")?
+                .iter()
+                .enumerate()
+                .map(|(k, input)| {
+                    let what = format!("inputs[{k}]");
+                    let name = input["name"]
+                        .as_str()
+                        .ok_or_else(|| format!("{what}.name is not a string"))?;
+                    let holds = match &input["holds"] {
+                        serde_json::Value::String(h) if h == "float" => Holds::Float,
+                        serde_json::Value::String(h) if h == "mask" => Holds::Mask,
+                        holds => match holds["token_ids"].as_u64() {
+                            Some(v) if v > 0 => Holds::Ids {
+                                vocabulary: usize::try_from(v).unwrap_or(usize::MAX),
+                            },
+                            _ => {
+                                return Err(format!(
+                                    "{what}.holds is {holds}; an input holds \"float\", \
+                                     \"mask\" or {{\"token_ids\": VOCABULARY}}"
+                                ));
+                            }
+                        },
+                    };
+                    let shape = shape(&input["shape"], &format!("{what}.shape"))?;
+                    Ok(ModelInput {
+                        name: name.to_string(),
+                        shape: shape.iter().map(|&d| d as usize).collect(),
+                        holds,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?,
+        };
         Ok(Quantization {
             input_shape: shape(&value["input"]["shape"], "input.shape")?,
             input_scale: scale(&value["input"]["scale"], "input.scale")?,
             output_shape: shape(&value["output"]["shape"], "output.shape")?,
             output_scale: scale(&value["output"]["scale"], "output.scale")?,
+            inputs,
         })
     }
 }
@@ -816,10 +974,18 @@ pub enum Holds {
 impl Holds {
     /// The index of the first value that this input cannot hold.
     pub fn first_invalid(self, values: &[f32]) -> Option<usize> {
+        values.iter().position(|&v| !self.admits(f64::from(v)))
+    }
+
+    /// Whether this input can hold `value`: any float, an integer from 0 to the vocabulary
+    /// − 1, 0 or 1.
+    pub fn admits(self, value: f64) -> bool {
         match self {
-            Holds::Float => None,
-            Holds::Ids { vocabulary } => values.iter().position(|&id| !is_id(id, vocabulary)),
-            Holds::Mask => values.iter().position(|&m| m != 0.0 && m != 1.0),
+            Holds::Float => true,
+            Holds::Ids { vocabulary } => {
+                value >= 0.0 && value.fract() == 0.0 && value < vocabulary as f64
+            }
+            Holds::Mask => value == 0.0 || value == 1.0,
         }
     }
 
@@ -834,11 +1000,6 @@ impl Holds {
             Holds::Mask => "an attention mask value (0 or 1)".into(),
         }
     }
-}
-
-/// Whether `id` is an integer from 0 to `vocabulary` − 1.
-fn is_id(id: f32, vocabulary: usize) -> bool {
-    id >= 0.0 && id.fract() == 0.0 && (id as usize) < vocabulary
 }
 
 /// The `format` of `quantization.json`.
@@ -906,7 +1067,7 @@ impl Imported {
 
 #[cfg(test)]
 mod tests {
-    use super::Quantization;
+    use super::{Holds, ModelInput, Quantization};
 
     #[test]
     fn quantization_json_reads_back_and_refuses_a_rounding_or_clip_it_would_ignore() {
@@ -915,6 +1076,7 @@ mod tests {
             input_scale: 0.015_625,
             output_shape: vec![1, 10],
             output_scale: 0.1,
+            inputs: Vec::new(),
         };
         let text = quantization.to_json();
         let read = Quantization::from_json(&text).expect("reads back");
@@ -938,5 +1100,50 @@ mod tests {
         // Without the descriptive fields the file means what they say.
         let bare = text.replace(", \"rounding\": \"half away from zero\", \"clip\": 127", "");
         assert!(Quantization::from_json(&bare).is_ok(), "{bare}");
+    }
+
+    #[test]
+    fn quantization_json_keeps_what_each_input_holds_and_checks_values_by_it() {
+        let input = |name: &str, holds| ModelInput {
+            name: name.into(),
+            shape: vec![1, 4],
+            holds,
+        };
+        let quantization = Quantization {
+            input_shape: vec![1, 4],
+            input_scale: 1.0,
+            output_shape: vec![1, 8],
+            output_scale: 0.5,
+            inputs: vec![
+                input("input_ids", Holds::Ids { vocabulary: 100 }),
+                input("attention \"mask\"", Holds::Mask),
+                input("features", Holds::Float),
+            ],
+        };
+        let text = quantization.to_json();
+        let read = Quantization::from_json(&text).expect("reads back");
+        assert_eq!(read, quantization, "{text}");
+        assert_eq!(read.check(0, &[0, 5, 99, 1]), Ok(()));
+        assert_eq!(
+            read.check(0, &[0, 5, 100, 1]),
+            Err("value 100 at index 2 is not a token id (an integer from 0 to 99)".into())
+        );
+        assert_eq!(
+            read.check(0, &[-1, 0, 0, 0]),
+            Err("value -1 at index 0 is not a token id (an integer from 0 to 99)".into())
+        );
+        assert_eq!(
+            read.check(1, &[1, 1, 2, 0]),
+            Err("value 2 at index 2 is not an attention mask value (0 or 1)".into())
+        );
+        assert_eq!(read.check(2, &[-127, 127, 0, 3]), Ok(()));
+        // An input the file does not describe is not checked.
+        assert_eq!(read.check(3, &[1 << 30]), Ok(()));
+        let bad = text.replace("{\"token_ids\": 100}", "{\"token_ids\": 0}");
+        let err = Quantization::from_json(&bad).expect_err("refused");
+        assert!(
+            err.starts_with("inputs[0].holds is {\"token_ids\":0}"),
+            "{err}"
+        );
     }
 }
