@@ -696,3 +696,71 @@ fn rms_norm_by_reciprocal_square_root() {
     let error = Importer::new(&read).err().unwrap().to_string();
     assert!(error.contains("Reciprocal"), "{error}");
 }
+
+/// BERT's pooler as Hugging Face exports it: the first token's hidden state (`Gather` of index
+/// 0 on axis 1, or `Slice` and `Squeeze`), a dense layer (MatMul and Add, or Gemm) and Tanh.
+#[test]
+fn the_tanh_pooler_of_the_first_token() {
+    const T: usize = 4;
+    const D: usize = 8;
+    let weight: Vec<f32> = (0..D * D)
+        .map(|i| ((i * 37 % 17) as f32 - 8.0) / 16.0)
+        .collect();
+    let bias: Vec<f32> = (0..D).map(|i| i as f32 / 32.0 - 0.1).collect();
+    let first_token = |by_slice: bool| {
+        if by_slice {
+            vec![
+                node("Slice", &["x", "zero", "one", "axis"], &["sliced"]),
+                node("Squeeze", &["sliced", "axis"], &["first"]),
+            ]
+        } else {
+            vec![with_attrs(
+                node("Gather", &["x", "index"], &["first"]),
+                vec![attr_int("axis", 1)],
+            )]
+        }
+    };
+    let form = |by_slice: bool, gemm: bool| {
+        let mut nodes = first_token(by_slice);
+        if gemm {
+            nodes.push(with_attrs(
+                node("Gemm", &["first", "w", "b"], &["dense"]),
+                vec![attr_int("transB", 0)],
+            ));
+        } else {
+            nodes.push(node("MatMul", &["first", "w"], &["product"]));
+            nodes.push(node("Add", &["product", "b"], &["dense"]));
+        }
+        nodes.push(node("Tanh", &["dense"], &["y"]));
+        graph(
+            nodes,
+            vec![
+                raw_f32("w", &[D as i64, D as i64], &weight),
+                raw_f32("b", &[D as i64], &bias),
+                raw_i64("index", &[], &[0]),
+                int64s("zero", &[0]),
+                int64s("one", &[1]),
+                int64s("axis", &[1]),
+            ],
+            static_info("x", FLOAT, &[1, T as i64, D as i64]),
+            17,
+        )
+    };
+    let reference = |x: &[f64]| {
+        (0..D)
+            .map(|n| {
+                let sum: f64 = (0..D)
+                    .map(|k| x[k] * f64::from(weight[k * D + n]))
+                    .sum::<f64>()
+                    + f64::from(bias[n]);
+                sum.tanh()
+            })
+            .collect()
+    };
+    let batch = shaped(samples(16, T * D), &[T as u32, D as u32]);
+    for by_slice in [false, true] {
+        for gemm in [false, true] {
+            check(&form(by_slice, gemm), &batch, reference, 0.03);
+        }
+    }
+}
