@@ -2,7 +2,7 @@
 //! plumbing around it, reductions, slices and splits, subtraction, division and n-ary sums,
 //! uneven padding, and the tabled activations. Each model is built here with the prost types;
 //! its float evaluation is compared with the formula written out in the test, and its integer
-//! model with the float one.
+//! model with the float one. They also seed the ONNX import fuzz target (`check`).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test helpers fail loudly
 #![allow(clippy::float_arithmetic)] // expected float outputs
 
@@ -56,14 +56,26 @@ fn shaped(mut batch: NpyF32Array, shape: &[u32]) -> NpyF32Array {
 
 /// Imports `model` and checks, on every sample, its float evaluation against `reference`
 /// (within 1e-9) and its integer model against the float one (within `tolerance` times the
-/// largest |float output|). Returns the importer's notes.
+/// largest |float output|). Returns the importer's notes. With `CVM_WRITE_FUZZ_CORPUS=<dir>`
+/// (scripts/fuzz.sh) the model is also written into `<dir>/onnx_import/`, so that the fuzzer
+/// starts from every form these tests build.
 fn check(
     model: &ModelProto,
     batch: &NpyF32Array,
     reference: impl Fn(&[f64]) -> Vec<f64>,
     tolerance: f64,
 ) -> Vec<String> {
-    let read = cvm_onnx::read(&model.encode_to_vec()).unwrap();
+    let bytes = model.encode_to_vec();
+    if let Some(dir) = std::env::var_os("CVM_WRITE_FUZZ_CORPUS") {
+        let dir = std::path::PathBuf::from(dir).join("onnx_import");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Named by content (FNV-1a), as the tests run in parallel.
+        let name = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        std::fs::write(dir.join(format!("lowering-{name:016x}.onnx")), &bytes).unwrap();
+    }
+    let read = cvm_onnx::read(&bytes).unwrap();
     let importer = Importer::new(&read).unwrap();
     let calibration = importer.calibrate(batch, &mut |_, _| {}).unwrap();
     let imported = importer
