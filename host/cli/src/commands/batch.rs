@@ -61,16 +61,11 @@ pub(crate) fn run_batch(
         .into());
     }
     check_output_arguments(options, files.output)?;
-    let LoadedModel {
-        bytes,
-        model,
-        rejected,
-        ..
-    } = timings.time(phase::READ_MODEL, || load_model(source))?;
-    if let Some(report) = rejected {
-        print_report(&report, options.hash, options.json)?;
-        return Err(Failure::Deterministic);
-    }
+    let LoadedModel { bytes, model, .. } = super::run::accepted(
+        timings.time(phase::READ_MODEL, || load_model(source))?,
+        options.hash,
+        options.json,
+    )?;
     // A model that does not decode is loaded anyway: the engine rejects it deterministically.
     let prepared = match &model {
         Some(model) => {
@@ -219,11 +214,7 @@ fn prepare(
         )));
     }
     let arguments: Vec<InputArg> = input_args.iter().map(|a| InputArg::parse(a)).collect();
-    let declared: Vec<(String, Vec<u32>)> = model
-        .inputs
-        .iter()
-        .map(|input| (input.name.clone(), input.shape.clone()))
-        .collect();
+    let declared = super::run::declared(model);
     let paths = assign(&declared, &arguments)?;
     let mut inputs = Vec::with_capacity(paths.len());
     for (k, (path, (name, shape))) in paths.iter().zip(&declared).enumerate() {

@@ -5,7 +5,7 @@ use cvm_cli::runner::Session;
 use cvm_runtime::generate::{GenerateError, Generation, generate_with};
 use cvm_runtime::hash::hex;
 
-use super::run::{print_report, wasm_engine};
+use super::run::{accepted, print_report, wasm_engine};
 use crate::*;
 
 /// How `cvm generate` runs and reports.
@@ -24,16 +24,8 @@ pub(crate) fn generate(
     cache: &CacheArgs,
 ) -> Result<(), Failure> {
     let mut timings = Timings::default();
-    let LoadedModel {
-        bytes,
-        model,
-        rejected,
-        ..
-    } = load_model(source)?;
-    if let Some(report) = rejected {
-        print_report(&report, HashAlgorithm::Sha3_256, options.json)?;
-        return Err(Failure::Deterministic);
-    }
+    let LoadedModel { bytes, model, .. } =
+        accepted(load_model(source)?, HashAlgorithm::Sha3_256, options.json)?;
     let prompt = read_prompt(ids)?;
     // A model that does not decode is loaded anyway: the engine rejects it deterministically.
     let shape = match &model {

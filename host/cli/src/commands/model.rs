@@ -10,11 +10,7 @@ fn validated(
     json: bool,
     schedule: u32,
 ) -> Result<(cvm_engine::ValidatedModel, LoadedModel), Failure> {
-    let mut loaded = load_model(source)?;
-    if let Some(report) = loaded.rejected.take() {
-        print_report(&report, HashAlgorithm::default(), json)?;
-        return Err(Failure::Deterministic);
-    }
+    let loaded = super::run::accepted(load_model(source)?, HashAlgorithm::default(), json)?;
     match validate_natively(&loaded.bytes, schedule) {
         Ok(model) => Ok((model, loaded)),
         Err(report) => {

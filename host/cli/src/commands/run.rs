@@ -50,12 +50,12 @@ pub(crate) fn run(
         bytes,
         model,
         cvm: meta,
-        rejected,
-    } = timings.time(phase::READ_MODEL, || load_model(source))?;
-    if let Some(report) = rejected {
-        print_report(&report, options.hash, options.json)?;
-        return Err(Failure::Deterministic);
-    }
+        ..
+    } = accepted(
+        timings.time(phase::READ_MODEL, || load_model(source))?,
+        options.hash,
+        options.json,
+    )?;
     if meta.is_none()
         && (options.input_format == Format::Cvm || options.output_format == Format::Cvm)
     {
@@ -75,23 +75,7 @@ pub(crate) fn run(
         },
         // A model that does not decode is run anyway: the engine rejects it deterministically.
         _ => match &model {
-            Some(model) => {
-                let arguments: Vec<InputArg> =
-                    input_args.iter().map(|a| InputArg::parse(a)).collect();
-                let declared: Vec<(String, Vec<u32>)> = model
-                    .inputs
-                    .iter()
-                    .map(|i| (i.name.clone(), i.shape.clone()))
-                    .collect();
-                let mut tensors = Vec::with_capacity(declared.len());
-                for (k, path) in assign(&declared, &arguments)?.iter().enumerate() {
-                    let tensor = read_input_quantized(path, options.quantization.as_ref())?;
-                    let at = path.display().to_string();
-                    check_holds(options.quantization.as_ref(), k, &at, &tensor.data)?;
-                    tensors.push(tensor);
-                }
-                tensors
-            }
+            Some(model) => read_inputs(model, input_args, options.quantization.as_ref())?,
             None => Vec::new(),
         },
     };
@@ -199,6 +183,53 @@ pub(crate) fn check_output_arguments(
         }
         _ => Ok(()),
     }
+}
+
+/// A model as `load_model` loaded it, unless the CVM load checks rejected it: then the
+/// rejection is printed (hashed with `hash`, as JSON when asked) and is a deterministic failure.
+///
+/// # Errors
+/// [`Failure::Deterministic`] for a rejected model; a failure to print.
+pub(crate) fn accepted(
+    mut loaded: LoadedModel,
+    hash: HashAlgorithm,
+    json: bool,
+) -> Result<LoadedModel, Failure> {
+    if let Some(report) = loaded.rejected.take() {
+        print_report(&report, hash, json)?;
+        return Err(Failure::Deterministic);
+    }
+    Ok(loaded)
+}
+
+/// The `--input` files of `model` (`.npy`, in declared order or `NAME=FILE`), a float32 file
+/// quantized through `quantization`, each checked against what the quantization says the
+/// input holds ([`check_holds`]).
+///
+/// # Errors
+/// As [`assign`], [`read_input_quantized`] and [`check_holds`].
+pub(crate) fn read_inputs(
+    model: &cvm_engine::Model,
+    input_args: &[String],
+    quantization: Option<&Quantization>,
+) -> Result<Vec<cvm_engine::exec::InputTensor>, HostError> {
+    let arguments: Vec<InputArg> = input_args.iter().map(|a| InputArg::parse(a)).collect();
+    let mut tensors = Vec::with_capacity(model.inputs.len());
+    for (k, path) in assign(&declared(model), &arguments)?.iter().enumerate() {
+        let tensor = read_input_quantized(path, quantization)?;
+        check_holds(quantization, k, &path.display().to_string(), &tensor.data)?;
+        tensors.push(tensor);
+    }
+    Ok(tensors)
+}
+
+/// The declared inputs of `model` as (name, shape) pairs, for [`assign`].
+pub(crate) fn declared(model: &cvm_engine::Model) -> Vec<(String, Vec<u32>)> {
+    model
+        .inputs
+        .iter()
+        .map(|input| (input.name.clone(), input.shape.clone()))
+        .collect()
 }
 
 /// Refuses input `index`'s values (read from the file `at` names) when the model's quantization says they

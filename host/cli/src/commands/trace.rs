@@ -10,7 +10,7 @@ use cvm_runtime::trace::{
 };
 use serde_json::json;
 
-use super::run::{print_report, wasm_engine};
+use super::run::{accepted, print_report, read_inputs, wasm_engine};
 use crate::*;
 
 /// The most bytes a trace file may have: the values a trace keeps are bounded far below.
@@ -29,43 +29,18 @@ pub(crate) struct TraceRunOptions<'a> {
     pub(crate) json: bool,
 }
 
-/// Reads the `--input` files of `model` as `cvm run` does (npy, declared order or `NAME=FILE`).
-fn read_inputs(
-    model: Option<&cvm_engine::Model>,
-    input_args: &[String],
-) -> Result<Vec<cvm_engine::exec::InputTensor>, HostError> {
-    let Some(model) = model else {
-        return Ok(Vec::new());
-    };
-    let arguments: Vec<InputArg> = input_args.iter().map(|a| InputArg::parse(a)).collect();
-    let declared: Vec<(String, Vec<u32>)> = model
-        .inputs
-        .iter()
-        .map(|input| (input.name.clone(), input.shape.clone()))
-        .collect();
-    assign(&declared, &arguments)?
-        .iter()
-        .map(|path| read_input_quantized(path, None))
-        .collect()
-}
-
 pub(crate) fn trace(
     source: &ModelSource,
     input_args: &[String],
     options: &TraceRunOptions<'_>,
     cache: &CacheArgs,
 ) -> Result<(), Failure> {
-    let LoadedModel {
-        bytes,
-        model,
-        rejected,
-        ..
-    } = load_model(source)?;
-    if let Some(report) = rejected {
-        print_report(&report, HashAlgorithm::Sha3_256, options.json)?;
-        return Err(Failure::Deterministic);
-    }
-    let inputs = read_inputs(model.as_ref(), input_args)?;
+    let LoadedModel { bytes, model, .. } =
+        accepted(load_model(source)?, HashAlgorithm::Sha3_256, options.json)?;
+    let inputs = match &model {
+        Some(model) => read_inputs(model, input_args, None)?,
+        None => Vec::new(),
+    };
     let traced = match TraceModel::from_bytes(&bytes) {
         Ok(traced) => traced,
         Err(error) => {
@@ -409,16 +384,8 @@ pub(crate) fn run_node(
     schedule: u32,
     json: bool,
 ) -> Result<(), Failure> {
-    let LoadedModel {
-        bytes,
-        model,
-        rejected,
-        ..
-    } = load_model(source)?;
-    if let Some(report) = rejected {
-        print_report(&report, HashAlgorithm::Sha3_256, json)?;
-        return Err(Failure::Deterministic);
-    }
+    let LoadedModel { bytes, model, .. } =
+        accepted(load_model(source)?, HashAlgorithm::Sha3_256, json)?;
     let validated = match cvm_engine::load(&bytes, schedule) {
         Ok(validated) => validated,
         Err(report) => {
@@ -460,10 +427,9 @@ pub(crate) fn run_node(
                 .inputs
                 .iter()
                 .any(|operand| matches!(operand, ValueRef::Input(_)));
-            let inputs = if reads_input {
-                read_inputs(model.as_ref(), model_inputs)?
-            } else {
-                Vec::new()
+            let inputs = match &model {
+                Some(model) if reads_input => read_inputs(model, model_inputs, None)?,
+                _ => Vec::new(),
             };
             let operands = operands_from_trace(&trace, path, record, &inputs)?;
             let expected = trace

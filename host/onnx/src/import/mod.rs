@@ -11,7 +11,9 @@
 //!    of ONNX operators (`lower/conv.rs`, `lower/matmul.rs`, `lower/elementwise.rs`, …), folding
 //!    batch normalization, padding and biases into the layers that absorb them;
 //! 4. **calibrate**: [`calibrate`] evaluates that graph ([`float`]) on the calibration inputs
-//!    and records every value's range;
+//!    and records every value's range; with `--smooth`, [`smooth`] first moves the scales of
+//!    layer normalizations into the dense layers reading them (SmoothQuant), and the graph is
+//!    calibrated again;
 //! 5. **quantize**: [`quantize`] chooses the scales and builds the integer graph with the 37 CVM
 //!    operators only;
 //! 6. **write**: [`write`] lays out its `symbol` and `params` files; the result is read back
