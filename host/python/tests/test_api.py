@@ -409,3 +409,25 @@ def test_the_documented_example(tmp_path, capsys):
     evaluate.main(tmp_path, None if binary is None else str(binary))
     printed = capsys.readouterr().out
     assert "engine accuracy" in printed and "hash" in printed
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(runtime, tmp_path):
+    charlm = FIXTURES / "onnx" / "charlm"
+    directory, report = cvm_engine.import_onnx(
+        charlm / "charlm_dynamo.onnx", charlm / "calibration_ids.npy",
+        out=tmp_path / "charlm", smooth=True,
+    )
+    assert any("SmoothQuant moved the scales" in note for note in report["notes"])
+    vocabulary = len((charlm / "vocabulary.txt").read_text().splitlines())
+    assert report["inputs"][0]["holds"] == {"token_ids": vocabulary}
+    model = runtime.load(Path(directory))
+    ids = np.load(charlm / "validation_ids.npy")
+    assert model.run(ids[:1]).ok
+    window = ids[:1].copy()
+    window[0, 3] = vocabulary
+    with pytest.raises(InputError, match=f"value {vocabulary} at index 3 is not a token id"):
+        model.run(window)
+    batch = ids[:4].copy()
+    batch[2, 5] = -1
+    with pytest.raises(InputError, match="sample 2: value -1 at index 5 is not a token id"):
+        model.run_batch(batch)
