@@ -108,7 +108,7 @@ fn import_is_deterministic() {
             "edef9c0e1a112392c29dd140877b9ab60758798b4ef4cd22f843e05c0ff494b1",
             "d6e8633f12c823c96b6743d550478e64e45c9cc2980dcc682326f351b2e522d5",
             "1beea8f6dbded1811e2951db6060588c5d023a8e4809b6efd762da13bc330aa7",
-            "ce997581d15dd55fd8c50f39cde753884988636e7fdb292b23b40aaf037f09b4",
+            "be3b1aa65261890d3a9ba669f6d74706b32f532fcacafb9eaafa6ddf3b477f70",
         ],
         "symbol, params, canonical model, quantization.json"
     );
