@@ -593,7 +593,8 @@ impl Importer {
         let count = notes.len();
         if count == 0 {
             self.graph.notes.push(
-                "SmoothQuant: no layer normalization is read by dense layers only; nothing                  was migrated"
+                "SmoothQuant: no layer normalization is read by dense layers only; nothing \
+                 was migrated"
                     .into(),
             );
         }
